@@ -1,0 +1,27 @@
+"""The demo owning service's sets: refund reason codes and a large set of active user handles."""
+
+from __future__ import annotations
+
+import random
+
+REASON_CODES = (
+    "DAMAGED_ITEM",
+    "NOT_RECEIVED",
+    "WRONG_ITEM",
+    "LATE_DELIVERY",
+    "DUPLICATE_CHARGE",
+    "CUSTOMER_CHANGED_MIND",
+)
+RETIRED_REASON_CODES = ("BROKEN", "LOST_IN_TRANSIT")
+
+_FIRST = ("ana", "ben", "chen", "dara", "eli", "fatima", "gus", "hana", "ivan", "jo", "kai", "lena")
+_LAST = ("smith", "garcia", "kowalski", "nguyen", "okafor", "rossi", "sato", "schmidt", "silva")
+
+
+def active_handles(count: int = 2_000, seed: int = 7) -> list[str]:
+    """A deterministic set of user handles such as "ana.rossi3"."""
+    rng = random.Random(seed)
+    handles: set[str] = set()
+    while len(handles) < count:
+        handles.add(f"{rng.choice(_FIRST)}.{rng.choice(_LAST)}{rng.randrange(100)}")
+    return sorted(handles)

@@ -1,0 +1,168 @@
+"""Demo traffic: an agent fleet's tool calls with a realistic mix of legal values, slips and inventions.
+
+Mostly legal values; some case and separator slips; some retired and invented
+values; a few wrong types, missing arguments and unknown tools. Rejected calls
+are repaired the way a model would: call Repair, then retry with a legal value.
+
+    python examples/traffic.py --target 127.0.0.1:50051 --rate 40 --duration 600
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from typing import Any
+
+import grpc
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
+from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles
+
+COMPONENTS = ("billing-api", "checkout-web", "search-index", "payments-core", "identity-sso", "wms-sync")
+WAREHOUSES = ("AMS-1", "AMS-2", "BER-1", "LHR-3", "MAD-1", "WAW-2")
+INVENTED = {
+    "reason_code": ("ITEM_DEFECTIVE", "CUSTOMER_REQUEST", "OTHER", "QUALITY_ISSUE"),
+    "component_id": ("frontend", "api-gateway", "billing"),
+    "warehouse_code": ("AMS-3", "LHR", "main"),
+    "assignee": ("john.doe", "support-team", "admin"),
+}
+RETIRED = {
+    "reason_code": RETIRED_REASON_CODES,
+    "component_id": ("legacy-billing", "search-v1"),
+    "warehouse_code": ("LHR-1",),
+    "assignee": (),
+}
+
+
+def slip(value: str, rng: random.Random) -> str:
+    """A formatting slip a model makes: wrong case, or another separator."""
+    if rng.random() < 0.5:
+        return value.lower() if value != value.lower() else value.upper()
+    for separator in "_-.":
+        if separator in value:
+            return value.replace(separator, rng.choice([" ", "-" if separator != "-" else "_"]))
+    return value.title()
+
+
+def choose(argument: str, legal: tuple[str, ...] | list[str], rng: random.Random) -> Any:
+    """A value as a model writes it: 90% legal, then slips, inventions, retired values and wrong types."""
+    roll = rng.random()
+    value = rng.choice(legal)
+    if roll < 0.90:
+        return value
+    if roll < 0.93:
+        return slip(value, rng)
+    if roll < 0.97 or not RETIRED[argument]:
+        return rng.choice(INVENTED[argument])
+    if roll < 0.99:
+        return rng.choice(RETIRED[argument])
+    return rng.choice([120, None, True])
+
+
+def make_call(rng: random.Random, handles: list[str]) -> tuple[str, dict[str, Any]]:
+    """One tool call of the demo mix: (tool name, arguments)."""
+    roll = rng.random()
+    if roll < 0.45:
+        return "refund_order", {
+            "order_id": f"ord_{rng.randrange(10**6):06d}",
+            "reason_code": choose("reason_code", REASON_CODES, rng),
+            "amount_cents": rng.randrange(100, 20_000),
+        }
+    if roll < 0.75:
+        args: dict[str, Any] = {
+            "component_id": choose("component_id", COMPONENTS, rng),
+            "title": "Checkout fails for some customers",
+        }
+        if rng.random() < 0.7:
+            args["assignee"] = choose("assignee", handles, rng)
+        return "create_ticket", args
+    if roll < 0.995:
+        return "transfer_stock", {
+            "sku": f"SKU-{rng.randrange(10**5)}",
+            "warehouse_code": choose("warehouse_code", WAREHOUSES, rng),
+            "quantity": rng.randrange(1, 50),
+        }
+    return rng.choice(["refund_orders", "issue_refund", "delete_account"]), {"id": "x"}
+
+
+def request_for(tool: str, args: dict[str, Any], conversation: str) -> gateway_pb2.ValidateRequest:
+    return gateway_pb2.ValidateRequest(
+        tool=tool,
+        arguments_json=orjson.dumps(args),
+        conversation_id=conversation,
+        call_id=uuid.uuid4().hex,
+        session=gateway_pb2.Session(customer_id=f"cus_{conversation[:6]}", tenant="demo"),
+    )
+
+
+async def repair_and_retry(
+    stub: gateway_pb2_grpc.GatewayStub,
+    rejected: gateway_pb2.ValidateResponse,
+    tool: str,
+    args: dict[str, Any],
+    conversation: str,
+) -> bool:
+    """What a model does with a rejection: read the repair message, retry with an offered value."""
+    repair = await stub.Repair(gateway_pb2.RepairRequest(call_id=rejected.call_id), timeout=2)
+    if repair.give_up:
+        return False
+    fixed = dict(args)
+    for legal in repair.legal_values:
+        if legal.values:
+            fixed[legal.argument] = legal.values[0]
+    retry = await stub.Validate(request_for(tool, fixed, conversation), timeout=2)
+    return retry.decision == gateway_pb2.DECISION_ALLOW
+
+
+async def run(target: str, rate: float, duration: float, seed: int) -> dict[str, int]:
+    rng = random.Random(seed)
+    handles = active_handles()
+    counts = {"sent": 0, "allowed": 0, "rejected": 0, "repaired": 0, "errors": 0}
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        deadline = time.monotonic() + duration
+        interval = 1.0 / rate
+        next_at = time.monotonic()
+        while time.monotonic() < deadline and not stopping.is_set():
+            conversation = uuid.uuid4().hex
+            tool, args = make_call(rng, handles)
+            try:
+                response = await stub.Validate(request_for(tool, args, conversation), timeout=2)
+                counts["sent"] += 1
+                if response.decision == gateway_pb2.DECISION_REJECT:
+                    counts["rejected"] += 1
+                    if await repair_and_retry(stub, response, tool, args, conversation):
+                        counts["repaired"] += 1
+                else:
+                    counts["allowed"] += 1
+            except grpc.aio.AioRpcError:
+                counts["errors"] += 1
+            next_at += interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="127.0.0.1:50051")
+    parser.add_argument("--rate", type=float, default=40.0, help="calls per second")
+    parser.add_argument("--duration", type=float, default=3600.0, help="seconds, then stop")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    counts = asyncio.run(run(args.target, args.rate, args.duration, args.seed))
+    print("traffic:", " ".join(f"{k}={v}" for k, v in counts.items()), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The gateway: policy, checker, value-set provider, modes, telemetry, servicers and command line."""

@@ -1,0 +1,156 @@
+"""The checker: a pure function of (tool policy, arguments, value-set snapshots) to every problem found.
+
+No I/O, and no exceptions on bad input: a value of the wrong type, a missing
+argument or an unavailable set is a finding in the result. A value is never
+coerced to a default; a formatting slip is reported with the legal value it
+normalises to, and the caller decides what to do with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import orjson
+from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
+from argwatch.server.normalise import LOOSE, normaliser
+from argwatch.server.policy_model import ArgumentBinding, Failure, ToolPolicy
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+
+MAX_VALUE_CHARS = 200
+_MISSING = object()
+_loose = normaliser(LOOSE)
+
+
+def check_arguments(
+    tool: ToolPolicy,
+    arguments: Mapping[str, object],
+    snapshots: Mapping[str, ValueSetSnapshot | None],
+    failures: Mapping[str, Failure],
+) -> CheckResult:
+    """Checks every bound argument of `tool`.
+
+    `snapshots` maps each bound set to its snapshot, or None when it could not
+    be read; `failures` says per set whether that fails open or closed.
+    """
+    problems: list[Problem] = []
+    skipped: list[SkippedCheck] = []
+    value_checks: list[ValueCheck] = []
+    sets_used: list[str] = []
+    for binding in tool.arguments:
+        value = arguments.get(binding.name, _MISSING)
+        if value is _MISSING:
+            if binding.required:
+                problems.append(_missing(binding))
+            continue
+        snapshot = snapshots.get(binding.value_set)
+        if snapshot is None:
+            if failures.get(binding.value_set, Failure.OPEN) is Failure.CLOSED:
+                problems.append(_unavailable(binding, value))
+            else:
+                skipped.append(SkippedCheck(binding.name, binding.value_set))
+            continue
+        if binding.value_set not in sets_used:
+            sets_used.append(binding.value_set)
+        if not isinstance(value, str):
+            value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
+            problems.append(_wrong_type(binding, value))
+            continue
+        if value in snapshot.members:
+            value_checks.append(ValueCheck(binding.name, binding.value_set, True, True))
+            continue
+        rule = binding.normalisation
+        in_set_normalised = normaliser(rule)(value) in snapshot.index_for(rule)
+        value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
+        problems.append(_not_in_set(binding, value, snapshot, in_set_normalised))
+    return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(sets_used))
+
+
+def classify_shape(value: str, snapshot: ValueSetSnapshot) -> tuple[Shape, str]:
+    """Why `value` (not a member) missed, and the legal value it is a slip of, if any."""
+    suggestion = snapshot.case_index.get(value.casefold())
+    if suggestion is not None:
+        return Shape.CASE, suggestion
+    loose = _loose(value)
+    suggestion = snapshot.loose_index.get(loose)
+    if suggestion is not None:
+        return Shape.SEPARATOR, suggestion
+    if value in snapshot.retired or loose in snapshot.loose_retired:
+        return Shape.RETIRED, ""
+    return Shape.INVENTED, ""
+
+
+def as_json_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
+    """The value as JSON text, cut to `limit` characters (with an ellipsis when cut)."""
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _not_in_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool) -> Problem:
+    shape, suggestion = classify_shape(value, snapshot)
+    shown = as_json_text(value)
+    if suggestion:
+        message = (
+            f"{binding.name}: {shown} is not in {binding.value_set} as written "
+            f"({shape.value}); the legal value is {as_json_text(suggestion)}"
+        )
+    elif shape is Shape.RETIRED:
+        message = f"{binding.name}: {shown} was retired from {binding.value_set}"
+    else:
+        message = f"{binding.name}: {shown} is not in {binding.value_set}"
+    return Problem(
+        code=ProblemCode.NOT_IN_SET,
+        message=message,
+        argument=binding.name,
+        value_set=binding.value_set,
+        shape=shape,
+        value=shown,
+        suggestion=suggestion,
+        in_set_normalised=in_set_normalised,
+    )
+
+
+def _missing(binding: ArgumentBinding) -> Problem:
+    return Problem(
+        code=ProblemCode.MISSING_ARGUMENT,
+        message=f"{binding.name}: required, missing; expected a value from {binding.value_set}",
+        argument=binding.name,
+        value_set=binding.value_set,
+    )
+
+
+def _wrong_type(binding: ArgumentBinding, value: object) -> Problem:
+    kind = _json_type(value)
+    return Problem(
+        code=ProblemCode.WRONG_TYPE,
+        message=f"{binding.name}: expected a string from {binding.value_set}, got {kind}",
+        argument=binding.name,
+        value_set=binding.value_set,
+        value=as_json_text(value),
+    )
+
+
+def _unavailable(binding: ArgumentBinding, value: object) -> Problem:
+    return Problem(
+        code=ProblemCode.VALUE_SET_UNAVAILABLE,
+        message=(f"{binding.name}: {binding.value_set} could not be read and this check fails closed"),
+        argument=binding.name,
+        value_set=binding.value_set,
+        value=as_json_text(value),
+    )
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"a number ({as_json_text(value, 40)})"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

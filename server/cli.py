@@ -1,0 +1,105 @@
+"""The `argwatch` command: serve, policy check, and watch (a live one-line status)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from argwatch.server.policy_loader import PolicyError, load_policy
+from argwatch.server.settings import Settings, add_serve_arguments, settings_from
+
+log = logging.getLogger("argwatch.cli")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="argwatch", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the gateway")
+    add_serve_arguments(serve)
+
+    policy = commands.add_parser("policy", help="work with policy files")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    check = policy_commands.add_parser("check", help="validate a policy file offline")
+    check.add_argument("file")
+
+    watch = commands.add_parser("watch", help="print a live one-line status from a gateway's Admin API")
+    watch.add_argument("--admin", default="127.0.0.1:50052", help="the Admin API's HOST:PORT")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between lines")
+    watch.add_argument("--count", type=int, default=0, help="stop after this many lines (0: never)")
+
+    args = parser.parse_args(argv)
+    if args.command == "policy":
+        return _check_policy(args.file)
+    if args.command == "watch":
+        from argwatch.tui.status_line import watch_status  # the TUI package talks only to the Admin API
+
+        return asyncio.run(watch_status(args.admin, args.interval, args.count))
+    try:
+        settings = settings_from(args, os.environ)
+    except ValueError as error:
+        parser.error(str(error))
+    return _serve(settings)
+
+
+def _check_policy(path: str) -> int:
+    try:
+        policy = load_policy(path)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        print(f"{path}: {len(error.issues)} error(s)", file=sys.stderr)
+        return 1
+    bound = sum(len(tool.arguments) for tool in policy.tools.values())
+    print(
+        f"{path}: ok: {len(policy.tools)} tools, {bound} bound arguments, "
+        f"{len(policy.value_sets)} value sets, {len(policy.sources)} sources (version {policy.version})"
+    )
+    return 0
+
+
+def _serve(settings: Settings) -> int:
+    logging.basicConfig(
+        level=settings.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        policy = load_policy(settings.policy)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        print("argwatch: refusing to start with an invalid policy", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(settings, policy))
+
+
+async def _run(settings: Settings, policy: object) -> int:
+    from argwatch.server.app import build_gateway
+    from argwatch.server.policy_model import Policy
+    from argwatch.server.samples import attach_sample_sink
+
+    assert isinstance(policy, Policy)
+    detach = attach_sample_sink(settings.sample_log)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        gateway = await build_gateway(settings, policy=policy)
+    except OSError as error:
+        log.error("cannot start: %s", error)
+        detach()
+        return 2
+    await stopping.wait()
+    log.info("signal received: draining (up to %.1fs)", settings.grace_seconds)
+    await gateway.stop()
+    detach()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

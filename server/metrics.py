@@ -1,0 +1,201 @@
+"""Prometheus metrics, on an injected registry, with label values only ever taken from the policy.
+
+Callers pass label values that come from the policy (tool, argument and set
+names) or from fixed vocabularies (codes, modes, decisions); the gateway maps a
+tool the policy does not know to UNKNOWN_LABEL before it gets here, so a model
+inventing tool names adds no series. Children are memoised per label tuple:
+`.labels()` costs ~1.8 us a call here, a dictionary look-up ~0.1 us.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+UNKNOWN_LABEL = "_unknown"
+CALL_LEVEL_ARGUMENT = "_call"  # the argument label of problems about the whole call
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTotals:
+    """Counts for one tool since start, read back from the counters (for the Admin API)."""
+
+    calls: int = 0
+    allowed: int = 0
+    rejected: int = 0
+    value_checks: int = 0
+    out_of_set: int = 0
+    out_of_set_normalised: int = 0
+    unavailable: int = 0
+
+
+class _AgeCollector(Collector):
+    """argwatch_value_set_age_seconds, computed at scrape time from when each set was last confirmed."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._sources: list[Callable[[], Iterable[tuple[str, float]]]] = []
+
+    def add(self, source: Callable[[], Iterable[tuple[str, float]]]) -> None:
+        self._sources.append(source)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "argwatch_value_set_age_seconds",
+            "Seconds since the value set's source last confirmed the version in use.",
+            labels=["set"],
+        )
+        now = self._clock()
+        for source in self._sources:
+            for name, confirmed_at in source():
+                family.add_metric([name], max(0.0, now - confirmed_at))
+        yield family
+
+
+class GatewayMetrics:
+    """Every metric the gateway exports, registered on `registry`."""
+
+    def __init__(self, registry: CollectorRegistry, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self.value_checks = Counter(
+            "tool_argument_value_check",
+            "Values compared with their value set, by whether they were in it as written and after normalisation.",
+            ["tool", "argument", "set", "in_set", "in_set_normalised"],
+            registry=registry,
+        )
+        self.problems = Counter(
+            "tool_argument_problems",
+            "Problems found in tool-call arguments, by code.",
+            ["tool", "argument", "code"],
+            registry=registry,
+        )
+        self.unavailable = Counter(
+            "tool_argument_check_unavailable",
+            "Checks not carried out because the value set could not be read (failed open or closed).",
+            ["tool", "set"],
+            registry=registry,
+        )
+        self.repair_started = Counter(
+            "tool_argument_repair_started",
+            "Calls rejected, each of which starts a repair by the model.",
+            ["tool"],
+            registry=registry,
+        )
+        self.decisions = Counter(
+            "argwatch_decisions",
+            "Verdicts, by the mode applied and the decision.",
+            ["tool", "mode", "decision"],
+            registry=registry,
+        )
+        self.mode = Gauge(
+            "argwatch_mode",
+            "The mode in force per tool: 0 observe, 1 reject.",
+            ["tool"],
+            registry=registry,
+        )
+        self.set_members = Gauge(
+            "argwatch_value_set_members",
+            "Members in the value set's snapshot in use.",
+            ["set"],
+            registry=registry,
+        )
+        self.set_refresh = Counter(
+            "argwatch_value_set_refresh",
+            "Fetches of a value set from its source, by result (ok, error).",
+            ["set", "result"],
+            registry=registry,
+        )
+        self.source_connected = Gauge(
+            "argwatch_source_connected",
+            "1 when the source's last answer succeeded, 0 when it failed.",
+            ["source"],
+            registry=registry,
+        )
+        self._ages = _AgeCollector(clock)
+        registry.register(self._ages)
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def value_checked(self, tool: str, argument: str, value_set: str, in_set: bool, normalised: bool) -> None:
+        self._child(self.value_checks, tool, argument, value_set, _flag(in_set), _flag(normalised)).inc()
+
+    def problem(self, tool: str, argument: str, code: str) -> None:
+        self._child(self.problems, tool, argument or CALL_LEVEL_ARGUMENT, code).inc()
+
+    def check_unavailable(self, tool: str, value_set: str) -> None:
+        self._child(self.unavailable, tool, value_set).inc()
+
+    def decided(self, tool: str, mode: str, decision: str) -> None:
+        self._child(self.decisions, tool, mode, decision).inc()
+
+    def repair_start(self, tool: str) -> None:
+        self._child(self.repair_started, tool).inc()
+
+    def mode_in_force(self, tool: str, rejecting: bool) -> None:
+        self._child(self.mode, tool).set(1 if rejecting else 0)
+
+    def value_set_refreshed(self, name: str, source: str, members: int | None, *, ok: bool) -> None:
+        self._child(self.set_refresh, name, "ok" if ok else "error").inc()
+        self._child(self.source_connected, source).set(1 if ok else 0)
+        if members is not None:
+            self._child(self.set_members, name).set(members)
+
+    def watch_value_sets(self, confirmed_times: Callable[[], Iterable[tuple[str, float]]]) -> None:
+        """Registers a callable yielding (set, confirmed_at) for the age gauge."""
+        self._ages.add(confirmed_times)
+
+    def tool_totals(self) -> dict[str, ToolTotals]:
+        """Per tool label, the totals since start, read back from the counters."""
+        totals: dict[str, dict[str, float]] = {}
+
+        def add(tool: str, field: str, value: float) -> None:
+            totals.setdefault(tool, {}).setdefault(field, 0.0)
+            totals[tool][field] += value
+
+        for sample in _samples(self.decisions):
+            add(sample.labels["tool"], "calls", sample.value)
+            add(sample.labels["tool"], sample.labels["decision"], sample.value)
+        for sample in _samples(self.value_checks):
+            tool = sample.labels["tool"]
+            add(tool, "value_checks", sample.value)
+            if sample.labels["in_set"] == "false":
+                add(tool, "out_of_set", sample.value)
+            if sample.labels["in_set_normalised"] == "false":
+                add(tool, "out_of_set_normalised", sample.value)
+        for sample in _samples(self.unavailable):
+            add(sample.labels["tool"], "unavailable", sample.value)
+        return {
+            tool: ToolTotals(
+                calls=int(fields.get("calls", 0)),
+                allowed=int(fields.get("allow", 0)),
+                rejected=int(fields.get("reject", 0)),
+                value_checks=int(fields.get("value_checks", 0)),
+                out_of_set=int(fields.get("out_of_set", 0)),
+                out_of_set_normalised=int(fields.get("out_of_set_normalised", 0)),
+                unavailable=int(fields.get("unavailable", 0)),
+            )
+            for tool, fields in totals.items()
+        }
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _samples(metric: Any) -> Iterator[Any]:
+    for family in metric.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                yield sample

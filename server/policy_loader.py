@@ -1,0 +1,317 @@
+"""Reads a policy YAML file into a Policy, listing every error with its file, key path and expectation.
+
+The gateway refuses to start on any error: a half-configured gateway would
+check some tools and silently not others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import yaml
+from argwatch.server.durations import parse_duration
+from argwatch.server.policy_model import (
+    ArgumentBinding,
+    CaseRule,
+    Failure,
+    FileSourceConfig,
+    GrpcSourceConfig,
+    Mode,
+    Normalisation,
+    Policy,
+    RepairConfig,
+    SamplingConfig,
+    SourceConfig,
+    ToolPolicy,
+    ValueSetConfig,
+)
+
+T = TypeVar("T")
+
+DEFAULT_TTL_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyIssue:
+    """One thing wrong with a policy file."""
+
+    path: str  # the key path, such as "tools.refund_order.arguments.reason_code.value_set"
+    message: str
+
+    def render(self, file: str) -> str:
+        return f"{file}: {self.path or '<top>'}: {self.message}"
+
+
+class PolicyError(Exception):
+    """The policy file cannot be used; `issues` lists every reason."""
+
+    def __init__(self, file: str, issues: list[PolicyIssue]) -> None:
+        self.file = file
+        self.issues = issues
+        super().__init__("\n".join(issue.render(file) for issue in issues))
+
+
+@dataclass
+class _Reader:
+    """Walks the parsed YAML, recording issues instead of stopping at the first."""
+
+    issues: list[PolicyIssue] = field(default_factory=list)
+
+    def fail(self, path: str, message: str) -> None:
+        self.issues.append(PolicyIssue(path, message))
+
+    def mapping(self, node: object, path: str, allowed: set[str]) -> Mapping[str, Any]:
+        """The node as a mapping with string keys, with unknown keys reported."""
+        if node is None:
+            return {}
+        if not isinstance(node, dict):
+            self.fail(path, f"expected a mapping, got {_kind(node)}")
+            return {}
+        for key in node:
+            if not isinstance(key, str):
+                self.fail(path, f"expected string keys, got {key!r}")
+            elif allowed and key not in allowed:
+                self.fail(_join(path, key), f"unknown key; expected one of {', '.join(sorted(allowed))}")
+        return node
+
+    def named_entries(self, node: object, path: str) -> Mapping[str, Any]:
+        """A mapping whose keys are names chosen by the author (tools, sets, sources)."""
+        if node is None:
+            return {}
+        if not isinstance(node, dict):
+            self.fail(path, f"expected a mapping of names to entries, got {_kind(node)}")
+            return {}
+        good: dict[str, Any] = {}
+        for key, value in node.items():
+            if not isinstance(key, str) or not key.strip():
+                self.fail(path, f"expected a non-empty name, got {key!r}")
+            else:
+                good[key] = value
+        return good
+
+    def value(self, node: Mapping[str, Any], key: str, path: str, convert: Callable[[object], T], default: T) -> T:
+        """node[key] converted, or the default when absent or wrong (wrong is recorded)."""
+        if key not in node:
+            return default
+        try:
+            return convert(node[key])
+        except ValueError as error:
+            self.fail(_join(path, key), str(error))
+            return default
+
+    def required_str(self, node: Mapping[str, Any], key: str, path: str) -> str:
+        if key not in node:
+            self.fail(_join(path, key), "required; expected a string")
+            return ""
+        return self.value(node, key, path, _string, "")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _kind(node: object) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(
+        type(node), f"{type(node).__name__} {node!r}"
+    )
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {_kind(value)}")
+    return value
+
+
+def _enum(kind: type[T]) -> Callable[[object], T]:
+    def convert(value: object) -> T:
+        choices = [member.value for member in kind]  # type: ignore[attr-defined]
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return kind(value)  # type: ignore[call-arg]
+
+    return convert
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _rate(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"expected a fraction from 0 to 1 (0.02 is 1 in 50), got {value!r}")
+    return float(value)
+
+
+def _separators(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string of separator characters such as '-_ .', got {value!r}")
+    return value
+
+
+def load_policy(path: str) -> Policy:
+    """Reads and validates the policy at `path`; raises PolicyError listing every problem."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise PolicyError(path, [PolicyIssue("", f"cannot read the file: {error.strerror}")]) from None
+    return parse_policy(raw, path)
+
+
+def parse_policy(raw: bytes, path: str) -> Policy:
+    """Validates policy text; `path` names it in errors and anchors relative file sources."""
+    try:
+        document = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise PolicyError(path, [PolicyIssue("", f"not valid YAML: {_yaml_error(error)}")]) from None
+    reader = _Reader()
+    top = reader.mapping(document, "", {"default_mode", "sources", "value_sets", "tools", "repair", "sampling"})
+    if not isinstance(document, dict):
+        reader.fail("", "expected a mapping with sources, value_sets and tools")
+    base = os.path.dirname(os.path.abspath(path))
+    sources = _read_sources(reader, top.get("sources"), base)
+    value_sets = _read_value_sets(reader, top.get("value_sets"), sources)
+    default_mode = reader.value(top, "default_mode", "", _enum(Mode), Mode.OBSERVE)
+    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode)
+    repair = _read_repair(reader, top.get("repair"))
+    sampling = _read_sampling(reader, top.get("sampling"))
+    if reader.issues:
+        raise PolicyError(path, reader.issues)
+    return Policy(
+        path=os.path.abspath(path),
+        version=hashlib.sha256(raw).hexdigest()[:12],
+        default_mode=default_mode,
+        tools=MappingProxyType(tools),
+        sources=MappingProxyType(sources),
+        value_sets=MappingProxyType(value_sets),
+        repair=repair,
+        sampling=sampling,
+    )
+
+
+def _yaml_error(error: yaml.YAMLError) -> str:
+    """The parser's complaint on one line, with where it happened."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + str(problem)
+
+
+def _read_sources(reader: _Reader, node: object, base: str) -> dict[str, SourceConfig]:
+    sources: dict[str, SourceConfig] = {}
+    for name, entry in reader.named_entries(node, "sources").items():
+        path = f"sources.{name}"
+        fields = reader.mapping(entry, path, {"grpc", "file"})
+        kinds = [kind for kind in ("grpc", "file") if kind in fields]
+        if len(kinds) != 1:
+            reader.fail(path, "expected exactly one of grpc or file")
+            continue
+        if kinds == ["file"]:
+            file = reader.value(fields, "file", path, _string, "")
+            if file:
+                sources[name] = FileSourceConfig(path=os.path.join(base, file))
+            continue
+        grpc_path = f"{path}.grpc"
+        grpc = reader.mapping(fields["grpc"], grpc_path, {"target", "timeout", "tls"})
+        target = reader.required_str(grpc, "target", grpc_path)
+        timeout = reader.value(grpc, "timeout", grpc_path, parse_duration, 1.0)
+        tls = reader.value(grpc, "tls", grpc_path, _boolean, False)
+        if target:
+            sources[name] = GrpcSourceConfig(target=target, timeout_seconds=timeout, tls=tls)
+    return sources
+
+
+def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, SourceConfig]) -> dict[str, ValueSetConfig]:
+    value_sets: dict[str, ValueSetConfig] = {}
+    for name, entry in reader.named_entries(node, "value_sets").items():
+        path = f"value_sets.{name}"
+        fields = reader.mapping(entry, path, {"source", "ttl", "failure"})
+        source = reader.required_str(fields, "source", path)
+        if source and source not in sources:
+            known = ", ".join(sources) or "none are defined"
+            reader.fail(f"{path}.source", f"undefined source {source!r}; sources: {known}")
+        ttl = reader.value(fields, "ttl", path, parse_duration, DEFAULT_TTL_SECONDS)
+        failure = reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN)
+        value_sets[name] = ValueSetConfig(name=name, source=source, ttl_seconds=ttl, failure=failure)
+    return value_sets
+
+
+def _read_tools(
+    reader: _Reader,
+    node: object,
+    value_sets: Mapping[str, ValueSetConfig],
+    default_mode: Mode,
+) -> dict[str, ToolPolicy]:
+    tools: dict[str, ToolPolicy] = {}
+    entries = reader.named_entries(node, "tools")
+    if not entries:
+        reader.fail("tools", "expected at least one tool")
+    for name, entry in entries.items():
+        path = f"tools.{name}"
+        fields = reader.mapping(entry, path, {"mode", "description", "arguments"})
+        mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
+        description = reader.value(fields, "description", path, _string, "")
+        arguments = tuple(
+            _read_argument(reader, argument, spec, f"{path}.arguments.{argument}", value_sets)
+            for argument, spec in reader.named_entries(fields.get("arguments"), f"{path}.arguments").items()
+        )
+        tools[name] = ToolPolicy(name=name, mode=mode, arguments=arguments, description=description)
+    return tools
+
+
+def _read_argument(
+    reader: _Reader, name: str, node: object, path: str, value_sets: Mapping[str, ValueSetConfig]
+) -> ArgumentBinding:
+    fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint"})
+    value_set = reader.required_str(fields, "value_set", path)
+    if value_set and value_set not in value_sets:
+        known = ", ".join(value_sets) or "none are defined"
+        reader.fail(f"{path}.value_set", f"undefined value set {value_set!r}; value sets: {known}")
+    norm_path = f"{path}.normalise"
+    norm = reader.mapping(fields.get("normalise"), norm_path, {"case", "separators", "trim"})
+    defaults = Normalisation()
+    normalisation = Normalisation(
+        case=reader.value(norm, "case", norm_path, _enum(CaseRule), defaults.case),
+        separators=reader.value(norm, "separators", norm_path, _separators, defaults.separators),
+        trim=reader.value(norm, "trim", norm_path, _boolean, defaults.trim),
+    )
+    return ArgumentBinding(
+        name=name,
+        value_set=value_set,
+        normalisation=normalisation,
+        required=reader.value(fields, "required", path, _boolean, True),
+        hint=reader.value(fields, "hint", path, _string, ""),
+    )
+
+
+def _read_repair(reader: _Reader, node: object) -> RepairConfig:
+    fields = reader.mapping(node, "repair", {"list_limit", "nearest", "max_attempts", "remember"})
+    defaults = RepairConfig()
+    return RepairConfig(
+        list_limit=reader.value(fields, "list_limit", "repair", _positive_int, defaults.list_limit),
+        nearest=reader.value(fields, "nearest", "repair", _positive_int, defaults.nearest),
+        max_attempts=reader.value(fields, "max_attempts", "repair", _positive_int, defaults.max_attempts),
+        remember_seconds=reader.value(fields, "remember", "repair", parse_duration, defaults.remember_seconds),
+    )
+
+
+def _read_sampling(reader: _Reader, node: object) -> SamplingConfig:
+    fields = reader.mapping(node, "sampling", {"rate", "max_value_chars"})
+    defaults = SamplingConfig()
+    return SamplingConfig(
+        rate=reader.value(fields, "rate", "sampling", _rate, defaults.rate),
+        max_value_chars=reader.value(fields, "max_value_chars", "sampling", _positive_int, defaults.max_value_chars),
+    )

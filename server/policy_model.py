@@ -1,0 +1,127 @@
+"""The policy as immutable Python objects: what the loader builds and everything else reads."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class Mode(enum.Enum):
+    """How a tool's problems are enforced."""
+
+    OBSERVE = "observe"
+    REJECT = "reject"
+
+
+class Failure(enum.Enum):
+    """What a check does when its value set cannot be read."""
+
+    OPEN = "open"  # skip the check, let the call through, count it
+    CLOSED = "closed"  # report a problem, so reject mode refuses the call
+
+
+class CaseRule(enum.Enum):
+    """How letter case counts when a value is normalised."""
+
+    SENSITIVE = "sensitive"
+    INSENSITIVE = "insensitive"
+
+
+@dataclass(frozen=True, slots=True)
+class Normalisation:
+    """The formatting slips an argument's normalisation forgives."""
+
+    case: CaseRule = CaseRule.INSENSITIVE
+    # Characters treated as one and the same separator ("-", "_", " ", ".").
+    separators: str = "-_ ."
+    # Whether leading and trailing blanks are dropped.
+    trim: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentBinding:
+    """One checked argument of a tool and the value set it must come from."""
+
+    name: str
+    value_set: str
+    normalisation: Normalisation
+    required: bool = True
+    # What to tell the model to do when none of the legal values fits.
+    hint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """The policy of one tool."""
+
+    name: str
+    mode: Mode
+    arguments: tuple[ArgumentBinding, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcSourceConfig:
+    """A ValueSetSource reached over gRPC."""
+
+    target: str
+    timeout_seconds: float = 1.0
+    tls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FileSourceConfig:
+    """Value sets read from a local YAML or JSON file."""
+
+    path: str  # absolute, resolved against the policy file's folder at load
+
+
+SourceConfig = GrpcSourceConfig | FileSourceConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSetConfig:
+    """Where one value set comes from and how long a fetched copy is trusted."""
+
+    name: str
+    source: str
+    ttl_seconds: float
+    failure: Failure
+
+
+@dataclass(frozen=True, slots=True)
+class RepairConfig:
+    """How Repair messages are built and when the model should give up."""
+
+    # Sets with at most this many members are listed in full.
+    list_limit: int = 50
+    # Larger sets: this many nearest values, plus the total count.
+    nearest: int = 5
+    # Rejected attempts per conversation and tool before the model is told to stop.
+    max_attempts: int = 3
+    # How long a rejected call can still be repaired, and attempts remembered.
+    remember_seconds: float = 900.0
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingConfig:
+    """How often an offending value is written to the sampled log."""
+
+    rate: float = 0.02  # 1 in 50
+    max_value_chars: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A whole policy file, validated."""
+
+    path: str
+    version: str  # content hash, reported with every verdict
+    default_mode: Mode
+    # Read-only mappings (MappingProxyType), in the order the file gives them.
+    tools: Mapping[str, ToolPolicy]
+    sources: Mapping[str, SourceConfig]
+    value_sets: Mapping[str, ValueSetConfig]
+    repair: RepairConfig = field(default_factory=RepairConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)

@@ -1,0 +1,154 @@
+"""Builds the model-facing error for a rejected call: what failed, the legal values, that nothing ran, what to do.
+
+Pure: it reads the problems, the current snapshots and the policy, and returns
+text and the values offered. Large sets are never listed whole: the nearest few
+to the value given, by edit similarity on the normalised forms, plus the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from argwatch.server.findings import Problem, ProblemCode
+from argwatch.server.normalise import LOOSE, normaliser
+from argwatch.server.policy_model import Policy, RepairConfig
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+_loose = normaliser(LOOSE)
+
+
+@dataclass(frozen=True, slots=True)
+class LegalValues:
+    """The values offered for one argument."""
+
+    argument: str
+    value_set: str
+    values: tuple[str, ...]
+    total: int
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RepairAdvice:
+    """Everything Repair returns."""
+
+    call_id: str
+    message: str
+    problems: tuple[Problem, ...]
+    legal_values: tuple[LegalValues, ...]
+    attempt: int
+    give_up: bool
+
+
+def legal_values_for(problem: Problem, snapshot: ValueSetSnapshot, config: RepairConfig) -> LegalValues:
+    """All members sorted for a small set; otherwise the nearest few to the value given."""
+    total = snapshot.size
+    if total <= config.list_limit:
+        return LegalValues(problem.argument, problem.value_set, snapshot.sorted_members, total, True)
+    wanted = _unquote(problem.value)
+    nearest = [problem.suggestion] if problem.suggestion else []
+    if wanted:
+        # Levenshtein, because a model's typo is mostly a substitution; compared on
+        # loose forms so case and separators do not dominate. Ties keep sorted order.
+        for member, _, _ in process.extract(
+            wanted,
+            snapshot.sorted_members,
+            scorer=Levenshtein.normalized_similarity,
+            processor=_loose,
+            limit=config.nearest + 1,
+        ):
+            if member not in nearest:
+                nearest.append(member)
+    else:
+        nearest.extend(m for m in snapshot.sorted_members[: config.nearest] if m not in nearest)
+    return LegalValues(problem.argument, problem.value_set, tuple(nearest[: config.nearest]), total, False)
+
+
+def build_advice(
+    *,
+    call_id: str,
+    tool: str,
+    policy: Policy,
+    problems: Sequence[Problem],
+    snapshots: Mapping[str, ValueSetSnapshot | None],
+    attempt: int,
+    give_up_reason: str,
+) -> RepairAdvice:
+    """The repair message for a rejected call."""
+    config = policy.repair
+    lines = [f"The call to {tool} was rejected by argument validation. Nothing was executed."]
+    offered: list[LegalValues] = []
+    hints: list[str] = []
+    tool_policy = policy.tools.get(tool)
+    bindings = {b.name: b for b in tool_policy.arguments} if tool_policy else {}
+    for problem in problems:
+        lines.append(f"- {_describe(problem, policy)}")
+        snapshot = snapshots.get(problem.value_set) if problem.value_set else None
+        if problem.code in _OFFERS_VALUES and snapshot is not None:
+            legal = legal_values_for(problem, snapshot, config)
+            offered.append(legal)
+            lines.append(f"  {_render_legal(legal)}")
+        binding = bindings.get(problem.argument)
+        if binding is not None and binding.hint and binding.hint not in hints:
+            hints.append(binding.hint)
+    if give_up_reason:
+        lines.append(
+            f"Do not call {tool} again in this conversation: {give_up_reason}. "
+            "Tell the user what failed and ask how to proceed."
+        )
+    else:
+        lines.append(
+            f"What to do: call {tool} again with each argument above set to one of its valid "
+            "values, copied exactly. Do not guess a value that is not listed; if none fits, "
+            "ask the user."
+        )
+        lines.extend(hints)
+        lines.append(f"(attempt {attempt} of {config.max_attempts})")
+    return RepairAdvice(
+        call_id=call_id,
+        message="\n".join(lines),
+        problems=tuple(problems),
+        legal_values=tuple(offered),
+        attempt=attempt,
+        give_up=bool(give_up_reason),
+    )
+
+
+_OFFERS_VALUES = {ProblemCode.NOT_IN_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_ARGUMENT}
+
+
+def _describe(problem: Problem, policy: Policy) -> str:
+    if problem.code is ProblemCode.NOT_IN_SET:
+        if problem.suggestion:
+            return (
+                f"{problem.argument}: {problem.value} is not a valid value as written; "
+                f'the valid value is "{problem.suggestion}" (exact spelling and case).'
+            )
+        return f"{problem.argument}: {problem.value} is not a valid value."
+    if problem.code is ProblemCode.WRONG_TYPE:
+        return f"{problem.argument}: expected a string, got {problem.value}."
+    if problem.code is ProblemCode.MISSING_ARGUMENT:
+        return f"{problem.argument}: required, but missing."
+    if problem.code is ProblemCode.UNKNOWN_TOOL:
+        tools = sorted(policy.tools)
+        shown = ", ".join(tools[: policy.repair.list_limit])
+        return f"There is no tool named {problem.value}. Tools: {shown}."
+    if problem.code is ProblemCode.MALFORMED_ARGUMENTS:
+        return f"The arguments are not a JSON object ({problem.message}). Send one JSON object."
+    return problem.message
+
+
+def _render_legal(legal: LegalValues) -> str:
+    shown = ", ".join(f'"{value}"' for value in legal.values)
+    if legal.complete:
+        return f"Valid values ({legal.total}): {shown}."
+    return f"The {len(legal.values)} closest of {legal.total} valid values: {shown}."
+
+
+def _unquote(json_text: str) -> str:
+    if len(json_text) >= 2 and json_text.startswith('"') and json_text.endswith('"'):
+        return json_text[1:-1]
+    return ""

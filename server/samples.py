@@ -1,0 +1,101 @@
+"""The sampled log of offending values: the only place a value the model wrote is recorded.
+
+One JSON object per line (timestamp, tool, argument, set, value truncated,
+conversation id, call id, code, shape), for 1 in N offending values. Records go
+through the standard logging machinery on the "argwatch.samples" logger; the
+command line attaches a queue-backed handler so writing never blocks a call.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import queue
+import random
+import sys
+import time
+from collections.abc import Callable
+
+import orjson
+from argwatch.server.findings import Problem
+
+SAMPLES_LOGGER = "argwatch.samples"
+
+
+class SampledValueLog:
+    """Decides which offending values to record, and records them."""
+
+    def __init__(
+        self,
+        rate: float,
+        max_value_chars: int,
+        *,
+        logger: logging.Logger | None = None,
+        rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._rate = rate
+        self._max = max_value_chars
+        self._logger = logger or logging.getLogger(SAMPLES_LOGGER)
+        self._rng = rng
+        self._clock = clock
+
+    def offer(self, tool: str, problem: Problem, conversation_id: str, call_id: str) -> None:
+        """Records the problem's value with probability `rate`."""
+        if self._rate <= 0 or self._rng() >= self._rate:
+            return
+        value = problem.value
+        if len(value) > self._max:
+            value = value[: self._max - 1] + "…"
+        record = {
+            "ts": round(self._clock(), 3),
+            "tool": tool[: self._max],
+            "argument": problem.argument,
+            "set": problem.value_set,
+            "code": problem.code.value,
+            "shape": problem.shape.value,
+            "value": value,
+            "conversation_id": conversation_id[: self._max],
+            "call_id": call_id[: self._max],
+        }
+        # orjson escapes control characters and emits valid UTF-8 whatever the model wrote.
+        self._logger.info(orjson.dumps(record).decode())
+
+
+def attach_sample_sink(path: str | None) -> Callable[[], None]:
+    """Sends sampled records to `path` (or stdout when None or "-") through a background thread.
+
+    Returns a function that flushes and detaches the sink.
+    """
+    if path in (None, "-"):
+        target: logging.Handler = logging.StreamHandler(sys.stdout)
+    else:
+        target = logging.FileHandler(path, encoding="utf-8")
+    target.setFormatter(logging.Formatter("%(message)s"))
+    records: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=10_000)
+    listener = logging.handlers.QueueListener(records, target)
+    handler = _DroppingQueueHandler(records)
+    logger = logging.getLogger(SAMPLES_LOGGER)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    listener.start()
+
+    def detach() -> None:
+        logger.removeHandler(handler)
+        listener.stop()
+        target.close()
+
+    return detach
+
+
+class _DroppingQueueHandler(logging.handlers.QueueHandler):
+    """A queue handler that drops a record rather than block when the writer falls behind."""
+
+    dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            _DroppingQueueHandler.dropped += 1

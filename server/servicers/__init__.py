@@ -1,0 +1,1 @@
+"""gRPC servicers: thin translations between the wire and the domain."""

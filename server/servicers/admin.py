@@ -1,0 +1,73 @@
+"""The Admin servicer: the gateway's state for operators, scripts and the TUI."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import grpc
+from argwatch.server import wire
+from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
+from argwatch.server.modes import ModeStore
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+
+class AdminServicer(admin_pb2_grpc.AdminServicer):
+    """GetStatus: per tool counts and mode, per value set its version and freshness."""
+
+    def __init__(
+        self,
+        *,
+        replica_id: str,
+        policy_version: str,
+        modes: ModeStore,
+        metrics: GatewayMetrics,
+        provider: ValueSetProvider,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._replica_id = replica_id
+        self._policy_version = policy_version
+        self._modes = modes
+        self._metrics = metrics
+        self._provider = provider
+        self._clock = clock
+
+    async def GetStatus(
+        self, request: admin_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.GetStatusResponse:
+        totals = self._metrics.tool_totals()
+        override = self._modes.global_override
+        response = admin_pb2.GetStatusResponse(
+            replica_id=self._replica_id,
+            policy_version=self._policy_version,
+            global_mode=wire.MODES[override] if override else gateway_pb2.MODE_UNSPECIFIED,
+            taken_at=wire.timestamp(self._clock()),
+        )
+        for tool, mode in self._modes.tool_modes().items():
+            response.tools.append(_tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals())))
+        if UNKNOWN_LABEL in totals:
+            response.tools.append(_tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL]))
+        for state in await self._provider.states():
+            status = response.value_sets.add(
+                name=state.config.name, source=state.config.source, available=state.snapshot is not None
+            )
+            if state.snapshot is not None:
+                status.version = state.snapshot.version
+                status.members = state.snapshot.size
+                status.confirmed_at.CopyFrom(wire.timestamp(state.snapshot.confirmed_at))
+        return response
+
+
+def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStatus:
+    return admin_pb2.ToolStatus(
+        tool=tool,
+        mode=mode,  # type: ignore[arg-type]
+        calls=totals.calls,
+        allowed=totals.allowed,
+        rejected=totals.rejected,
+        out_of_set=totals.out_of_set,
+        out_of_set_normalised=totals.out_of_set_normalised,
+        value_checks=totals.value_checks,
+        unavailable=totals.unavailable,
+    )

@@ -1,0 +1,49 @@
+"""The Gateway servicer: Validate, ValidateStream and Repair."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+from argwatch.server import wire
+from argwatch.server.validator import Validator
+from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
+
+
+class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
+    """Answers every call with a verdict; status codes only for protocol errors."""
+
+    def __init__(self, validator: Validator) -> None:
+        self._validator = validator
+
+    async def Validate(
+        self, request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.ValidateResponse:
+        verdict = await self._validator.validate(wire.call_from_request(request))
+        return wire.verdict_to_response(verdict)
+
+    async def ValidateStream(
+        self,
+        request_iterator: AsyncIterator[gateway_pb2.ValidateRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[gateway_pb2.ValidateResponse]:
+        # One at a time, in order: a check awaits only the in-memory cache, so
+        # concurrency inside one stream would add scheduling cost and no speed.
+        async for request in request_iterator:
+            verdict = await self._validator.validate(wire.call_from_request(request))
+            yield wire.verdict_to_response(verdict)
+
+    async def Repair(
+        self, request: gateway_pb2.RepairRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.RepairResponse:
+        if not request.call_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
+        advice = await self._validator.repair(request.call_id)
+        if advice is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no rejected call {request.call_id!r}: it was allowed, never seen, or forgotten "
+                "(rejected calls are remembered for the policy's repair.remember)",
+            )
+        assert advice is not None  # abort raises
+        return wire.advice_to_response(advice)

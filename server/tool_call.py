@@ -1,0 +1,45 @@
+"""A tool call as the gateway's domain sees it, and decoding of the model's raw JSON arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call to check. `arguments` is None when the arguments could not be decoded."""
+
+    tool: str
+    arguments: Mapping[str, object] | None
+    call_id: str
+    conversation_id: str = ""
+    customer_id: str = ""
+    tenant: str = ""
+    arguments_error: str = ""  # why `arguments` is None
+    raw_arguments: bytes = b""  # the raw JSON, kept to fingerprint undecodable calls
+
+
+def decode_json_arguments(raw: bytes) -> tuple[Mapping[str, object] | None, str]:
+    """(arguments, "") for a JSON object; (None, reason) for anything else. Never raises."""
+    try:
+        decoded = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        return None, f"not valid JSON: {error}"
+    if not isinstance(decoded, dict):
+        return None, f"expected a JSON object, got {_json_kind(decoded)}"
+    return decoded, ""
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"

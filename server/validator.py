@@ -1,0 +1,144 @@
+"""Judges a tool call: fetch the bound snapshots, run the checker, apply the mode, record telemetry.
+
+This is the only place a verdict is made; the servicers only translate to and
+from the wire. Label values given to metrics come from the policy: a tool the
+policy does not know is recorded as `_unknown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from argwatch.server.checker import as_json_text, check_arguments
+from argwatch.server.findings import CheckResult, Problem, ProblemCode
+from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics
+from argwatch.server.modes import ModeStore
+from argwatch.server.policy_model import Failure, Mode, Policy, ToolPolicy
+from argwatch.server.rejections import RejectionLog, fingerprint
+from argwatch.server.repair_message import RepairAdvice, build_advice
+from argwatch.server.samples import SampledValueLog
+from argwatch.server.tool_call import ToolCall
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.verdict import Decision, Verdict
+
+_EMPTY = CheckResult((), (), (), ())
+
+
+class Validator:
+    """Makes verdicts and repair advice for one policy."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        provider: ValueSetProvider,
+        modes: ModeStore,
+        metrics: GatewayMetrics,
+        samples: SampledValueLog,
+        rejections: RejectionLog,
+    ) -> None:
+        self.policy = policy
+        self._provider = provider
+        self._modes = modes
+        self._metrics = metrics
+        self._samples = samples
+        self._rejections = rejections
+        self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
+        # Each tool's distinct bound sets, computed once rather than per call.
+        self._sets_by_tool = {
+            name: tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))
+            for name, tool in policy.tools.items()
+        }
+
+    async def validate(self, call: ToolCall) -> Verdict:
+        tool = self.policy.tools.get(call.tool)
+        label = call.tool if tool is not None else UNKNOWN_LABEL
+        mode = self._modes.mode_for(call.tool)
+        problems: list[Problem] = []
+        if tool is None:
+            problems.append(_unknown_tool(call.tool))
+        if call.arguments is None:
+            problems.append(_malformed(call.arguments_error))
+        snapshots: dict[str, ValueSetSnapshot | None] = {}
+        result = _EMPTY
+        if tool is not None and call.arguments is not None:
+            snapshots = await self._snapshots(tool)
+            result = check_arguments(tool, call.arguments, snapshots, self._failures)
+            problems.extend(result.problems)
+        decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
+        self._record(label, mode, decision, problems, result, call)
+        if decision is Decision.REJECT:
+            await self._rejections.record(
+                call_id=call.call_id,
+                tool=call.tool,
+                conversation_id=call.conversation_id,
+                problems=tuple(problems),
+                call_fingerprint=fingerprint(call.tool, call.arguments, call.raw_arguments),
+            )
+        used = tuple(s for name in result.sets_used if (s := snapshots.get(name)) is not None)
+        return Verdict(
+            call_id=call.call_id,
+            decision=decision,
+            mode=mode,
+            problems=tuple(problems),
+            skipped=result.skipped,
+            snapshots_used=used,
+            policy_version=self.policy.version,
+        )
+
+    async def repair(self, call_id: str) -> RepairAdvice | None:
+        """Advice for a rejected call, or None if the id is unknown or forgotten."""
+        rejected = await self._rejections.find(call_id)
+        if rejected is None:
+            return None
+        names = {p.value_set for p in rejected.problems if p.value_set}
+        snapshots = {name: await self._provider.get(name) for name in names}
+        return build_advice(
+            call_id=call_id,
+            tool=rejected.tool,
+            policy=self.policy,
+            problems=rejected.problems,
+            snapshots=snapshots,
+            attempt=rejected.attempt,
+            give_up_reason=rejected.give_up_reason,
+        )
+
+    async def _snapshots(self, tool: ToolPolicy) -> dict[str, ValueSetSnapshot | None]:
+        return {name: await self._provider.get(name) for name in self._sets_by_tool[tool.name]}
+
+    def _record(
+        self,
+        label: str,
+        mode: Mode,
+        decision: Decision,
+        problems: list[Problem],
+        result: CheckResult,
+        call: ToolCall,
+    ) -> None:
+        metrics = self._metrics
+        metrics.decided(label, mode.value, decision.value)
+        for check in result.value_checks:
+            metrics.value_checked(label, check.argument, check.value_set, check.in_set, check.in_set_normalised)
+        for skipped in result.skipped:
+            metrics.check_unavailable(label, skipped.value_set)
+        for problem in problems:
+            metrics.problem(label, problem.argument, problem.code.value)
+            if problem.code is ProblemCode.VALUE_SET_UNAVAILABLE:
+                metrics.check_unavailable(label, problem.value_set)
+            elif problem.value:
+                self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
+        if decision is Decision.REJECT:
+            metrics.repair_start(label)
+
+
+def _unknown_tool(name: str) -> Problem:
+    shown = as_json_text(name)
+    return Problem(
+        code=ProblemCode.UNKNOWN_TOOL,
+        message=f"the policy has no tool {shown}",
+        value=shown,
+    )
+
+
+def _malformed(reason: str) -> Problem:
+    return Problem(code=ProblemCode.MALFORMED_ARGUMENTS, message=f"arguments: {reason}")

@@ -1,0 +1,84 @@
+"""Value sets read from a local YAML or JSON file: the embedded default, and a fallback for owners without a service.
+
+The file maps set names to their content:
+
+    refunds.reason_codes:
+      version: 7            # optional; the file's modification time (ns) when absent
+      members: [DAMAGED_ITEM, NOT_RECEIVED]
+      retired: [BROKEN]     # optional
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+from argwatch.server.valuesets.payload import SetPayload, SourceUnavailable
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    mtime_ns: int
+    size: int
+    sets: Mapping[str, SetPayload]
+
+
+class FileSetFetcher:
+    """Reads sets from one file, re-parsing it only when it changed on disk."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._parsed: _Parsed | None = None
+
+    async def fetch(self, name: str) -> SetPayload:
+        parsed = await asyncio.to_thread(self._load)
+        payload = parsed.sets.get(name)
+        if payload is None:
+            raise SourceUnavailable(f"{self.path} has no value set {name!r}")
+        return payload
+
+    async def close(self) -> None:
+        return None
+
+    def _load(self) -> _Parsed:
+        try:
+            stat = os.stat(self.path)
+            if self._parsed and (self._parsed.mtime_ns, self._parsed.size) == (stat.st_mtime_ns, stat.st_size):
+                return self._parsed
+            with open(self.path, "rb") as handle:
+                document = yaml.safe_load(handle)
+        except (OSError, yaml.YAMLError) as error:
+            raise SourceUnavailable(f"cannot read value sets from {self.path}: {error}") from None
+        parsed = _Parsed(stat.st_mtime_ns, stat.st_size, parse_sets(document, self.path, stat.st_mtime_ns))
+        self._parsed = parsed
+        return parsed
+
+
+def parse_sets(document: object, origin: str, default_version: int) -> dict[str, SetPayload]:
+    """Validates a value-set document; raises SourceUnavailable naming the first bad entry."""
+    if not isinstance(document, dict):
+        raise SourceUnavailable(f"{origin}: expected a mapping of set names to sets")
+    sets: dict[str, SetPayload] = {}
+    for name, entry in document.items():
+        where = f"{origin}: {name}"
+        if not isinstance(name, str) or not name or not isinstance(entry, dict):
+            raise SourceUnavailable(f"{where}: expected a set name mapped to version/members/retired")
+        unknown = set(entry) - {"version", "members", "retired"}
+        if unknown:
+            raise SourceUnavailable(f"{where}: unknown keys {sorted(unknown)}")
+        version = entry.get("version", default_version)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise SourceUnavailable(f"{where}.version: expected a whole number >= 0, got {version!r}")
+        members = _strings(entry.get("members"), f"{where}.members")
+        retired = _strings(entry.get("retired", []), f"{where}.retired")
+        sets[name] = SetPayload(name, version, members, retired)
+    return sets
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SourceUnavailable(f"{where}: expected a list of strings")
+    return tuple(value)

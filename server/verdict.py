@@ -1,0 +1,30 @@
+"""The gateway's answer to one call, as a frozen value the servicers translate to the wire."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from argwatch.server.findings import Problem, SkippedCheck
+from argwatch.server.policy_model import Mode
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+
+
+class Decision(enum.Enum):
+    """Run the call or not; the value is the `decision` metric label."""
+
+    ALLOW = "allow"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision on one call, with everything that led to it."""
+
+    call_id: str
+    decision: Decision
+    mode: Mode
+    problems: tuple[Problem, ...]
+    skipped: tuple[SkippedCheck, ...]
+    snapshots_used: tuple[ValueSetSnapshot, ...]
+    policy_version: str

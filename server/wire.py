@@ -1,0 +1,161 @@
+"""Translates between protobuf messages and the domain's frozen values; nothing else touches the wire types."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from argwatch.server.findings import Problem, ProblemCode, Shape, SkippedCheck
+from argwatch.server.policy_model import Mode
+from argwatch.server.repair_message import LegalValues, RepairAdvice
+from argwatch.server.tool_call import ToolCall, decode_json_arguments
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.verdict import Decision, Verdict
+from argwatch.v1 import gateway_pb2 as pb
+from google.protobuf import struct_pb2, timestamp_pb2
+
+DECISIONS = {Decision.ALLOW: pb.DECISION_ALLOW, Decision.REJECT: pb.DECISION_REJECT}
+MODES = {Mode.OBSERVE: pb.MODE_OBSERVE, Mode.REJECT: pb.MODE_REJECT}
+MODES_FROM_WIRE = {wire: mode for mode, wire in MODES.items()}
+PROBLEM_CODES = {
+    ProblemCode.NOT_IN_SET: pb.PROBLEM_CODE_NOT_IN_SET,
+    ProblemCode.WRONG_TYPE: pb.PROBLEM_CODE_WRONG_TYPE,
+    ProblemCode.MISSING_ARGUMENT: pb.PROBLEM_CODE_MISSING_ARGUMENT,
+    ProblemCode.MALFORMED_ARGUMENTS: pb.PROBLEM_CODE_MALFORMED_ARGUMENTS,
+    ProblemCode.UNKNOWN_TOOL: pb.PROBLEM_CODE_UNKNOWN_TOOL,
+    ProblemCode.VALUE_SET_UNAVAILABLE: pb.PROBLEM_CODE_VALUE_SET_UNAVAILABLE,
+}
+SHAPES = {
+    Shape.NONE: pb.SHAPE_UNSPECIFIED,
+    Shape.CASE: pb.SHAPE_CASE,
+    Shape.SEPARATOR: pb.SHAPE_SEPARATOR,
+    Shape.RETIRED: pb.SHAPE_RETIRED,
+    Shape.INVENTED: pb.SHAPE_INVENTED,
+}
+
+
+def new_call_id() -> str:
+    return uuid.uuid4().hex
+
+
+def call_from_request(request: pb.ValidateRequest) -> ToolCall:
+    """The domain call for a request; undecodable arguments become `arguments=None` with a reason."""
+    which = request.WhichOneof("arguments")
+    arguments: Mapping[str, object] | None
+    error, raw = "", b""
+    if which == "arguments_json":
+        raw = request.arguments_json
+        arguments, error = decode_json_arguments(raw)
+    elif which == "arguments_struct":
+        arguments = struct_to_dict(request.arguments_struct)
+    else:
+        arguments = {}
+    session = request.session
+    return ToolCall(
+        tool=request.tool,
+        arguments=arguments,
+        call_id=request.call_id or new_call_id(),
+        conversation_id=request.conversation_id,
+        customer_id=session.customer_id,
+        tenant=session.tenant,
+        arguments_error=error,
+        raw_arguments=raw,
+    )
+
+
+def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, object]:
+    """A Struct as plain Python values (~4 us for a small one, against ~11 us for MessageToDict)."""
+    return {key: _value(value) for key, value in struct.fields.items()}
+
+
+def _value(value: struct_pb2.Value) -> object:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        return value.number_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return struct_to_dict(value.struct_value)
+    if kind == "list_value":
+        return [_value(item) for item in value.list_value.values]
+    return None  # null_value, or no kind set
+
+
+def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
+    response = pb.ValidateResponse(
+        call_id=verdict.call_id,
+        decision=DECISIONS[verdict.decision],
+        mode=MODES[verdict.mode],
+        policy_version=verdict.policy_version,
+    )
+    if verdict.problems:
+        response.problems.extend(problem_to_wire(p) for p in verdict.problems)
+    if verdict.skipped:
+        response.skipped.extend(_skipped(s) for s in verdict.skipped)
+    if verdict.snapshots_used:
+        response.value_sets.extend(_version(s) for s in verdict.snapshots_used)
+    return response
+
+
+def problem_to_wire(problem: Problem) -> pb.Problem:
+    return pb.Problem(
+        code=PROBLEM_CODES[problem.code],
+        argument=problem.argument,
+        value_set=problem.value_set,
+        shape=SHAPES[problem.shape],
+        message=problem.message,
+        value=problem.value,
+        suggestion=problem.suggestion,
+        in_set_normalised=problem.in_set_normalised,
+    )
+
+
+def advice_to_response(advice: RepairAdvice) -> pb.RepairResponse:
+    return pb.RepairResponse(
+        call_id=advice.call_id,
+        message=advice.message,
+        problems=[problem_to_wire(p) for p in advice.problems],
+        legal_values=[_legal(v) for v in advice.legal_values],
+        attempt=advice.attempt,
+        give_up=advice.give_up,
+        executed=False,
+    )
+
+
+def timestamp(epoch_seconds: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(epoch_seconds * 1e9))
+    return stamp
+
+
+def _skipped(skipped: SkippedCheck) -> pb.SkippedCheck:
+    return pb.SkippedCheck(
+        argument=skipped.argument,
+        value_set=skipped.value_set,
+        reason=pb.SKIP_REASON_SOURCE_UNAVAILABLE,
+    )
+
+
+def _version(snapshot: ValueSetSnapshot) -> pb.ValueSetVersion:
+    return pb.ValueSetVersion(
+        name=snapshot.name, version=snapshot.version, confirmed_at=timestamp(snapshot.confirmed_at)
+    )
+
+
+def _legal(legal: LegalValues) -> pb.LegalValues:
+    return pb.LegalValues(
+        argument=legal.argument,
+        value_set=legal.value_set,
+        values=legal.values,
+        total=legal.total,
+        complete=legal.complete,
+    )
+
+
+def dict_to_struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    return struct

@@ -1,0 +1,50 @@
+"""Build hook: generates the argwatch.v1 Python stubs from proto/ before packaging.
+
+The stubs are written beside their .proto files (proto/argwatch/v1/x_pb2.py), the
+path that is also their import path, and are never committed; both wheel and
+editable installs run this step, so a clean clone always gets stubs that match
+its protos.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+PROTO_ROOT = "proto"
+
+
+def generate_stubs() -> None:
+    import grpc_tools  # build requirement, pinned in pyproject.toml
+    from grpc_tools import protoc
+
+    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    sources = sorted(glob.glob(os.path.join(PROTO_ROOT, "argwatch", "v1", "*.proto")))
+    if not sources:
+        raise RuntimeError(f"no .proto files under {PROTO_ROOT}/argwatch/v1")
+    relative = [os.path.relpath(s, PROTO_ROOT) for s in sources]
+    args = [
+        "grpc_tools.protoc",
+        f"-I{PROTO_ROOT}",
+        f"-I{well_known}",
+        f"--python_out={PROTO_ROOT}",
+        f"--pyi_out={PROTO_ROOT}",
+        f"--grpc_python_out={PROTO_ROOT}",
+        *relative,
+    ]
+    if protoc.main(args) != 0:
+        raise RuntimeError("protoc failed: " + " ".join(args))
+
+
+class BuildPyWithStubs(build_py):
+    """build_py that generates the stubs first, so they are collected as modules."""
+
+    def run(self) -> None:
+        generate_stubs()
+        super().run()
+
+
+setup(cmdclass={"build_py": BuildPyWithStubs})

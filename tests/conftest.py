@@ -1,0 +1,137 @@
+"""Shared fixtures: real gRPC servers on 127.0.0.1:0 (a ValueSetSource and the gateway), and a test policy."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from argwatch.server.app import RunningGateway, build_gateway
+from argwatch.server.policy_loader import parse_policy
+from argwatch.server.policy_model import Policy
+from argwatch.server.servicers.value_set_source import ValueSetCatalog, ValueSetSourceServicer
+from argwatch.server.settings import Settings
+from argwatch.v1 import sources_pb2_grpc
+from prometheus_client import CollectorRegistry
+
+REASON_CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM", "LATE_DELIVERY")
+WAREHOUSES = ("AMS-1", "BER-1", "LHR-3")
+
+
+@dataclass
+class SourceServer:
+    """A real ValueSetSource gRPC server on loopback, whose sets a test can change or take down."""
+
+    catalog: ValueSetCatalog
+    server: grpc.aio.Server
+    port: int
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        await self.server.stop(0)
+
+
+async def start_source(catalog: ValueSetCatalog, port: int = 0) -> SourceServer:
+    server = grpc.aio.server()
+    sources_pb2_grpc.add_ValueSetSourceServicer_to_server(
+        ValueSetSourceServicer(catalog, heartbeat_seconds=0.5), server
+    )
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    return SourceServer(catalog, server, bound)
+
+
+@pytest.fixture
+async def source() -> AsyncIterator[SourceServer]:
+    catalog = ValueSetCatalog()
+    catalog.publish("refunds.reason_codes", REASON_CODES, ["BROKEN"])
+    catalog.publish("identity.handles", [f"user{i:04d}" for i in range(500)])
+    running = await start_source(catalog)
+    yield running
+    await running.stop()
+
+
+def policy_text(
+    source_target: str, sets_file: str, *, refund_mode: str = "reject", ttl: str = "5m", failure: str = "open"
+) -> str:
+    return textwrap.dedent(
+        f"""
+        default_mode: observe
+        sources:
+          owners:
+            grpc: {{target: "{source_target}", timeout: 500ms}}
+          local:
+            file: {sets_file}
+        value_sets:
+          refunds.reason_codes: {{source: owners, ttl: {ttl}, failure: {failure}}}
+          identity.handles: {{source: owners, ttl: {ttl}}}
+          wms.warehouses: {{source: local}}
+        tools:
+          refund_order:
+            mode: {refund_mode}
+            arguments:
+              reason_code:
+                value_set: refunds.reason_codes
+                hint: If no code fits, ask the user.
+          create_ticket:
+            arguments:
+              assignee: {{value_set: identity.handles, required: false}}
+          transfer_stock:
+            arguments:
+              warehouse_code: {{value_set: wms.warehouses}}
+        repair: {{list_limit: 20, nearest: 3, max_attempts: 3}}
+        sampling: {{rate: 1.0}}
+        """
+    )
+
+
+def write_sets_file(folder: str) -> str:
+    path = os.path.join(folder, "sets.yaml")
+    with open(path, "w") as handle:
+        handle.write("wms.warehouses:\n  version: 3\n  members: [" + ", ".join(WAREHOUSES) + "]\n  retired: [LHR-1]\n")
+    return path
+
+
+def make_policy(folder: str, source_target: str, **kwargs: str) -> Policy:
+    write_sets_file(folder)
+    path = os.path.join(folder, "policy.yaml")
+    text = policy_text(source_target, "sets.yaml", **kwargs)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return parse_policy(text.encode(), path)
+
+
+def loopback_settings(policy_path: str) -> Settings:
+    return Settings(
+        policy=policy_path,
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        grace_seconds=1.0,
+        replica_id="test-replica",
+    )
+
+
+GatewayFactory = Callable[..., Awaitable[RunningGateway]]
+
+
+@pytest.fixture
+async def gateway_factory(tmp_path: os.PathLike[str], source: SourceServer) -> AsyncIterator[GatewayFactory]:
+    """Starts gateways on loopback against the `source` fixture; stops them all after the test."""
+    started: list[RunningGateway] = []
+
+    async def start(**policy_options: str) -> RunningGateway:
+        policy = make_policy(str(tmp_path), source.target, **policy_options)
+        gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        await gateway.stop(0)

@@ -1,0 +1,148 @@
+"""End to end: `argwatch serve` as a process on the example policy, called as an agent would, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import grpc
+import orjson
+import pytest
+from argwatch.v1 import gateway_pb2 as pb
+from argwatch.v1 import gateway_pb2_grpc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+ARGWATCH = os.path.join(os.path.dirname(sys.executable), "argwatch")
+
+pytestmark = pytest.mark.e2e
+
+
+def read_until(stream, pattern: str, seconds: float = 20.0) -> re.Match[str]:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    seen = []
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if match := re.search(pattern, line):
+            return match
+    raise AssertionError(f"{pattern!r} not seen; output:\n{''.join(seen)}")
+
+
+@pytest.fixture
+def demo_source() -> Iterator[str]:
+    """The demo owning service as a process, on a free loopback port."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with subprocess.Popen(
+        [sys.executable, os.path.join(EXAMPLES, "demo_source.py"), "--listen", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        try:
+            read_until(process.stderr, "demo owning service on")
+            yield f"127.0.0.1:{port}"
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def example_policy(tmp_path, demo_source: str) -> str:  # type: ignore[no-untyped-def]
+    """The bundled example policy, pointed at this test's demo source, sampling every offending value."""
+    with open(os.path.join(EXAMPLES, "policy.yaml")) as handle:
+        text = handle.read()
+    assert "127.0.0.1:50061" in text and "rate: 0.02" in text
+    text = text.replace("127.0.0.1:50061", demo_source).replace("rate: 0.02", "rate: 1.0")
+    (tmp_path / "policy.yaml").write_text(text)
+    shutil.copy(os.path.join(EXAMPLES, "value_sets.yaml"), tmp_path / "value_sets.yaml")
+    return str(tmp_path / "policy.yaml")
+
+
+def test_serve_answers_agents_and_drains_on_sigterm(example_policy: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    samples = tmp_path / "samples.jsonl"
+    with subprocess.Popen(
+        [
+            ARGWATCH,
+            "serve",
+            "--policy",
+            example_policy,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--sample-log",
+            str(samples),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ARGWATCH_GLOBAL_MODE": "reject"},
+    ) as gateway:
+        drive_and_stop(gateway, samples)
+
+
+def drive_and_stop(gateway: subprocess.Popen[str], samples) -> None:  # type: ignore[no-untyped-def]
+    """Calls the gateway as an agent would, reads its metrics, then stops it with SIGTERM."""
+    try:
+        match = read_until(gateway.stderr, r"on 127\.0\.0\.1:(\d+), admin on .*, metrics on :(\d+)")
+        target, metrics_port = f"127.0.0.1:{match.group(1)}", match.group(2)
+        with grpc.insecure_channel(target) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            ok = stub.Validate(
+                pb.ValidateRequest(tool="refund_order", arguments_json=orjson.dumps({"reason_code": "DAMAGED_ITEM"})),
+                timeout=5,
+            )
+            bad = stub.Validate(
+                pb.ValidateRequest(tool="transfer_stock", arguments_json=orjson.dumps({"warehouse_code": "AMS-9"})),
+                timeout=5,
+            )
+            repair = stub.Repair(pb.RepairRequest(call_id=bad.call_id), timeout=5)
+        assert ok.decision == pb.DECISION_ALLOW and not ok.problems
+        assert bad.decision == pb.DECISION_REJECT
+        assert '"AMS-1", "AMS-2", "BER-1", "LHR-3", "MAD-1", "WAW-2"' in repair.message
+        import urllib.request
+
+        body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        assert 'argwatch_decisions_total{decision="reject",mode="reject",tool="transfer_stock"} 1.0' in body
+        assert "AMS-9" not in body  # the model's value never reaches a label
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        assert gateway.wait(timeout=15) == 0
+    (line,) = samples.read_text().splitlines()  # the sink was flushed by the graceful stop
+    assert orjson.loads(line)["value"] == '"AMS-9"'
+
+
+def test_serve_refuses_an_invalid_policy_with_every_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("tools:\n  t:\n    arguments:\n      a: {value_set: nowhere}\n    mood: happy\n")
+    result = subprocess.run([ARGWATCH, "serve", "--policy", str(policy)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert f"{policy}: tools.t.mood: unknown key" in result.stderr
+    assert f"{policy}: tools.t.arguments.a.value_set: undefined value set 'nowhere'" in result.stderr
+    assert "refusing to start" in result.stderr
+
+
+def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ok = subprocess.run(
+        [ARGWATCH, "policy", "check", os.path.join(EXAMPLES, "policy.yaml")], capture_output=True, text=True, timeout=30
+    )
+    assert ok.returncode == 0 and "ok: 3 tools, 4 bound arguments, 4 value sets" in ok.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("value_sets: {s: {source: x, ttl: forever}}\ntools: {}\n")
+    result = subprocess.run([ARGWATCH, "policy", "check", str(bad)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "value_sets.s.ttl: expected a duration" in result.stderr
+    assert "3 error(s)" in result.stderr

@@ -1,0 +1,77 @@
+"""Admin status, gRPC health and server reflection on a real gateway."""
+
+from __future__ import annotations
+
+import grpc
+from argwatch.v1 import admin_pb2
+from argwatch.v1 import gateway_pb2 as pb
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from tests.conftest import GatewayFactory
+from tests.service.helpers import admin_stub, gateway_stub, request
+
+
+async def test_admin_status_reports_modes_counts_and_value_sets(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for code in ("DAMAGED_ITEM", "damaged item", "OTHER"):
+            await stub.Validate(request("refund_order", {"reason_code": code}), timeout=5)
+        await stub.Validate(request("no_such_tool", {}), timeout=5)
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        status = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+    assert status.replica_id == "test-replica"
+    assert status.policy_version == gateway.policy.version
+    assert status.global_mode == pb.MODE_UNSPECIFIED
+    tools = {t.tool: t for t in status.tools}
+    assert list(tools) == ["refund_order", "create_ticket", "transfer_stock", "_unknown"]
+    refund = tools["refund_order"]
+    assert refund.mode == pb.MODE_REJECT
+    assert (refund.calls, refund.allowed, refund.rejected) == (3, 1, 2)
+    assert (refund.value_checks, refund.out_of_set, refund.out_of_set_normalised) == (3, 2, 1)
+    assert tools["_unknown"].calls == 1
+    sets = {s.name: s for s in status.value_sets}
+    assert sets["refunds.reason_codes"].available
+    assert (sets["refunds.reason_codes"].version, sets["refunds.reason_codes"].members) == (1, 4)
+    assert sets["wms.warehouses"].source == "local"
+
+
+async def test_health_is_serving_for_the_server_and_the_gateway_service(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory()
+    async with grpc.aio.insecure_channel(gateway.target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "argwatch.v1.Gateway"):
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_reflection_lists_the_gateway_health_and_reflection_services(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory()
+    async with grpc.aio.insecure_channel(gateway.target) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+
+        async def ask() -> reflection_pb2.ServerReflectionResponse:
+            call = stub.ServerReflectionInfo(timeout=5)
+            await call.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+            await call.done_writing()
+            reply = await call.read()
+            assert isinstance(reply, reflection_pb2.ServerReflectionResponse)
+            return reply
+
+        reply = await ask()
+    names = {service.name for service in reply.list_services_response.service}
+    assert names == {"argwatch.v1.Gateway", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+
+
+async def test_stop_reports_not_serving_before_closing(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory()
+    channel = grpc.aio.insecure_channel(gateway.target)
+    stub = health_pb2_grpc.HealthStub(channel)
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    await gateway.stop(0.5)
+    seen = await watch.read()
+    assert seen.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    await channel.close()

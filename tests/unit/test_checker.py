@@ -1,0 +1,162 @@
+"""The checker: membership, shapes, normalisation, no coercion, and bad input as problems, never exceptions."""
+
+from __future__ import annotations
+
+import pytest
+from argwatch.server.checker import check_arguments, classify_shape
+from argwatch.server.findings import ProblemCode, Shape
+from argwatch.server.policy_model import (
+    ArgumentBinding,
+    CaseRule,
+    Failure,
+    Mode,
+    Normalisation,
+    ToolPolicy,
+)
+from argwatch.server.valuesets.snapshot import make_snapshot
+
+CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM")
+LOOSE_RULE = Normalisation()
+STRICT_RULE = Normalisation(case=CaseRule.SENSITIVE, separators="", trim=False)
+
+
+def snapshot(rules: tuple[Normalisation, ...] = (LOOSE_RULE,)):  # type: ignore[no-untyped-def]
+    return make_snapshot(
+        "refunds.reason_codes", 3, CODES, ["BROKEN", "LOST_IN_TRANSIT"], confirmed_at=1000.0, rules=rules
+    )
+
+
+def tool(*bindings: ArgumentBinding) -> ToolPolicy:
+    return ToolPolicy(name="refund_order", mode=Mode.REJECT, arguments=bindings)
+
+
+def binding(name: str = "reason_code", rule: Normalisation = LOOSE_RULE, required: bool = True) -> ArgumentBinding:
+    return ArgumentBinding(name=name, value_set="refunds.reason_codes", normalisation=rule, required=required)
+
+
+def check(
+    arguments: dict[str, object], *bindings: ArgumentBinding, available: bool = True, failure: Failure = Failure.OPEN
+):  # type: ignore[no-untyped-def]
+    snap = snapshot(tuple({b.normalisation for b in bindings} or {LOOSE_RULE})) if available else None
+    return check_arguments(
+        tool(*(bindings or (binding(),))),
+        arguments,
+        {"refunds.reason_codes": snap},
+        {"refunds.reason_codes": failure},
+    )
+
+
+def test_a_member_passes_with_no_problem_and_one_value_check() -> None:
+    result = check({"reason_code": "DAMAGED_ITEM"})
+    assert result.problems == ()
+    assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(True, True)]
+    assert result.sets_used == ("refunds.reason_codes",)
+
+
+@pytest.mark.parametrize(
+    ("value", "shape", "suggestion"),
+    [
+        ("damaged_item", Shape.CASE, "DAMAGED_ITEM"),
+        ("Damaged_Item", Shape.CASE, "DAMAGED_ITEM"),
+        ("DAMAGED-ITEM", Shape.SEPARATOR, "DAMAGED_ITEM"),
+        ("damaged item", Shape.SEPARATOR, "DAMAGED_ITEM"),
+        (" DAMAGED_ITEM ", Shape.SEPARATOR, "DAMAGED_ITEM"),
+        ("BROKEN", Shape.RETIRED, ""),
+        ("lost-in-transit", Shape.RETIRED, ""),
+        ("ITEM_DEFECTIVE", Shape.INVENTED, ""),
+        ("", Shape.INVENTED, ""),
+    ],
+)
+def test_each_out_of_set_value_gets_its_shape(value: str, shape: Shape, suggestion: str) -> None:
+    assert classify_shape(value, snapshot()) == (shape, suggestion)
+    (problem,) = check({"reason_code": value}).problems
+    assert problem.code is ProblemCode.NOT_IN_SET
+    assert problem.shape is shape
+    assert problem.suggestion == suggestion
+
+
+def test_a_formatting_slip_is_in_set_only_after_normalisation() -> None:
+    result = check({"reason_code": "damaged-item"})
+    assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(False, True)]
+    assert result.problems[0].in_set_normalised is True
+
+
+def test_the_arguments_own_normalisation_decides_in_set_normalised_not_the_shape() -> None:
+    result = check({"reason_code": "damaged_item"}, binding(rule=STRICT_RULE))
+    assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(False, False)]
+    # The shape still says why it missed: a case slip.
+    assert result.problems[0].shape is Shape.CASE
+
+
+def test_an_invented_value_is_out_of_set_either_way_and_never_coerced() -> None:
+    result = check({"reason_code": "OTHER"})
+    assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(False, False)]
+    (problem,) = result.problems
+    assert problem.value == '"OTHER"'
+    assert problem.suggestion == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "described"),
+    [
+        (120, "a number (120)"),
+        (None, "null"),
+        (True, "a boolean"),
+        (["DAMAGED_ITEM"], "an array"),
+        ({"code": "DAMAGED_ITEM"}, "an object"),
+    ],
+)
+def test_a_non_string_is_a_wrong_type_problem(value: object, described: str) -> None:
+    result = check({"reason_code": value})
+    (problem,) = result.problems
+    assert problem.code is ProblemCode.WRONG_TYPE
+    assert described in problem.message
+    assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(False, False)]
+
+
+def test_a_missing_required_argument_is_a_problem_and_an_optional_one_is_not() -> None:
+    (problem,) = check({}).problems
+    assert problem.code is ProblemCode.MISSING_ARGUMENT
+    assert problem.argument == "reason_code"
+    assert check({}, binding(required=False)).problems == ()
+
+
+def test_every_problem_is_listed_not_only_the_first() -> None:
+    result = check(
+        {"a": "nope", "b": 7},
+        binding("a"),
+        binding("b"),
+        binding("c"),
+        binding("d"),
+    )
+    assert [(p.argument, p.code) for p in result.problems] == [
+        ("a", ProblemCode.NOT_IN_SET),
+        ("b", ProblemCode.WRONG_TYPE),
+        ("c", ProblemCode.MISSING_ARGUMENT),
+        ("d", ProblemCode.MISSING_ARGUMENT),
+    ]
+
+
+def test_an_unavailable_set_fails_open_as_a_skipped_check_not_a_pass() -> None:
+    result = check({"reason_code": "OTHER"}, available=False)
+    assert result.problems == ()
+    assert [(s.argument, s.value_set) for s in result.skipped] == [("reason_code", "refunds.reason_codes")]
+    assert result.value_checks == ()
+
+
+def test_an_unavailable_set_that_fails_closed_is_a_problem() -> None:
+    result = check({"reason_code": "DAMAGED_ITEM"}, available=False, failure=Failure.CLOSED)
+    (problem,) = result.problems
+    assert problem.code is ProblemCode.VALUE_SET_UNAVAILABLE
+    assert result.skipped == ()
+
+
+def test_long_values_are_truncated_in_problems() -> None:
+    (problem,) = check({"reason_code": "X" * 10_000}).problems
+    assert len(problem.value) == 200
+    assert problem.value.endswith("…")
+
+
+def test_a_retired_value_that_is_a_member_again_counts_as_a_member() -> None:
+    snap = make_snapshot("s", 1, ["A"], ["A", "B"], confirmed_at=0.0)
+    assert snap.retired == frozenset({"B"})

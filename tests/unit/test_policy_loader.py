@@ -1,0 +1,131 @@
+"""Policy files: the demo policy loads; every error names the file, the key path and what was expected."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+from argwatch.server.policy_loader import PolicyError, load_policy, parse_policy
+from argwatch.server.policy_model import CaseRule, Failure, FileSourceConfig, GrpcSourceConfig, Mode
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+
+GOOD = """
+default_mode: observe
+sources:
+  owners: {grpc: {target: "127.0.0.1:50061", timeout: 250ms}}
+  local: {file: sets.yaml}
+value_sets:
+  refunds.reason_codes: {source: owners, ttl: 2m, failure: closed}
+  wms.warehouses: {source: local}
+tools:
+  refund_order:
+    mode: reject
+    arguments:
+      reason_code:
+        value_set: refunds.reason_codes
+        normalise: {case: sensitive, separators: "_"}
+  transfer_stock:
+    arguments:
+      warehouse_code: {value_set: wms.warehouses, required: false}
+"""
+
+
+def errors_of(text: str) -> list[str]:
+    with pytest.raises(PolicyError) as raised:
+        parse_policy(textwrap.dedent(text).encode(), "/etc/argwatch/policy.yaml")
+    assert all(line.startswith("/etc/argwatch/policy.yaml: ") for line in str(raised.value).splitlines())
+    return [f"{issue.path}: {issue.message}" for issue in raised.value.issues]
+
+
+def test_the_bundled_demo_policy_binds_the_four_arguments_from_the_field() -> None:
+    policy = load_policy(os.path.join(EXAMPLES, "policy.yaml"))
+    bound = {(tool, b.name): b.value_set for tool, t in policy.tools.items() for b in t.arguments}
+    assert bound == {
+        ("refund_order", "reason_code"): "refunds.reason_codes",
+        ("create_ticket", "component_id"): "catalog.components",
+        ("create_ticket", "assignee"): "identity.active_handles",
+        ("transfer_stock", "warehouse_code"): "wms.warehouses",
+    }
+
+
+def test_a_good_policy_is_read_with_its_settings_and_defaults() -> None:
+    policy = parse_policy(GOOD.encode(), "/srv/policy.yaml")
+    assert policy.tools["refund_order"].mode is Mode.REJECT
+    assert policy.tools["transfer_stock"].mode is Mode.OBSERVE
+    assert policy.value_sets["refunds.reason_codes"].ttl_seconds == 120
+    assert policy.value_sets["refunds.reason_codes"].failure is Failure.CLOSED
+    assert policy.value_sets["wms.warehouses"].ttl_seconds == 300
+    assert policy.sources["owners"] == GrpcSourceConfig("127.0.0.1:50061", 0.25)
+    assert policy.sources["local"] == FileSourceConfig("/srv/sets.yaml")
+    reason = policy.tools["refund_order"].arguments[0]
+    assert (reason.normalisation.case, reason.normalisation.separators) == (CaseRule.SENSITIVE, "_")
+    assert policy.tools["transfer_stock"].arguments[0].required is False
+    assert len(policy.version) == 12
+
+
+def test_an_unknown_key_is_named_with_its_path_and_the_keys_expected() -> None:
+    errors = errors_of(GOOD.replace("mode: reject", "mode: reject\n    modes: reject"))
+    assert errors == ["tools.refund_order.modes: unknown key; expected one of arguments, description, mode"]
+
+
+def test_a_tool_bound_to_an_undefined_set_is_an_error() -> None:
+    errors = errors_of(GOOD.replace("value_set: refunds.reason_codes", "value_set: refunds.reasons"))
+    assert errors == [
+        "tools.refund_order.arguments.reason_code.value_set: undefined value set 'refunds.reasons'; "
+        "value sets: refunds.reason_codes, wms.warehouses"
+    ]
+
+
+@pytest.mark.parametrize("ttl", ["-5s", "0", "soon", "5 minutes", "true"])
+def test_a_bad_ttl_is_an_error(ttl: str) -> None:
+    (error,) = errors_of(GOOD.replace("ttl: 2m", f"ttl: {ttl}"))
+    assert error.startswith("value_sets.refunds.reason_codes.ttl: expected a duration")
+
+
+def test_every_error_is_listed_not_only_the_first() -> None:
+    errors = errors_of(
+        """
+        default_mode: enforce
+        sources:
+          owners: {grpc: {timeout: 1s}}
+          both: {grpc: {target: "a:1"}, file: x.yaml}
+        value_sets:
+          s1: {source: nowhere, failure: maybe}
+        tools:
+          t:
+            arguments:
+              a: {value_set: s2, normalise: {case: upper}}
+        sampling: {rate: 50}
+        """
+    )
+    assert errors == [
+        "sources.owners.grpc.target: required; expected a string",
+        "sources.both: expected exactly one of grpc or file",
+        "value_sets.s1.source: undefined source 'nowhere'; sources: none are defined",
+        "value_sets.s1.failure: expected one of open, closed, got 'maybe'",
+        "default_mode: expected one of observe, reject, got 'enforce'",
+        "tools.t.arguments.a.value_set: undefined value set 's2'; value sets: s1",
+        "tools.t.arguments.a.normalise.case: expected one of sensitive, insensitive, got 'upper'",
+        "sampling.rate: expected a fraction from 0 to 1 (0.02 is 1 in 50), got 50",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", ": expected a mapping with sources, value_sets and tools"),
+        ("tools: [a, b]", "tools: expected a mapping of names to entries, got a list"),
+        ("tools:\n  a: {arguments: {x: {}}}", "tools.a.arguments.x.value_set: required; expected a string"),
+        ("key: [unclosed", ": not valid YAML"),
+    ],
+)
+def test_malformed_documents_get_a_clear_error(text: str, expected: str) -> None:
+    assert any(error.startswith(expected) for error in errors_of(text))
+
+
+def test_a_missing_file_is_a_policy_error_naming_it(tmp_path: os.PathLike[str]) -> None:
+    missing = os.path.join(str(tmp_path), "nope.yaml")
+    with pytest.raises(PolicyError, match=r"nope\.yaml: <top>: cannot read the file"):
+        load_policy(missing)

@@ -1,0 +1,86 @@
+"""The sampled log: 1 in N offending values as one valid JSON object per line, whatever the model wrote."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pytest
+from argwatch.server.findings import Problem, ProblemCode, Shape
+from argwatch.server.samples import SampledValueLog, attach_sample_sink
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def problem(value: str) -> Problem:
+    return Problem(
+        code=ProblemCode.NOT_IN_SET,
+        message="m",
+        argument="reason_code",
+        value_set="refunds.reason_codes",
+        shape=Shape.INVENTED,
+        value=value,
+    )
+
+
+@pytest.fixture
+def collected() -> tuple[logging.Logger, _Collect]:
+    logger = logging.getLogger("argwatch.samples.test")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = _Collect()
+    logger.addHandler(handler)
+    return logger, handler
+
+
+def test_one_in_n_is_sampled_by_the_injected_rng(collected: tuple[logging.Logger, _Collect]) -> None:
+    logger, handler = collected
+    rolls = iter([0.5, 0.01, 0.3, 0.019, 0.02])
+    log = SampledValueLog(0.02, 200, logger=logger, rng=lambda: next(rolls), clock=lambda: 1700000000.0)
+    for _ in range(5):
+        log.offer("refund_order", problem('"OTHER"'), "conv-1", "call-1")
+    assert len(handler.lines) == 2
+    record = orjson.loads(handler.lines[0])
+    assert record == {
+        "ts": 1700000000.0,
+        "tool": "refund_order",
+        "argument": "reason_code",
+        "set": "refunds.reason_codes",
+        "code": "not_in_set",
+        "shape": "invented",
+        "value": '"OTHER"',
+        "conversation_id": "conv-1",
+        "call_id": "call-1",
+    }
+
+
+def test_control_characters_and_long_values_stay_one_valid_json_line(
+    collected: tuple[logging.Logger, _Collect],
+) -> None:
+    logger, handler = collected
+    log = SampledValueLog(1.0, 50, logger=logger, rng=lambda: 0.0)
+    nasty = '"a\nb\x00c\u2028' + "é" * 500 + '"'
+    log.offer("refund_order", problem(nasty), "c\nonv", "x" * 1000)
+    (line,) = handler.lines
+    assert "\n" not in line
+    record = orjson.loads(line)
+    assert len(record["value"]) == 50 and record["value"].endswith("…")
+    assert len(record["call_id"]) == 50
+
+
+def test_the_file_sink_writes_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "samples.jsonl"
+    detach = attach_sample_sink(str(path))
+    try:
+        SampledValueLog(1.0, 200, rng=lambda: 0.0).offer("t", problem('"v"'), "c", "id")
+    finally:
+        detach()
+    (line,) = path.read_text().splitlines()
+    assert orjson.loads(line)["value"] == '"v"'

@@ -1,0 +1,74 @@
+"""A live one-line status of a gateway, from its Admin API: what `make run` shows until the TUI lands."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import grpc
+from argwatch.tui.admin_client import AdminClient
+from argwatch.v1 import admin_pb2, gateway_pb2
+
+_MODE = {gateway_pb2.MODE_OBSERVE: "obs", gateway_pb2.MODE_REJECT: "REJ", gateway_pb2.MODE_UNSPECIFIED: "-"}
+
+
+def _rate(part: int, whole: int) -> str:
+    return f"{100 * part / whole:4.1f}%" if whole else "  - "
+
+
+def render(status: admin_pb2.GetStatusResponse, previous: admin_pb2.GetStatusResponse | None) -> str:
+    """One line: per tool its mode, calls, out-of-set rate raw/normalised, rejections and fail-opens."""
+    parts = []
+    for tool in status.tools:
+        if tool.calls == 0 and tool.tool == "_unknown":
+            continue
+        parts.append(
+            f"{tool.tool}[{_MODE.get(tool.mode, '?')}] {tool.calls} calls "
+            f"oos {_rate(tool.out_of_set, tool.value_checks)}/{_rate(tool.out_of_set_normalised, tool.value_checks)} "
+            f"rej {tool.rejected} open {tool.unavailable}"
+        )
+    down = [s.name for s in status.value_sets if not s.available]
+    rate = ""
+    if previous is not None:
+        seconds = (status.taken_at.ToNanoseconds() - previous.taken_at.ToNanoseconds()) / 1e9
+        calls = sum(t.calls for t in status.tools) - sum(t.calls for t in previous.tools)
+        rate = f"{calls / seconds:6.0f}/s | " if seconds > 0 else ""
+    sets = f" | sets down: {', '.join(down)}" if down else ""
+    return f"{rate}" + " | ".join(parts) + sets
+
+
+async def watch_status(target: str, interval: float, count: int) -> int:
+    """Prints a status line every `interval` seconds (overwriting on a terminal) until interrupted or `count`."""
+    client = AdminClient(target)
+    previous = None
+    printed = 0
+    overwrite = sys.stdout.isatty()
+    try:
+        while count == 0 or printed < count:
+            try:
+                status = await client.status()
+                line = render(status, previous)
+                previous = status
+            except grpc.aio.AioRpcError as error:
+                line = f"admin API at {target}: {error.code().name}: {error.details()}"
+            if overwrite:
+                sys.stdout.write("\r\x1b[2K" + line[: _width()])
+            else:
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+            printed += 1
+            if count == 0 or printed < count:
+                await asyncio.sleep(interval)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    finally:
+        if overwrite:
+            sys.stdout.write("\n")
+        await client.close()
+    return 0
+
+
+def _width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((160, 24)).columns
