@@ -16,12 +16,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles
+
 from argwatch.server.servicers.value_set_source import (
     ValueSetCatalog,
     ValueSetSourceServicer,
 )
 from argwatch.v1 import sources_pb2_grpc
-from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles
 
 
 def demo_catalog() -> ValueSetCatalog:

@@ -23,8 +23,9 @@ import grpc
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles
+
+from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
 COMPONENTS = ("billing-api", "checkout-web", "search-index", "payments-core", "identity-sso", "wms-sync")
 WAREHOUSES = ("AMS-1", "AMS-2", "BER-1", "LHR-3", "MAD-1", "WAW-2")

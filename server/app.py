@@ -14,12 +14,16 @@ from typing import Any
 
 import grpc
 from aiocache import SimpleMemoryCache
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
+
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeStore
 from argwatch.server.policy_loader import load_policy
 from argwatch.server.policy_model import FileSourceConfig, Policy, SourceConfig
 from argwatch.server.rejections import RejectionLog
-from argwatch.server.samples import SampledValueLog
+from argwatch.server.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer
 from argwatch.server.settings import Settings
@@ -29,9 +33,6 @@ from argwatch.server.valuesets.grpc_source import GrpcSetFetcher
 from argwatch.server.valuesets.payload import SetFetcher
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
 
 log = logging.getLogger("argwatch.server")
 
@@ -107,6 +108,7 @@ async def build_gateway(
     # here, and the memory backend does no I/O that could hang.
     cache = cache if cache is not None else SimpleMemoryCache(timeout=None)
     metrics = GatewayMetrics(registry, clock)
+    metrics.count_dropped_samples(dropped_sample_records)
     fetchers = fetchers or {name: make_fetcher(config) for name, config in policy.sources.items()}
     provider = ValueSetProvider(policy, fetchers, cache, metrics, clock=clock)
     modes = ModeStore(policy, settings.global_mode)
@@ -116,31 +118,31 @@ async def build_gateway(
 
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server()
-    gateway_pb2_grpc.add_GatewayServicer_to_server(GatewayServicer(validator), server)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
-    if extra_services is not None:
-        names += extra_services(server)
-    reflection.enable_server_reflection(names, server)
-    port = _bind(server, settings.listen)
-
     admin_server = grpc.aio.server()
-    admin_pb2_grpc.add_AdminServicer_to_server(
-        AdminServicer(
-            replica_id=settings.replica_id,
-            policy_version=policy.version,
-            modes=modes,
-            metrics=metrics,
-            provider=provider,
-            clock=clock,
-        ),
-        admin_server,
-    )
-    reflection.enable_server_reflection([ADMIN_SERVICE, reflection.SERVICE_NAME], admin_server)
-    admin_port = _bind(admin_server, settings.admin_listen)
-
-    host, metrics_port = _split(settings.metrics_listen)
-    httpd, _ = start_http_server(metrics_port, addr=host or "0.0.0.0", registry=registry)
+    try:
+        port, admin_port, httpd = _listen(
+            settings,
+            server,
+            admin_server,
+            validator,
+            health_servicer,
+            extra_services,
+            registry,
+            AdminServicer(
+                replica_id=settings.replica_id,
+                policy_version=policy.version,
+                modes=modes,
+                metrics=metrics,
+                provider=provider,
+                clock=clock,
+            ),
+        )
+    except BaseException:
+        # Release whatever was bound before the failure, so no port or channel outlives it.
+        await server.stop(None)
+        await admin_server.stop(None)
+        await provider.close()
+        raise
 
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -173,6 +175,37 @@ async def build_gateway(
         running.metrics_port,
     )
     return running
+
+
+def _listen(
+    settings: Settings,
+    server: grpc.aio.Server,
+    admin_server: grpc.aio.Server,
+    validator: Validator,
+    health_servicer: health.aio.HealthServicer,
+    extra_services: Callable[[grpc.aio.Server], list[str]] | None,
+    registry: CollectorRegistry,
+    admin: AdminServicer,
+) -> tuple[int, int, Any]:
+    """Registers the servicers and binds the three listeners; raises OSError naming an address it cannot use."""
+    gateway_pb2_grpc.add_GatewayServicer_to_server(GatewayServicer(validator), server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
+    if extra_services is not None:
+        names += extra_services(server)
+    reflection.enable_server_reflection(names, server)
+    port = _bind(server, settings.listen)
+
+    admin_pb2_grpc.add_AdminServicer_to_server(admin, admin_server)
+    reflection.enable_server_reflection([ADMIN_SERVICE, reflection.SERVICE_NAME], admin_server)
+    admin_port = _bind(admin_server, settings.admin_listen)
+
+    host, metrics_port = _split(settings.metrics_listen)
+    try:
+        httpd, _ = start_http_server(metrics_port, addr=host or "0.0.0.0", registry=registry)
+    except OSError as error:
+        raise OSError(f"cannot listen on {settings.metrics_listen} (metrics): {error.strerror}") from None
+    return port, admin_port, httpd
 
 
 def _bind(server: grpc.aio.Server, address: str) -> int:

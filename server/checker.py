@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import orjson
+
 from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
 from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import ArgumentBinding, Failure, ToolPolicy
@@ -35,7 +36,7 @@ def check_arguments(
     problems: list[Problem] = []
     skipped: list[SkippedCheck] = []
     value_checks: list[ValueCheck] = []
-    sets_used: list[str] = []
+    used: list[ValueSetSnapshot] = []
     for binding in tool.arguments:
         value = arguments.get(binding.name, _MISSING)
         if value is _MISSING:
@@ -49,8 +50,8 @@ def check_arguments(
             else:
                 skipped.append(SkippedCheck(binding.name, binding.value_set))
             continue
-        if binding.value_set not in sets_used:
-            sets_used.append(binding.value_set)
+        if snapshot not in used:
+            used.append(snapshot)
         if not isinstance(value, str):
             value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
             problems.append(_wrong_type(binding, value))
@@ -62,7 +63,7 @@ def check_arguments(
         in_set_normalised = normaliser(rule)(value) in snapshot.index_for(rule)
         value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
         problems.append(_not_in_set(binding, value, snapshot, in_set_normalised))
-    return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(sets_used))
+    return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(used))
 
 
 def classify_shape(value: str, snapshot: ValueSetSnapshot) -> tuple[Shape, str]:

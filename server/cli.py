@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -94,6 +95,9 @@ async def _run(settings: Settings, policy: object) -> int:
         log.error("cannot start: %s", error)
         detach()
         return 2
+    # Everything built so far lives as long as the process: exempt it from the
+    # collector's scans, which otherwise grow with every long-lived object.
+    gc.freeze()
     await stopping.wait()
     log.info("signal received: draining (up to %.1fs)", settings.grace_seconds)
     await gateway.stop()

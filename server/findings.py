@@ -1,9 +1,19 @@
-"""The checker's vocabulary: problems, shapes, skipped checks and value checks, as frozen values."""
+"""The checker's vocabulary: problems, shapes, skipped checks and value checks, as immutable values.
+
+The values built on every call (ValueCheck, SkippedCheck, CheckResult) are
+NamedTuples: as immutable as a frozen dataclass, built in C in ~0.7 us where a
+frozen dataclass takes ~2 us (it sets each field through object.__setattr__).
+Problem, built only when something is wrong, stays a frozen dataclass.
+"""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 
 class ProblemCode(enum.Enum):
@@ -41,16 +51,14 @@ class Problem:
     in_set_normalised: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class SkippedCheck:
+class SkippedCheck(NamedTuple):
     """A check that failed open because its value set could not be read."""
 
     argument: str
     value_set: str
 
 
-@dataclass(frozen=True, slots=True)
-class ValueCheck:
+class ValueCheck(NamedTuple):
     """One value compared with its set: what tool_argument_value_check_total counts."""
 
     argument: str
@@ -59,12 +67,11 @@ class ValueCheck:
     in_set_normalised: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CheckResult:
+class CheckResult(NamedTuple):
     """Everything the checker found in one call."""
 
     problems: tuple[Problem, ...]
     skipped: tuple[SkippedCheck, ...]
     value_checks: tuple[ValueCheck, ...]
-    # The sets whose snapshots the checks used, by name.
-    sets_used: tuple[str, ...]
+    # The snapshots the checks used (a snapshot from valuesets.snapshot), each once.
+    snapshots_used: tuple[ValueSetSnapshot, ...]

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from argwatch.server.policy_model import Mode
+from argwatch.server.verdict import Decision
 
 UNKNOWN_LABEL = "_unknown"
 CALL_LEVEL_ARGUMENT = "_call"  # the argument label of problems about the whole call
@@ -56,6 +59,41 @@ class _AgeCollector(Collector):
             for name, confirmed_at in source():
                 family.add_metric([name], max(0.0, now - confirmed_at))
         yield family
+
+
+class _CallbackCounter(Collector):
+    """A counter whose value is read from a callable at scrape time."""
+
+    def __init__(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        self._name, self._documentation, self._read = name, documentation, read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._documentation, value=self._read())
+
+
+class ToolMeters:
+    """One tool's hot-path metric children, resolved once, so recording a call is a dict look-up and an inc.
+
+    Creating them up front also makes every series exist from start at 0, which
+    is what Prometheus' rate() and the ratio alerts want.
+    """
+
+    def __init__(self, metrics: GatewayMetrics, tool: str, bindings: Iterable[tuple[str, str]]) -> None:
+        self.tool = tool
+        self.decisions = {
+            (mode, decision): metrics.decisions.labels(tool, mode.value, decision.value)
+            for mode in Mode
+            for decision in Decision
+        }
+        # (argument, in_set, in_set_normalised): a value in the set as written is in it normalised too.
+        self.value_checks = {
+            (argument, in_set, normalised): metrics.value_checks.labels(
+                tool, argument, value_set, _flag(in_set), _flag(normalised)
+            )
+            for argument, value_set in bindings
+            for in_set, normalised in ((True, True), (False, True), (False, False))
+        }
+        self.repair_started = metrics.repair_started.labels(tool)
 
 
 class GatewayMetrics:
@@ -128,20 +166,15 @@ class GatewayMetrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def value_checked(self, tool: str, argument: str, value_set: str, in_set: bool, normalised: bool) -> None:
-        self._child(self.value_checks, tool, argument, value_set, _flag(in_set), _flag(normalised)).inc()
+    def for_tool(self, tool: str, bindings: Iterable[tuple[str, str]] = ()) -> ToolMeters:
+        """The hot-path children of a tool label and its (argument, set) bindings."""
+        return ToolMeters(self, tool, bindings)
 
     def problem(self, tool: str, argument: str, code: str) -> None:
         self._child(self.problems, tool, argument or CALL_LEVEL_ARGUMENT, code).inc()
 
     def check_unavailable(self, tool: str, value_set: str) -> None:
         self._child(self.unavailable, tool, value_set).inc()
-
-    def decided(self, tool: str, mode: str, decision: str) -> None:
-        self._child(self.decisions, tool, mode, decision).inc()
-
-    def repair_start(self, tool: str) -> None:
-        self._child(self.repair_started, tool).inc()
 
     def mode_in_force(self, tool: str, rejecting: bool) -> None:
         self._child(self.mode, tool).set(1 if rejecting else 0)
@@ -151,6 +184,16 @@ class GatewayMetrics:
         self._child(self.source_connected, source).set(1 if ok else 0)
         if members is not None:
             self._child(self.set_members, name).set(members)
+
+    def count_dropped_samples(self, read: Callable[[], float]) -> None:
+        """Exports argwatch_sample_log_dropped_total, read from `read` at scrape time."""
+        self.registry.register(
+            _CallbackCounter(
+                "argwatch_sample_log_dropped",
+                "Sampled offending values dropped because the sample log's writer fell behind.",
+                read,
+            )
+        )
 
     def watch_value_sets(self, confirmed_times: Callable[[], Iterable[tuple[str, float]]]) -> None:
         """Registers a callable yielding (set, confirmed_at) for the age gauge."""

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 import yaml
+
 from argwatch.server.durations import parse_duration
 from argwatch.server.policy_model import (
     ArgumentBinding,

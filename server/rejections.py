@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
 from argwatch.server.findings import Problem
 from argwatch.server.policy_model import RepairConfig
 

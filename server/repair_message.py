@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
 from argwatch.server.findings import Problem, ProblemCode
 from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import Policy, RepairConfig
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
-from rapidfuzz import process
-from rapidfuzz.distance import Levenshtein
 
 _loose = normaliser(LOOSE)
 

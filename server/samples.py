@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 import orjson
+
 from argwatch.server.findings import Problem
 
 SAMPLES_LOGGER = "argwatch.samples"
@@ -90,7 +91,7 @@ def attach_sample_sink(path: str | None) -> Callable[[], None]:
 
 
 class _DroppingQueueHandler(logging.handlers.QueueHandler):
-    """A queue handler that drops a record rather than block when the writer falls behind."""
+    """A queue handler that drops a record rather than block when the writer falls behind, and counts it."""
 
     dropped = 0
 
@@ -99,3 +100,8 @@ class _DroppingQueueHandler(logging.handlers.QueueHandler):
             self.queue.put_nowait(record)
         except queue.Full:
             _DroppingQueueHandler.dropped += 1
+
+
+def dropped_sample_records() -> int:
+    """Sampled records dropped because the sink fell 10,000 records behind (argwatch_sample_log_dropped_total)."""
+    return _DroppingQueueHandler.dropped

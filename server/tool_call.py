@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One call to check. `arguments` is None when the arguments could not be decoded."""
+class ToolCall(NamedTuple):
+    """One call to check. `arguments` is None when the arguments could not be decoded.
+
+    A NamedTuple, not a frozen dataclass: one is built per call, and a frozen
+    dataclass costs ~2 us to build here against ~0.7 us (see findings.py).
+    """
 
     tool: str
     arguments: Mapping[str, object] | None

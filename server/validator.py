@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from argwatch.server.checker import as_json_text, check_arguments
 from argwatch.server.findings import CheckResult, Problem, ProblemCode
-from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics
+from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
 from argwatch.server.policy_model import Failure, Mode, Policy, ToolPolicy
 from argwatch.server.rejections import RejectionLog, fingerprint
@@ -44,15 +44,20 @@ class Validator:
         self._samples = samples
         self._rejections = rejections
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
-        # Each tool's distinct bound sets, computed once rather than per call.
+        # Each tool's distinct bound sets and its metric children, computed once rather than per call.
         self._sets_by_tool = {
             name: tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))
             for name, tool in policy.tools.items()
         }
+        self._meters = {
+            name: metrics.for_tool(name, [(b.name, b.value_set) for b in tool.arguments])
+            for name, tool in policy.tools.items()
+        }
+        self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
 
     async def validate(self, call: ToolCall) -> Verdict:
         tool = self.policy.tools.get(call.tool)
-        label = call.tool if tool is not None else UNKNOWN_LABEL
+        meters = self._meters[call.tool] if tool is not None else self._unknown_meters
         mode = self._modes.mode_for(call.tool)
         problems: list[Problem] = []
         if tool is None:
@@ -66,7 +71,7 @@ class Validator:
             result = check_arguments(tool, call.arguments, snapshots, self._failures)
             problems.extend(result.problems)
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
-        self._record(label, mode, decision, problems, result, call)
+        self._record(meters, mode, decision, problems, result, call)
         if decision is Decision.REJECT:
             await self._rejections.record(
                 call_id=call.call_id,
@@ -75,15 +80,8 @@ class Validator:
                 problems=tuple(problems),
                 call_fingerprint=fingerprint(call.tool, call.arguments, call.raw_arguments),
             )
-        used = tuple(s for name in result.sets_used if (s := snapshots.get(name)) is not None)
         return Verdict(
-            call_id=call.call_id,
-            decision=decision,
-            mode=mode,
-            problems=tuple(problems),
-            skipped=result.skipped,
-            snapshots_used=used,
-            policy_version=self.policy.version,
+            call.call_id, decision, mode, tuple(problems), result.skipped, result.snapshots_used, self.policy.version
         )
 
     async def repair(self, call_id: str) -> RepairAdvice | None:
@@ -104,21 +102,27 @@ class Validator:
         )
 
     async def _snapshots(self, tool: ToolPolicy) -> dict[str, ValueSetSnapshot | None]:
-        return {name: await self._provider.get(name) for name in self._sets_by_tool[tool.name]}
+        # A loop, not {name: await ...}: an async comprehension is a nested coroutine per call.
+        snapshots: dict[str, ValueSetSnapshot | None] = {}
+        for name in self._sets_by_tool[tool.name]:
+            snapshots[name] = await self._provider.get(name)
+        return snapshots
 
     def _record(
         self,
-        label: str,
+        meters: ToolMeters,
         mode: Mode,
         decision: Decision,
         problems: list[Problem],
         result: CheckResult,
         call: ToolCall,
     ) -> None:
-        metrics = self._metrics
-        metrics.decided(label, mode.value, decision.value)
+        meters.decisions[mode, decision].inc()
         for check in result.value_checks:
-            metrics.value_checked(label, check.argument, check.value_set, check.in_set, check.in_set_normalised)
+            meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
+        if not problems and not result.skipped:
+            return
+        metrics, label = self._metrics, meters.tool
         for skipped in result.skipped:
             metrics.check_unavailable(label, skipped.value_set)
         for problem in problems:
@@ -128,7 +132,7 @@ class Validator:
             elif problem.value:
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
         if decision is Decision.REJECT:
-            metrics.repair_start(label)
+            meters.repair_started.inc()
 
 
 def _unknown_tool(name: str) -> Problem:

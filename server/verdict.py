@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from argwatch.server.findings import Problem, SkippedCheck
 from argwatch.server.policy_model import Mode
@@ -17,9 +17,8 @@ class Decision(enum.Enum):
     REJECT = "reject"
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The decision on one call, with everything that led to it."""
+class Verdict(NamedTuple):
+    """The decision on one call, with everything that led to it (a NamedTuple: one per call, see findings.py)."""
 
     call_id: str
     decision: Decision

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry
+
 from argwatch.server.app import RunningGateway, build_gateway
 from argwatch.server.policy_loader import parse_policy
 from argwatch.server.policy_model import Policy
 from argwatch.server.servicers.value_set_source import ValueSetCatalog, ValueSetSourceServicer
 from argwatch.server.settings import Settings
 from argwatch.v1 import sources_pb2_grpc
-from prometheus_client import CollectorRegistry
 
 REASON_CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM", "LATE_DELIVERY")
 WAREHOUSES = ("AMS-1", "BER-1", "LHR-3")

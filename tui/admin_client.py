@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+
 from argwatch.v1 import admin_pb2, admin_pb2_grpc
 
 

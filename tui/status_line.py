@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 import grpc
+
 from argwatch.tui.admin_client import AdminClient
 from argwatch.v1 import admin_pb2, gateway_pb2
 

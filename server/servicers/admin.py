@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 import grpc
+
 from argwatch.server import wire
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeStore

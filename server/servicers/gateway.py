@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
+
 from argwatch.server import wire
 from argwatch.server.validator import Validator
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 import grpc
+
 from argwatch.server import wire
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 

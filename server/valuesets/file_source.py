@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import yaml
+
 from argwatch.server.valuesets.payload import SetPayload, SourceUnavailable
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+
 from argwatch.server.policy_model import GrpcSourceConfig
 from argwatch.server.valuesets.payload import SetPayload, SourceUnavailable
 from argwatch.v1 import sources_pb2, sources_pb2_grpc

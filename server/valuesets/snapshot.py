@@ -10,9 +10,13 @@ from argwatch.server.normalise import CASE_ONLY, LOOSE, build_index, normaliser
 from argwatch.server.policy_model import Normalisation
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ValueSetSnapshot:
-    """One version of a value set, as fetched from its source. Never mutated."""
+    """One version of a value set, as fetched from its source. Never mutated.
+
+    Compared by identity (eq=False): field-wise equality would compare whole
+    member sets; versions are compared explicitly where it matters.
+    """
 
     name: str
     version: int

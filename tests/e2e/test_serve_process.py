@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import grpc
 import orjson
 import pytest
+
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 
@@ -146,3 +147,37 @@ def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -
     assert result.returncode == 1
     assert "value_sets.s.ttl: expected a duration" in result.stderr
     assert "3 error(s)" in result.stderr
+
+
+def test_serve_says_which_address_it_cannot_listen_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "sources: {s: {file: sets.yaml}}\nvalue_sets: {a.b: {source: s}}\n"
+        "tools: {t: {arguments: {x: {value_set: a.b}}}}\n"
+    )
+    (tmp_path / "sets.yaml").write_text("a.b: {members: [X]}\n")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = subprocess.run(
+            [
+                ARGWATCH,
+                "serve",
+                "--policy",
+                str(policy),
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert result.returncode == 2
+    assert "cannot start" in result.stderr and str(port) in result.stderr

@@ -9,9 +9,10 @@ from typing import Any
 
 import grpc
 import orjson
+from prometheus_client import CollectorRegistry
+
 from argwatch.server.app import RunningGateway
 from argwatch.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from prometheus_client import CollectorRegistry
 
 
 def gateway_stub(gateway: RunningGateway) -> tuple[grpc.aio.Channel, gateway_pb2_grpc.GatewayStub]:

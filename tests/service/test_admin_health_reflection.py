@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import grpc
-from argwatch.v1 import admin_pb2
-from argwatch.v1 import gateway_pb2 as pb
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from argwatch.v1 import admin_pb2
+from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory
 from tests.service.helpers import admin_stub, gateway_stub, request
 
@@ -75,3 +75,26 @@ async def test_stop_reports_not_serving_before_closing(gateway_factory: GatewayF
     seen = await watch.read()
     assert seen.status == health_pb2.HealthCheckResponse.NOT_SERVING
     await channel.close()
+
+
+async def test_in_flight_calls_are_answered_during_the_grace_period(gateway_factory: GatewayFactory) -> None:
+    """A stream open when shutdown starts keeps getting verdicts until the grace period ends."""
+    import asyncio
+
+    gateway = await gateway_factory()
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        health = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert (await health.read()).status == health_pb2.HealthCheckResponse.SERVING
+        stream = stub.ValidateStream(timeout=10)
+        await stream.write(request("refund_order", {"reason_code": "DAMAGED_ITEM"}, call_id="before"))
+        assert (await stream.read()).call_id == "before"
+        stopping = asyncio.create_task(gateway.stop(grace=3.0))
+        # Shutdown is under way once health says so.
+        assert (await health.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert not stopping.done()
+        await stream.write(request("refund_order", {"reason_code": "OTHER"}, call_id="during"))
+        answer = await stream.read()
+        assert answer.call_id == "during" and len(answer.problems) == 1
+        await stream.done_writing()
+        await stopping

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from argwatch.v1 import gateway_pb2 as pb
 from google.protobuf import struct_pb2
 
+from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import REASON_CODES, GatewayFactory, SourceServer
 from tests.service.helpers import eventually, gateway_stub, request, series_count, value
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from aiocache import SimpleMemoryCache
+from prometheus_client import CollectorRegistry
+
 from argwatch.server.app import make_fetcher
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.valuesets.provider import ValueSetProvider
-from prometheus_client import CollectorRegistry
-
 from tests.conftest import SourceServer, make_policy
 from tests.service.helpers import eventually, value
 
@@ -70,7 +70,9 @@ async def test_concurrent_misses_share_one_fetch(tmp_path, source: SourceServer)
     provider, registry = await start_provider(tmp_path, source)
     try:
         ok_before = value(registry, "argwatch_value_set_refresh_total", set="identity.handles", result="ok")
-        await provider._cache.delete("argwatch:valueset:identity.handles")  # as if the TTL had run out
+        # As if the TTL had run out: the cache entry and the near copy both gone.
+        await provider._cache.delete("argwatch:valueset:identity.handles")
+        provider._near.pop("identity.handles")
         results = await asyncio.gather(*(provider.get("identity.handles") for _ in range(50)))
         assert all(r is not None and r.size == 500 for r in results)
         assert value(registry, "argwatch_value_set_refresh_total", set="identity.handles", result="ok") == ok_before + 1

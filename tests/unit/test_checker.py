@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from argwatch.server.checker import check_arguments, classify_shape
 from argwatch.server.findings import ProblemCode, Shape
 from argwatch.server.policy_model import (
@@ -50,7 +51,7 @@ def test_a_member_passes_with_no_problem_and_one_value_check() -> None:
     result = check({"reason_code": "DAMAGED_ITEM"})
     assert result.problems == ()
     assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(True, True)]
-    assert result.sets_used == ("refunds.reason_codes",)
+    assert [s.name for s in result.snapshots_used] == ["refunds.reason_codes"]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from argwatch.server.valuesets.file_source import FileSetFetcher
 from argwatch.server.valuesets.payload import SourceUnavailable
 

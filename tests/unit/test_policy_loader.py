@@ -6,6 +6,7 @@ import os
 import textwrap
 
 import pytest
+
 from argwatch.server.policy_loader import PolicyError, load_policy, parse_policy
 from argwatch.server.policy_model import CaseRule, Failure, FileSourceConfig, GrpcSourceConfig, Mode
 

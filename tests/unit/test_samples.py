@@ -6,6 +6,7 @@ import logging
 
 import orjson
 import pytest
+
 from argwatch.server.findings import Problem, ProblemCode, Shape
 from argwatch.server.samples import SampledValueLog, attach_sample_sink
 
@@ -84,3 +85,17 @@ def test_the_file_sink_writes_json_lines(tmp_path) -> None:  # type: ignore[no-u
         detach()
     (line,) = path.read_text().splitlines()
     assert orjson.loads(line)["value"] == '"v"'
+
+
+def test_records_dropped_by_a_writer_that_fell_behind_are_counted() -> None:
+    import queue
+
+    from argwatch.server.samples import _DroppingQueueHandler, dropped_sample_records
+
+    full: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=1)
+    handler = _DroppingQueueHandler(full)
+    before = dropped_sample_records()
+    record = logging.LogRecord("argwatch.samples", logging.INFO, __file__, 1, "{}", None, None)
+    for _ in range(3):
+        handler.enqueue(record)
+    assert dropped_sample_records() == before + 2

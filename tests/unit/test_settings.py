@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+
 from argwatch.server.policy_model import Mode
 from argwatch.server.settings import Settings, add_serve_arguments, settings_from
 

@@ -1,0 +1,95 @@
+"""The benchmark's server process: the real gateway plus a bare echo RPC, on one grpc.aio server and event loop.
+
+Prints its Gateway port on stdout once serving; stops when stdin closes or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import signal
+import sys
+import threading
+
+import grpc
+
+from argwatch.server.app import build_gateway
+from argwatch.server.settings import Settings
+from argwatch.v1 import gateway_pb2
+
+ECHO_SERVICE = "argwatch.bench.Echo"
+ECHO_METHOD = f"/{ECHO_SERVICE}/Echo"
+
+
+async def _echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    return request
+
+
+_FIXED = gateway_pb2.ValidateResponse(
+    call_id="call-0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+    decision=gateway_pb2.DECISION_ALLOW,
+    mode=gateway_pb2.MODE_OBSERVE,
+    policy_version="0123456789ab",
+)
+
+
+async def _typed(
+    request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext
+) -> gateway_pb2.ValidateResponse:
+    return _FIXED
+
+
+def add_echo(server: grpc.aio.Server) -> list[str]:
+    """The baselines: Echo (bytes in, the same bytes out, no (de)serialisation at all) and
+    Typed (parses the ValidateRequest, answers a fixed ValidateResponse: gRPC's cost for
+    Validate's messages with no checking)."""
+    handlers = {
+        "Echo": grpc.unary_unary_rpc_method_handler(_echo),  # no serializers: raw bytes
+        "EchoStream": grpc.stream_stream_rpc_method_handler(_echo_stream),
+        "Typed": grpc.unary_unary_rpc_method_handler(
+            _typed,
+            request_deserializer=gateway_pb2.ValidateRequest.FromString,
+            response_serializer=gateway_pb2.ValidateResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
+    return []
+
+
+async def _echo_stream(requests, context):  # type: ignore[no-untyped-def]
+    async for request in requests:
+        yield request
+
+
+def _wait_for_eof(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> None:
+    while sys.stdin.buffer.read(65536):
+        pass
+    loop.call_soon_threadsafe(stopping.set)
+
+
+async def main(policy: str) -> None:
+    settings = Settings(
+        policy=policy,
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        log_level="WARNING",
+        grace_seconds=1.0,
+    )
+    gateway = await build_gateway(settings, extra_services=add_echo)
+    gc.freeze()  # as `argwatch serve` does
+    print(gateway.port, flush=True)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    # Stop when the parent closes our stdin (or dies), so no server outlives its benchmark.
+    threading.Thread(target=_wait_for_eof, args=(loop, stopping), daemon=True).start()
+    await stopping.wait()
+    await gateway.stop(1.0)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--policy", required=True)
+    asyncio.run(main(parser.parse_args().policy))
