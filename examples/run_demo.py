@@ -98,7 +98,7 @@ def main() -> int:
             f"argwatch demo: gateway 127.0.0.1:{PORTS['gateway']}, admin :{PORTS['admin']}, "
             f"metrics http://127.0.0.1:{PORTS['metrics']}/metrics; logs and samples in .demo/. Ctrl-C stops."
         )
-        print("per tool: [mode] calls, out-of-set rate as written/after normalisation, rejected, failed open")
+        print("per tool: mode, calls, out-of-set rate as written/after normalisation, rejected, failed open")
         watch = start([os.path.join(BIN, "argwatch"), "watch", "--admin", f"127.0.0.1:{PORTS['admin']}"])
         watch.wait()
     except KeyboardInterrupt:

@@ -14,17 +14,20 @@ _MODE = {gateway_pb2.MODE_OBSERVE: "obs", gateway_pb2.MODE_REJECT: "REJ", gatewa
 
 
 def _rate(part: int, whole: int) -> str:
-    return f"{100 * part / whole:4.1f}%" if whole else "  - "
+    return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
 def render(status: admin_pb2.GetStatusResponse, previous: admin_pb2.GetStatusResponse | None) -> str:
-    """One line: per tool its mode, calls, out-of-set rate raw/normalised, rejections and fail-opens."""
+    """One line: calls/s, then per tool its mode, calls, out-of-set rate as written/after normalisation,
+    rejections and checks failed open (shown even at 0: a check that stopped checking must be visible)."""
     parts = []
     for tool in status.tools:
-        if tool.calls == 0 and tool.tool == "_unknown":
+        if tool.tool == "_unknown":
+            if tool.calls:
+                parts.append(f"unknown tools {tool.calls}")
             continue
         parts.append(
-            f"{tool.tool}[{_MODE.get(tool.mode, '?')}] {tool.calls} calls "
+            f"{tool.tool} {_MODE.get(tool.mode, '?')} {tool.calls} "
             f"oos {_rate(tool.out_of_set, tool.value_checks)}/{_rate(tool.out_of_set_normalised, tool.value_checks)} "
             f"rej {tool.rejected} open {tool.unavailable}"
         )
@@ -33,8 +36,8 @@ def render(status: admin_pb2.GetStatusResponse, previous: admin_pb2.GetStatusRes
     if previous is not None:
         seconds = (status.taken_at.ToNanoseconds() - previous.taken_at.ToNanoseconds()) / 1e9
         calls = sum(t.calls for t in status.tools) - sum(t.calls for t in previous.tools)
-        rate = f"{calls / seconds:6.0f}/s | " if seconds > 0 else ""
-    sets = f" | sets down: {', '.join(down)}" if down else ""
+        rate = f"{calls / seconds:.0f}/s | " if seconds > 0 else ""
+    sets = f" | SETS DOWN: {', '.join(down)}" if down else ""
     return f"{rate}" + " | ".join(parts) + sets
 
 
