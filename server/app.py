@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -152,7 +152,7 @@ async def build_gateway(
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
-        settings=replace(settings),
+        settings=settings,
         policy=policy,
         port=port,
         admin_port=admin_port,
