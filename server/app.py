@@ -63,6 +63,7 @@ class RunningGateway:
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
     _metrics_httpd: Any
+    _stopped: bool = False
 
     @property
     def target(self) -> str:
@@ -77,6 +78,9 @@ class RunningGateway:
 
     async def stop(self, grace: float | None = None) -> None:
         """Reports NOT_SERVING first, lets in-flight calls finish within the grace period, then closes."""
+        if self._stopped:
+            return  # idempotent: a second stop (a test's teardown, a second signal) is a no-op
+        self._stopped = True
         grace = self.settings.grace_seconds if grace is None else grace
         await self.health.enter_graceful_shutdown()
         await self._admin_server.stop(grace)
@@ -96,21 +100,23 @@ async def build_gateway(
     fetchers: Mapping[str, SetFetcher] | None = None,
     clock: Callable[[], float] = time.time,
     extra_services: Callable[[grpc.aio.Server], list[str]] | None = None,
+    reconnect_cap_seconds: float = 10.0,
 ) -> RunningGateway:
     """Builds and starts a gateway; returns once every value set was tried once and health is SERVING.
 
     `extra_services` may add servicers to the Gateway server (the benchmark's
-    echo baseline) and returns their full names for reflection.
+    echo baseline) and returns their full names for reflection;
+    `reconnect_cap_seconds` caps the backoff between reconnects to a source.
     """
     policy = policy or load_policy(settings.policy)
     registry = registry if registry is not None else CollectorRegistry()
     # No per-call timeout: it wraps every get in asyncio.wait_for, 27 us against 6 us
     # here, and the memory backend does no I/O that could hang.
     cache = cache if cache is not None else SimpleMemoryCache(timeout=None)
-    metrics = GatewayMetrics(registry, clock)
+    metrics = GatewayMetrics(registry)
     metrics.count_dropped_samples(dropped_sample_records)
     fetchers = fetchers or {name: make_fetcher(config) for name, config in policy.sources.items()}
-    provider = ValueSetProvider(policy, fetchers, cache, metrics, clock=clock)
+    provider = ValueSetProvider(policy, fetchers, cache, metrics, clock=clock, backoff_cap=reconnect_cap_seconds)
     modes = ModeStore(policy, settings.global_mode)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
@@ -148,7 +154,18 @@ async def build_gateway(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     await server.start()
     await admin_server.start()
-    await provider.start()
+    missing = await provider.start(settings.startup_timeout_seconds)
+    if missing:
+        # Serving anyway, by design: checks against these sets fail open (or closed) and are
+        # counted, and argwatch_value_set_available shows them as 0 until they load.
+        log.warning(
+            "start-up: %d value set(s) not loaded within %.1fs, serving without them until they load: %s",
+            len(missing),
+            settings.startup_timeout_seconds,
+            ", ".join(f"{name} ({provider.last_error(name)})" for name in missing),
+        )
+    else:
+        log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(

@@ -8,6 +8,7 @@ normalises to, and the caller decides what to do with it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import orjson
@@ -15,7 +16,7 @@ import orjson
 from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
 from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import ArgumentBinding, Failure, ToolPolicy
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot
 
 MAX_VALUE_CHARS = 200
 _MISSING = object()
@@ -25,33 +26,35 @@ _loose = normaliser(LOOSE)
 def check_arguments(
     tool: ToolPolicy,
     arguments: Mapping[str, object],
-    snapshots: Mapping[str, ValueSetSnapshot | None],
+    readings: Mapping[str, SetReading | None],
     failures: Mapping[str, Failure],
 ) -> CheckResult:
     """Checks every bound argument of `tool`.
 
-    `snapshots` maps each bound set to its snapshot, or None when it could not
-    be read; `failures` says per set whether that fails open or closed.
+    `readings` maps each bound set to its reading, or None when it is
+    unavailable; `failures` says per set whether that fails open or closed.
+    A stale reading is still checked against: staleness is the caller's to report.
     """
     problems: list[Problem] = []
     skipped: list[SkippedCheck] = []
     value_checks: list[ValueCheck] = []
-    used: list[ValueSetSnapshot] = []
+    used: list[SetReading] = []
     for binding in tool.arguments:
         value = arguments.get(binding.name, _MISSING)
         if value is _MISSING:
             if binding.required:
                 problems.append(_missing(binding))
             continue
-        snapshot = snapshots.get(binding.value_set)
-        if snapshot is None:
+        reading = readings.get(binding.value_set)
+        if reading is None:
             if failures.get(binding.value_set, Failure.OPEN) is Failure.CLOSED:
                 problems.append(_unavailable(binding, value))
             else:
                 skipped.append(SkippedCheck(binding.name, binding.value_set))
             continue
-        if snapshot not in used:
-            used.append(snapshot)
+        if reading not in used:
+            used.append(reading)
+        snapshot = reading.snapshot
         if not isinstance(value, str):
             value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
             problems.append(_wrong_type(binding, value))
@@ -98,7 +101,8 @@ def _not_in_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot
             f"({shape.value}); the legal value is {as_json_text(suggestion)}"
         )
     elif shape is Shape.RETIRED:
-        message = f"{binding.name}: {shown} was retired from {binding.value_set}"
+        message = f"{binding.name}: {shown} was retired from {binding.value_set}{retirement_note(value, snapshot)}"
+        suggestion = _replacement(value, snapshot)
     else:
         message = f"{binding.name}: {shown} is not in {binding.value_set}"
     return Problem(
@@ -111,6 +115,21 @@ def _not_in_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot
         suggestion=suggestion,
         in_set_normalised=in_set_normalised,
     )
+
+
+def retirement_note(value: str, snapshot: ValueSetSnapshot) -> str:
+    """' on 2026-10-01, replaced by "OTHER"': as much of it as the source said ("" if nothing)."""
+    info = snapshot.retirements.get(value)
+    if info is None:
+        return ""
+    when = f" on {time.strftime('%Y-%m-%d', time.gmtime(info.retired_at))}" if info.retired_at is not None else ""
+    by = f", replaced by {as_json_text(info.replaced_by)}" if info.replaced_by else ""
+    return when + by
+
+
+def _replacement(value: str, snapshot: ValueSetSnapshot) -> str:
+    info = snapshot.retirements.get(value)
+    return info.replaced_by if info is not None and info.replaced_by in snapshot.members else ""
 
 
 def _missing(binding: ArgumentBinding) -> Problem:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+    from argwatch.server.valuesets.snapshot import SetReading
 
 
 class ProblemCode(enum.Enum):
@@ -73,5 +73,5 @@ class CheckResult(NamedTuple):
     problems: tuple[Problem, ...]
     skipped: tuple[SkippedCheck, ...]
     value_checks: tuple[ValueCheck, ...]
-    # The snapshots the checks used (a snapshot from valuesets.snapshot), each once.
-    snapshots_used: tuple[ValueSetSnapshot, ...]
+    # The set readings the checks used, each once.
+    readings_used: tuple[SetReading, ...]

@@ -9,10 +9,9 @@ inventing tool names adds no series. Children are memoised per label tuple:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -38,27 +37,48 @@ class ToolTotals:
     unavailable: int = 0
 
 
-class _AgeCollector(Collector):
-    """argwatch_value_set_age_seconds, computed at scrape time from when each set was last confirmed."""
+class ValueSetHealth(NamedTuple):
+    """One set's health at scrape time."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._sources: list[Callable[[], Iterable[tuple[str, float]]]] = []
+    name: str
+    age_seconds: float  # inf when never loaded
+    stale: bool
+    available: bool
 
-    def add(self, source: Callable[[], Iterable[tuple[str, float]]]) -> None:
+
+class _ValueSetHealthCollector(Collector):
+    """argwatch_value_set_{age_seconds,stale,available}, computed at scrape time from the provider's state."""
+
+    def __init__(self) -> None:
+        self._sources: list[Callable[[], Iterable[ValueSetHealth]]] = []
+
+    def add(self, source: Callable[[], Iterable[ValueSetHealth]]) -> None:
         self._sources.append(source)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
+        age = GaugeMetricFamily(
             "argwatch_value_set_age_seconds",
-            "Seconds since the value set's source last confirmed the version in use.",
+            "Seconds since the value set's source last confirmed the copy in use (+Inf: never loaded).",
             labels=["set"],
         )
-        now = self._clock()
+        stale = GaugeMetricFamily(
+            "argwatch_value_set_stale",
+            "1 while the copy in use is stale: its source is down or has not confirmed it within the TTL.",
+            labels=["set"],
+        )
+        available = GaugeMetricFamily(
+            "argwatch_value_set_available",
+            "1 while the set can be checked against; 0 when never loaded or older than max_staleness.",
+            labels=["set"],
+        )
         for source in self._sources:
-            for name, confirmed_at in source():
-                family.add_metric([name], max(0.0, now - confirmed_at))
-        yield family
+            for health in source():
+                age.add_metric([health.name], health.age_seconds)
+                stale.add_metric([health.name], 1.0 if health.stale else 0.0)
+                available.add_metric([health.name], 1.0 if health.available else 0.0)
+        yield age
+        yield stale
+        yield available
 
 
 class _CallbackCounter(Collector):
@@ -99,7 +119,7 @@ class ToolMeters:
 class GatewayMetrics:
     """Every metric the gateway exports, registered on `registry`."""
 
-    def __init__(self, registry: CollectorRegistry, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.value_checks = Counter(
             "tool_argument_value_check",
@@ -151,12 +171,42 @@ class GatewayMetrics:
         )
         self.source_connected = Gauge(
             "argwatch_source_connected",
-            "1 when the source's last answer succeeded, 0 when it failed.",
+            "1 while the source is reachable (watch stream up, or last pull succeeded), else 0.",
             ["source"],
             registry=registry,
         )
-        self._ages = _AgeCollector(clock)
-        registry.register(self._ages)
+        self.set_update_rejected = Counter(
+            "argwatch_value_set_update_rejected",
+            "Malformed updates from a source, rejected (the last good copy kept), by reason.",
+            ["set", "reason"],
+            registry=registry,
+        )
+        self.set_resync = Counter(
+            "argwatch_value_set_resync",
+            "Full re-fetches of a set, by reason (version_gap, unknown_base, behind, manual).",
+            ["set", "reason"],
+            registry=registry,
+        )
+        self.shared_cache_errors = Counter(
+            "argwatch_shared_cache_errors",
+            "Shared-cache operations that failed or timed out (the gateway went to the source instead).",
+            ["operation"],
+            registry=registry,
+        )
+        self.stale_checks = Counter(
+            "tool_argument_check_stale",
+            "Checks made against a stale copy of their value set (still checked, against the last good copy).",
+            ["tool", "set"],
+            registry=registry,
+        )
+        self.stale_downgrades = Counter(
+            "argwatch_stale_downgrades",
+            "Calls judged in observe mode instead of reject because a set was stale and on_stale is observe.",
+            ["tool", "set"],
+            registry=registry,
+        )
+        self._health = _ValueSetHealthCollector()
+        registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
@@ -179,11 +229,30 @@ class GatewayMetrics:
     def mode_in_force(self, tool: str, rejecting: bool) -> None:
         self._child(self.mode, tool).set(1 if rejecting else 0)
 
-    def value_set_refreshed(self, name: str, source: str, members: int | None, *, ok: bool) -> None:
-        self._child(self.set_refresh, name, "ok" if ok else "error").inc()
-        self._child(self.source_connected, source).set(1 if ok else 0)
-        if members is not None:
-            self._child(self.set_members, name).set(members)
+    def value_set_refreshed(self, name: str, members: int) -> None:
+        self._child(self.set_refresh, name, "ok").inc()
+        self._child(self.set_members, name).set(members)
+
+    def value_set_refresh_failed(self, name: str) -> None:
+        self._child(self.set_refresh, name, "error").inc()
+
+    def value_set_update_rejected(self, name: str, reason: str) -> None:
+        self._child(self.set_update_rejected, name, reason).inc()
+
+    def value_set_resync(self, name: str, reason: str) -> None:
+        self._child(self.set_resync, name, reason).inc()
+
+    def source_connected_state(self, source: str, up: bool) -> None:
+        self._child(self.source_connected, source).set(1 if up else 0)
+
+    def shared_cache_error(self, operation: str) -> None:
+        self._child(self.shared_cache_errors, operation).inc()
+
+    def check_stale(self, tool: str, value_set: str) -> None:
+        self._child(self.stale_checks, tool, value_set).inc()
+
+    def stale_downgrade(self, tool: str, value_set: str) -> None:
+        self._child(self.stale_downgrades, tool, value_set).inc()
 
     def count_dropped_samples(self, read: Callable[[], float]) -> None:
         """Exports argwatch_sample_log_dropped_total, read from `read` at scrape time."""
@@ -195,9 +264,9 @@ class GatewayMetrics:
             )
         )
 
-    def watch_value_sets(self, confirmed_times: Callable[[], Iterable[tuple[str, float]]]) -> None:
-        """Registers a callable yielding (set, confirmed_at) for the age gauge."""
-        self._ages.add(confirmed_times)
+    def watch_value_sets(self, health: Callable[[], Iterable[ValueSetHealth]]) -> None:
+        """Registers a callable giving every set's health, read at scrape time."""
+        self._health.add(health)
 
     def tool_totals(self) -> dict[str, ToolTotals]:
         """Per tool label, the totals since start, read back from the counters."""

@@ -24,6 +24,7 @@ from argwatch.server.policy_model import (
     GrpcSourceConfig,
     Mode,
     Normalisation,
+    OnStale,
     Policy,
     RepairConfig,
     SamplingConfig,
@@ -35,6 +36,7 @@ from argwatch.server.policy_model import (
 T = TypeVar("T")
 
 DEFAULT_TTL_SECONDS = 300.0
+DEFAULT_MAX_STALENESS_SECONDS = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,12 +228,13 @@ def _read_sources(reader: _Reader, node: object, base: str) -> dict[str, SourceC
                 sources[name] = FileSourceConfig(path=os.path.join(base, file))
             continue
         grpc_path = f"{path}.grpc"
-        grpc = reader.mapping(fields["grpc"], grpc_path, {"target", "timeout", "tls"})
+        grpc = reader.mapping(fields["grpc"], grpc_path, {"target", "timeout", "tls", "watch"})
         target = reader.required_str(grpc, "target", grpc_path)
         timeout = reader.value(grpc, "timeout", grpc_path, parse_duration, 1.0)
         tls = reader.value(grpc, "tls", grpc_path, _boolean, False)
+        watch = reader.value(grpc, "watch", grpc_path, _boolean, True)
         if target:
-            sources[name] = GrpcSourceConfig(target=target, timeout_seconds=timeout, tls=tls)
+            sources[name] = GrpcSourceConfig(target=target, timeout_seconds=timeout, tls=tls, watch=watch)
     return sources
 
 
@@ -239,14 +242,27 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
     value_sets: dict[str, ValueSetConfig] = {}
     for name, entry in reader.named_entries(node, "value_sets").items():
         path = f"value_sets.{name}"
-        fields = reader.mapping(entry, path, {"source", "ttl", "failure"})
+        fields = reader.mapping(entry, path, {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members"})
         source = reader.required_str(fields, "source", path)
         if source and source not in sources:
             known = ", ".join(sources) or "none are defined"
             reader.fail(f"{path}.source", f"undefined source {source!r}; sources: {known}")
         ttl = reader.value(fields, "ttl", path, parse_duration, DEFAULT_TTL_SECONDS)
-        failure = reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN)
-        value_sets[name] = ValueSetConfig(name=name, source=source, ttl_seconds=ttl, failure=failure)
+        max_staleness = reader.value(fields, "max_staleness", path, parse_duration, DEFAULT_MAX_STALENESS_SECONDS)
+        if max_staleness < ttl:
+            reader.fail(
+                f"{path}.max_staleness",
+                f"expected at least the ttl ({ttl:g}s): a copy cannot be unusable before it is stale",
+            )
+        value_sets[name] = ValueSetConfig(
+            name=name,
+            source=source,
+            ttl_seconds=ttl,
+            failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
+            max_staleness_seconds=max_staleness,
+            on_stale=reader.value(fields, "on_stale", path, _enum(OnStale), OnStale.ENFORCE),
+            max_members=reader.value(fields, "max_members", path, _positive_int, 5_000_000),
+        )
     return value_sets
 
 

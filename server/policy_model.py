@@ -21,6 +21,13 @@ class Failure(enum.Enum):
     CLOSED = "closed"  # report a problem, so reject mode refuses the call
 
 
+class OnStale(enum.Enum):
+    """What a stale value set does to a rejecting check."""
+
+    ENFORCE = "enforce"  # keep rejecting against the last good copy
+    OBSERVE = "observe"  # judge the call in observe mode while the set is stale (counted)
+
+
 class CaseRule(enum.Enum):
     """How letter case counts when a value is normalised."""
 
@@ -68,6 +75,9 @@ class GrpcSourceConfig:
     target: str
     timeout_seconds: float = 1.0
     tls: bool = False
+    # Subscribe to WatchValueSets (snapshot, deltas, heartbeats). False, or a
+    # source that answers UNIMPLEMENTED, is pulled with GetValueSet every TTL/2.
+    watch: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +96,14 @@ class ValueSetConfig:
 
     name: str
     source: str
+    # How long a confirmation counts as fresh; pulled sources are re-fetched every ttl/2.
     ttl_seconds: float
     failure: Failure
+    # Past this age the last good copy is no longer used: the set is unavailable.
+    max_staleness_seconds: float = 3600.0
+    on_stale: OnStale = OnStale.ENFORCE
+    # An update with more members is rejected as oversized.
+    max_members: int = 5_000_000
 
 
 @dataclass(frozen=True, slots=True)

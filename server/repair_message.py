@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from argwatch.server.findings import Problem, ProblemCode
+from argwatch.server.checker import retirement_note
+from argwatch.server.findings import Problem, ProblemCode, Shape
 from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import Policy, RepairConfig
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
@@ -86,8 +87,8 @@ def build_advice(
     tool_policy = policy.tools.get(tool)
     bindings = {b.name: b for b in tool_policy.arguments} if tool_policy else {}
     for problem in problems:
-        lines.append(f"- {_describe(problem, policy)}")
         snapshot = snapshots.get(problem.value_set) if problem.value_set else None
+        lines.append(f"- {_describe(problem, policy, snapshot)}")
         if problem.code in _OFFERS_VALUES and snapshot is not None:
             legal = legal_values_for(problem, snapshot, config)
             offered.append(legal)
@@ -121,8 +122,11 @@ def build_advice(
 _OFFERS_VALUES = {ProblemCode.NOT_IN_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_ARGUMENT}
 
 
-def _describe(problem: Problem, policy: Policy) -> str:
+def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | None) -> str:
     if problem.code is ProblemCode.NOT_IN_SET:
+        if problem.shape is Shape.RETIRED:
+            note = retirement_note(_unquote(problem.value), snapshot) if snapshot is not None else ""
+            return f"{problem.argument}: {problem.value} is no longer a valid value (it was retired{note})."
         if problem.suggestion:
             return (
                 f"{problem.argument}: {problem.value} is not a valid value as written; "

@@ -33,6 +33,8 @@ class Settings:
     replica_id: str = field(default_factory=_default_replica_id)
     # How long in-flight calls get to finish on SIGTERM.
     grace_seconds: float = 10.0
+    # Health stays NOT_SERVING until every value set has loaded once, or this long.
+    startup_timeout_seconds: float = 10.0
     log_level: str = "INFO"
 
 
@@ -86,6 +88,7 @@ SERVE_OPTIONS = (
     _Option("sample_log", "file for sampled offending values, or - for stdout"),
     _Option("replica_id", "this replica's id in status and logs"),
     _Option("grace_seconds", "seconds in-flight calls get on shutdown", parse_duration),
+    _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration),
     _Option("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
 )
 

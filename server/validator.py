@@ -13,13 +13,12 @@ from argwatch.server.checker import as_json_text, check_arguments
 from argwatch.server.findings import CheckResult, Problem, ProblemCode
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
-from argwatch.server.policy_model import Failure, Mode, Policy, ToolPolicy
+from argwatch.server.policy_model import Failure, Mode, OnStale, Policy
 from argwatch.server.rejections import RejectionLog, fingerprint
 from argwatch.server.repair_message import RepairAdvice, build_advice
 from argwatch.server.samples import SampledValueLog
 from argwatch.server.tool_call import ToolCall
 from argwatch.server.valuesets.provider import ValueSetProvider
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 from argwatch.server.verdict import Decision, Verdict
 
 _EMPTY = CheckResult((), (), (), ())
@@ -44,6 +43,7 @@ class Validator:
         self._samples = samples
         self._rejections = rejections
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
+        self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
         self._sets_by_tool = {
             name: tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))
@@ -64,12 +64,16 @@ class Validator:
             problems.append(_unknown_tool(call.tool))
         if call.arguments is None:
             problems.append(_malformed(call.arguments_error))
-        snapshots: dict[str, ValueSetSnapshot | None] = {}
         result = _EMPTY
+        downgraded = False
         if tool is not None and call.arguments is not None:
-            snapshots = await self._snapshots(tool)
-            result = check_arguments(tool, call.arguments, snapshots, self._failures)
+            read = self._provider.read
+            readings = {name: read(name) for name in self._sets_by_tool[tool.name]}
+            result = check_arguments(tool, call.arguments, readings, self._failures)
             problems.extend(result.problems)
+            for reading in result.readings_used:
+                if reading.stale:
+                    mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call)
         if decision is Decision.REJECT:
@@ -81,8 +85,23 @@ class Validator:
                 call_fingerprint=fingerprint(call.tool, call.arguments, call.raw_arguments),
             )
         return Verdict(
-            call.call_id, decision, mode, tuple(problems), result.skipped, result.snapshots_used, self.policy.version
+            call.call_id,
+            decision,
+            mode,
+            tuple(problems),
+            result.skipped,
+            result.readings_used,
+            self.policy.version,
+            downgraded,
         )
+
+    def _stale(self, label: str, value_set: str, mode: Mode, downgraded: bool) -> tuple[Mode, bool]:
+        """Counts a check against a stale set; with on_stale: observe, a rejecting call is judged in observe."""
+        self._metrics.check_stale(label, value_set)
+        if mode is Mode.REJECT and self._on_stale[value_set] is OnStale.OBSERVE:
+            self._metrics.stale_downgrade(label, value_set)
+            return Mode.OBSERVE, True
+        return mode, downgraded
 
     async def repair(self, call_id: str) -> RepairAdvice | None:
         """Advice for a rejected call, or None if the id is unknown or forgotten."""
@@ -90,7 +109,7 @@ class Validator:
         if rejected is None:
             return None
         names = {p.value_set for p in rejected.problems if p.value_set}
-        snapshots = {name: await self._provider.get(name) for name in names}
+        snapshots = {name: reading.snapshot for name in names if (reading := self._provider.read(name)) is not None}
         return build_advice(
             call_id=call_id,
             tool=rejected.tool,
@@ -100,13 +119,6 @@ class Validator:
             attempt=rejected.attempt,
             give_up_reason=rejected.give_up_reason,
         )
-
-    async def _snapshots(self, tool: ToolPolicy) -> dict[str, ValueSetSnapshot | None]:
-        # A loop, not {name: await ...}: an async comprehension is a nested coroutine per call.
-        snapshots: dict[str, ValueSetSnapshot | None] = {}
-        for name in self._sets_by_tool[tool.name]:
-            snapshots[name] = await self._provider.get(name)
-        return snapshots
 
     def _record(
         self,

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from argwatch.server.findings import Problem, SkippedCheck
 from argwatch.server.policy_model import Mode
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.valuesets.snapshot import SetReading
 
 
 class Decision(enum.Enum):
@@ -25,5 +25,7 @@ class Verdict(NamedTuple):
     mode: Mode
     problems: tuple[Problem, ...]
     skipped: tuple[SkippedCheck, ...]
-    snapshots_used: tuple[ValueSetSnapshot, ...]
+    readings_used: tuple[SetReading, ...]
     policy_version: str
+    # Reject mode judged as observe because a set it needed was stale (on_stale: observe).
+    downgraded_by_staleness: bool = False

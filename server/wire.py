@@ -12,7 +12,7 @@ from argwatch.server.findings import Problem, ProblemCode, Shape, SkippedCheck
 from argwatch.server.policy_model import Mode
 from argwatch.server.repair_message import LegalValues, RepairAdvice
 from argwatch.server.tool_call import ToolCall, decode_json_arguments
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.valuesets.snapshot import SetReading
 from argwatch.server.verdict import Decision, Verdict
 from argwatch.v1 import gateway_pb2 as pb
 
@@ -92,13 +92,14 @@ def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
         decision=DECISIONS[verdict.decision],
         mode=MODES[verdict.mode],
         policy_version=verdict.policy_version,
+        downgraded_by_staleness=verdict.downgraded_by_staleness,
     )
     if verdict.problems:
         response.problems.extend([problem_to_wire(p) for p in verdict.problems])
     if verdict.skipped:
         response.skipped.extend([_skipped(s) for s in verdict.skipped])
-    for snapshot in verdict.snapshots_used:
-        response.value_sets.append(_version(snapshot))
+    for reading in verdict.readings_used:
+        response.value_sets.append(_version(reading))
     return response
 
 
@@ -141,18 +142,24 @@ def _skipped(skipped: SkippedCheck) -> pb.SkippedCheck:
     )
 
 
-_versions: dict[tuple[str, int, float], pb.ValueSetVersion] = {}
+# Keyed by plain values, never by the reading: a key holding a snapshot would keep
+# old copies of (perhaps million-member) sets alive.
+_versions: dict[tuple[str, int, float, bool], pb.ValueSetVersion] = {}
 
 
-def _version(snapshot: ValueSetSnapshot) -> pb.ValueSetVersion:
-    """The snapshot's version message, built once per snapshot (a Timestamp costs ~2 us to build)."""
-    key = (snapshot.name, snapshot.version, snapshot.confirmed_at)
+def _version(reading: SetReading) -> pb.ValueSetVersion:
+    """The reading's version message, built once per confirmation (a Timestamp costs ~2 us to build)."""
+    snapshot = reading.snapshot
+    key = (snapshot.name, snapshot.version, reading.confirmed_at, reading.stale)
     message = _versions.get(key)
     if message is None:
-        if len(_versions) > 1024:  # one entry per refresh of each set: drop the old ones
+        if len(_versions) > 1024:  # one entry per confirmation of each set: drop the old ones
             _versions.clear()
         message = _versions[key] = pb.ValueSetVersion(
-            name=snapshot.name, version=snapshot.version, confirmed_at=timestamp(snapshot.confirmed_at)
+            name=snapshot.name,
+            version=snapshot.version,
+            confirmed_at=timestamp(reading.confirmed_at),
+            stale=reading.stale,
         )
     return message
 

@@ -29,13 +29,17 @@ class SourceServer:
     catalog: ValueSetCatalog
     server: grpc.aio.Server
     port: int
+    stopped: bool = False
 
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     async def stop(self) -> None:
-        await self.server.stop(0)
+        # Once only: a second stop of a grpc.aio server can hang the test's teardown.
+        if not self.stopped:
+            self.stopped = True
+            await self.server.stop(0)
 
 
 async def start_source(catalog: ValueSetCatalog, port: int = 0) -> SourceServer:
@@ -59,19 +63,32 @@ async def source() -> AsyncIterator[SourceServer]:
 
 
 def policy_text(
-    source_target: str, sets_file: str, *, refund_mode: str = "reject", ttl: str = "5m", failure: str = "open"
+    source_target: str,
+    sets_file: str,
+    *,
+    refund_mode: str = "reject",
+    ttl: str = "5m",
+    max_staleness: str = "1h",
+    failure: str = "open",
+    on_stale: str = "enforce",
+    watch: str = "true",
 ) -> str:
     return textwrap.dedent(
         f"""
         default_mode: observe
         sources:
           owners:
-            grpc: {{target: "{source_target}", timeout: 500ms}}
+            grpc: {{target: "{source_target}", timeout: 500ms, watch: {watch}}}
           local:
             file: {sets_file}
         value_sets:
-          refunds.reason_codes: {{source: owners, ttl: {ttl}, failure: {failure}}}
-          identity.handles: {{source: owners, ttl: {ttl}}}
+          refunds.reason_codes:
+            source: owners
+            ttl: {ttl}
+            max_staleness: {max_staleness}
+            failure: {failure}
+            on_stale: {on_stale}
+          identity.handles: {{source: owners, ttl: {ttl}, max_staleness: {max_staleness}}}
           wms.warehouses: {{source: local}}
         tools:
           refund_order:
@@ -129,7 +146,9 @@ async def gateway_factory(tmp_path: os.PathLike[str], source: SourceServer) -> A
 
     async def start(**policy_options: str) -> RunningGateway:
         policy = make_policy(str(tmp_path), source.target, **policy_options)
-        gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+        gateway = await build_gateway(
+            loopback_settings(policy.path), policy=policy, registry=CollectorRegistry(), reconnect_cap_seconds=0.3
+        )
         started.append(gateway)
         return gateway
 

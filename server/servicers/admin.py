@@ -49,14 +49,20 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             response.tools.append(_tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals())))
         if UNKNOWN_LABEL in totals:
             response.tools.append(_tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL]))
-        for state in await self._provider.states():
+        for state in self._provider.statuses():
             status = response.value_sets.add(
-                name=state.config.name, source=state.config.source, available=state.snapshot is not None
+                name=state.config.name,
+                source=state.config.source,
+                available=state.available,
+                stale=state.stale,
+                source_connected=state.source_connected,
+                last_error=state.last_error,
             )
             if state.snapshot is not None:
                 status.version = state.snapshot.version
                 status.members = state.snapshot.size
-                status.confirmed_at.CopyFrom(wire.timestamp(state.snapshot.confirmed_at))
+                status.age_seconds = state.age_seconds
+                status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
         return response
 
 

@@ -5,19 +5,23 @@ The file maps set names to their content:
     refunds.reason_codes:
       version: 7            # optional; the file's modification time (ns) when absent
       members: [DAMAGED_ITEM, NOT_RECEIVED]
-      retired: [BROKEN]     # optional
+      retired:              # optional: values once legal
+        - BROKEN
+        - {value: CUSTOMER_UNHAPPY, retired_at: 2026-10-01, replaced_by: OTHER}
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import yaml
 
-from argwatch.server.valuesets.payload import SetPayload, SourceUnavailable
+from argwatch.server.valuesets.payload import Retirement, SetPayload, SourceUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +78,56 @@ def parse_sets(document: object, origin: str, default_version: int) -> dict[str,
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise SourceUnavailable(f"{where}.version: expected a whole number >= 0, got {version!r}")
         members = _strings(entry.get("members"), f"{where}.members")
-        retired = _strings(entry.get("retired", []), f"{where}.retired")
-        sets[name] = SetPayload(name, version, members, retired)
+        retired, retirements = _retired(entry.get("retired", []), f"{where}.retired")
+        sets[name] = SetPayload(name, version, members, retired, MappingProxyType(retirements))
     return sets
+
+
+def _retired(value: object, where: str) -> tuple[tuple[str, ...], dict[str, Retirement]]:
+    """Retired values: plain strings, or {value, retired_at, replaced_by} mappings."""
+    if not isinstance(value, list):
+        raise SourceUnavailable(f"{where}: expected a list")
+    plain: list[str] = []
+    details: dict[str, Retirement] = {}
+    for index, item in enumerate(value):
+        if isinstance(item, str):
+            plain.append(item)
+            continue
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("value"), str)
+            or set(item)
+            - {
+                "value",
+                "retired_at",
+                "replaced_by",
+            }
+        ):
+            raise SourceUnavailable(f"{where}[{index}]: expected a string or {{value, retired_at, replaced_by}}")
+        replaced_by = item.get("replaced_by", "")
+        if not isinstance(replaced_by, str):
+            raise SourceUnavailable(f"{where}[{index}].replaced_by: expected a string")
+        details[item["value"]] = Retirement(_epoch(item.get("retired_at"), f"{where}[{index}].retired_at"), replaced_by)
+    return tuple(plain), details
+
+
+def _epoch(value: object, where: str) -> float | None:
+    """YAML dates and datetimes, ISO strings, or epoch seconds; None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+        return moment.timestamp()
+    if isinstance(value, datetime.date):
+        return datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.UTC).timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return _epoch(datetime.datetime.fromisoformat(value), where)
+        except ValueError:
+            pass
+    raise SourceUnavailable(f"{where}: expected a date such as 2026-10-01, got {value!r}")
 
 
 def _strings(value: object, where: str) -> tuple[str, ...]:

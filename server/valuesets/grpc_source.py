@@ -1,16 +1,28 @@
-"""Value sets pulled from an owning service's ValueSetSource over gRPC (GetValueSet)."""
+"""Value sets from an owning service's ValueSetSource over gRPC: GetValueSet pulls, WatchValueSets streams."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import MappingProxyType
 
 import grpc
 
 from argwatch.server.policy_model import GrpcSourceConfig
-from argwatch.server.valuesets.payload import SetPayload, SourceUnavailable
+from argwatch.server.valuesets.payload import (
+    DeltaUpdate,
+    HeartbeatUpdate,
+    Retirement,
+    SetPayload,
+    SnapshotUpdate,
+    SourceUnavailable,
+    Update,
+    WatchUnsupported,
+)
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 
 class GrpcSetFetcher:
-    """One channel to one ValueSetSource; every fetch has the source's timeout."""
+    """One channel to one ValueSetSource; every pull has the source's timeout."""
 
     def __init__(self, config: GrpcSourceConfig) -> None:
         self.config = config
@@ -34,7 +46,55 @@ class GrpcSetFetcher:
         value_set = response.value_set
         if value_set.name and value_set.name != name:
             raise SourceUnavailable(f"{self.config.target} answered {value_set.name!r} when asked for {name!r}")
-        return SetPayload(name, value_set.version, tuple(value_set.members), tuple(value_set.retired))
+        return payload_from_wire(value_set, name)
+
+    async def watch(self, names: list[str]) -> AsyncIterator[Update]:
+        """The source's stream, as domain updates, until it ends or fails."""
+        call = self._stub.WatchValueSets(sources_pb2.WatchValueSetsRequest(names=names))
+        try:
+            async for message in call:
+                kind = message.WhichOneof("update")
+                if kind == "snapshot":
+                    yield SnapshotUpdate(payload_from_wire(message.snapshot, message.snapshot.name))
+                elif kind == "delta":
+                    delta = message.delta
+                    yield DeltaUpdate(
+                        delta.name,
+                        delta.from_version,
+                        delta.to_version,
+                        tuple(delta.added),
+                        tuple(delta.removed),
+                        MappingProxyType(dict(delta.replaced_by)),
+                    )
+                elif kind == "heartbeat":
+                    yield HeartbeatUpdate(MappingProxyType(dict(message.heartbeat.versions)))
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise WatchUnsupported(self.config.target) from None
+            raise SourceUnavailable(
+                f"{self.config.target} WatchValueSets: {error.code().name}: {error.details()}"
+            ) from None
+        finally:
+            call.cancel()
+        raise SourceUnavailable(f"{self.config.target} ended the WatchValueSets stream")
 
     async def close(self) -> None:
         await self._channel.close()
+
+
+def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:
+    retirements = {
+        retired.value: Retirement(
+            retired.retired_at.ToNanoseconds() / 1e9 if retired.HasField("retired_at") else None,
+            retired.replaced_by,
+        )
+        for retired in value_set.retired_values
+        if retired.value
+    }
+    return SetPayload(
+        name,
+        value_set.version,
+        tuple(value_set.members),
+        tuple(value_set.retired),
+        MappingProxyType(retirements),
+    )

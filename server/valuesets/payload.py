@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple, Protocol
+
+
+class Retirement(NamedTuple):
+    """What is known of a retired value: when (epoch seconds, None if unknown) and what replaced it."""
+
+    retired_at: float | None
+    replaced_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +23,38 @@ class SetPayload:
     version: int
     members: tuple[str, ...]
     retired: tuple[str, ...] = ()
+    # Details for some of the retired values, by value.
+    retirements: Mapping[str, Retirement] = field(default_factory=lambda: MappingProxyType({}))
+
+
+class SnapshotUpdate(NamedTuple):
+    """A whole set, from a watch stream."""
+
+    payload: SetPayload
+
+
+class DeltaUpdate(NamedTuple):
+    """Members added and removed between two versions of a set."""
+
+    name: str
+    from_version: int
+    to_version: int
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    replaced_by: Mapping[str, str]
+
+
+class HeartbeatUpdate(NamedTuple):
+    """The source is alive and holds these versions."""
+
+    versions: Mapping[str, int]
+
+
+Update = SnapshotUpdate | DeltaUpdate | HeartbeatUpdate
+
+
+class WatchUnsupported(Exception):
+    """The source does not implement WatchValueSets; pull it instead."""
 
 
 class SourceUnavailable(Exception):
@@ -29,4 +70,12 @@ class SetFetcher(Protocol):
 
     async def close(self) -> None:
         """Releases connections."""
+        ...
+
+
+class SetWatcher(Protocol):
+    """A source that can stream changes (WatchValueSets)."""
+
+    def watch(self, names: list[str]) -> AsyncIterator[Update]:
+        """Snapshots first, then deltas and heartbeats; raises SourceUnavailable or WatchUnsupported."""
         ...

@@ -1,187 +1,447 @@
-"""The value-set provider: fetches sets from their sources and serves immutable snapshots from an aiocache cache.
+"""The value-set provider: keeps every set live from its source, and tells the checker how fresh each copy is.
 
-How a snapshot stays fresh, and what happens when it cannot:
-- At start every set is fetched once, concurrently.
-- A refresher per set re-fetches it every half TTL (with jitter, so sets and
-  replicas do not fetch in lockstep) and re-stores it with the full TTL. The
-  hot path therefore finds the set in the cache and never waits on a source.
-- The cache entry expires after the TTL. If the source stayed down that long,
-  the set is gone: checks against it fail open (or closed, per policy), and
-  every one is counted.
-- On a miss, one fetch per set runs at a time (callers share it), and a failed
-  fetch is remembered for `retry_after` seconds, so a down source costs each
-  call one dictionary look-up, not a connection timeout.
-- The aiocache cache is the store of record (shared by replicas once it is
-  Redis). In front of it each process keeps a near copy, the snapshot
-  reference and when it expires, because aiocache's decorator layers cost
-  ~5 us a get here and a shared backend would cost a network round trip.
-  The near copy never outlives the entry it copies.
+How a set stays live:
+- A gRPC source that can stream is watched (WatchValueSets): snapshots replace
+  the set, deltas change it, heartbeats confirm the version held. A delta that
+  does not follow the version held (a gap, an unknown base), or a heartbeat
+  naming a newer version, triggers a full resync with GetValueSet. A broken or
+  silent stream is reconnected with exponential backoff and full jitter; the
+  source sends snapshots again on connect, so a reconnect is a resync.
+- A source that cannot stream (UNIMPLEMENTED, or `watch: false`) is pulled
+  every TTL/2, through the shared cache (aiocache) so several replicas do not
+  each pull it; a file source is polled every second and re-read when it changed.
+- A malformed update (version going backwards, empty name, too many members,
+  an over-long value) is rejected and counted; the last good copy stays.
 
-The next issue's streaming refresh and staleness replace the refresher's loop;
-`get` and `status` keep their shape.
+How fresh a copy is (see `read`): confirmed within its TTL and its source
+healthy -> fresh; otherwise stale, still used, and every check against it is
+counted; older than `max_staleness` -> unavailable, and checks fail open (or
+closed, per policy). A check that stopped checking never looks like a pass.
+
+The hot path (`read`) is a dictionary look-up and two comparisons: no await,
+no lock, no I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.policy_model import Normalisation, Policy, ValueSetConfig
-from argwatch.server.valuesets.payload import SetFetcher, SourceUnavailable
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot, make_snapshot
+from argwatch.server.metrics import GatewayMetrics, ValueSetHealth
+from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Normalisation, Policy, ValueSetConfig
+from argwatch.server.valuesets.backoff import backoff_delay
+from argwatch.server.valuesets.payload import (
+    HeartbeatUpdate,
+    SetFetcher,
+    SetPayload,
+    SnapshotUpdate,
+    SourceUnavailable,
+    Update,
+    WatchUnsupported,
+)
+from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, make_snapshot
+from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 
 log = logging.getLogger("argwatch.valuesets")
 
-CACHE_KEY_PREFIX = "argwatch:valueset:"
-NEAR_RECHECK_SECONDS = 1.0
+SHARED_KEY_PREFIX = "argwatch:valueset:"
+FILE_POLL_SECONDS = 1.0
+# A watch stream silent this long is presumed dead and reconnected (sources heartbeat every few seconds).
+WATCH_IDLE_SECONDS = 30.0
+# The shared cache is an optimisation: never wait on it longer than this.
+SHARED_CACHE_TIMEOUT = 0.2
+# Snapshots larger than this are indexed in a worker thread, so the event loop keeps serving.
+BUILD_IN_THREAD_ABOVE = 20_000
+
+
+class _Shared(NamedTuple):
+    """What the shared cache holds for a pulled set: the payload and when its source confirmed it."""
+
+    payload: SetPayload
+    confirmed_at: float
+
+
+@dataclass(eq=False)
+class _SetState:
+    """Everything the provider knows of one set. Owned by the event loop; the snapshot inside is immutable."""
+
+    config: ValueSetConfig
+    rules: tuple[Normalisation, ...]
+    snapshot: ValueSetSnapshot | None = None
+    confirmed_at: float = 0.0  # wall clock, for reports
+    confirmed_mono: float = -math.inf  # monotonic, for ages
+    healthy: bool = False  # the source answered for this set at its last attempt
+    last_error: str = "not loaded yet"
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    resyncing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class ValueSetState:
-    """What the provider knows of one set, for status reports."""
+class SetStatus:
+    """One set's state, for the Admin API."""
 
     config: ValueSetConfig
-    snapshot: ValueSetSnapshot | None  # None: not in the cache (never loaded, or expired)
+    snapshot: ValueSetSnapshot | None
+    confirmed_at: float
+    age_seconds: float
+    stale: bool
+    available: bool
+    source_connected: bool
     last_error: str
 
 
 class ValueSetProvider:
-    """Serves the policy's value sets; see the module docstring for the freshness rules."""
+    """Keeps the policy's value sets live; see the module docstring."""
 
     def __init__(
         self,
         policy: Policy,
         fetchers: Mapping[str, SetFetcher],
-        cache: Any,  # an aiocache BaseCache; memory by default, shared (Redis) with several replicas
+        shared_cache: Any,  # an aiocache BaseCache: memory by default, Redis for several replicas
         metrics: GatewayMetrics,
         *,
         clock: Callable[[], float] = time.time,
-        retry_after: float = 2.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        backoff_cap: float = 10.0,
+        watch_idle_seconds: float = WATCH_IDLE_SECONDS,
     ) -> None:
         self._policy = policy
         self._fetchers = fetchers
-        self._cache = cache
+        self._shared = shared_cache
         self._metrics = metrics
         self._clock = clock
-        self._retry_after = retry_after
-        self._rules = _rules_by_set(policy)
-        self._inflight: dict[str, asyncio.Task[ValueSetSnapshot | None]] = {}
-        self._failed_until: dict[str, float] = {}
-        self._last_error: dict[str, str] = {}
-        self._refreshers: list[asyncio.Task[None]] = []
-        metrics.watch_value_sets(self._confirmed_times)
-        self._latest: dict[str, ValueSetSnapshot] = {}
-        # name -> (snapshot, time.monotonic() at which it expires)
-        self._near: dict[str, tuple[ValueSetSnapshot, float]] = {}
+        self._monotonic = monotonic
+        self._backoff_cap = backoff_cap
+        self._watch_idle = watch_idle_seconds
+        rules = _rules_by_set(policy)
+        self._states = {name: _SetState(config, rules.get(name, ())) for name, config in policy.value_sets.items()}
+        self._source_up: dict[str, bool] = {name: False for name in policy.sources}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._outage_logged: dict[str, float] = {}
+        metrics.watch_value_sets(self._health)
 
-    async def start(self) -> None:
-        """Loads every set once (failures are logged and counted, not raised), then refreshes in the background."""
-        await asyncio.gather(*(self._load(name) for name in self._policy.value_sets))
-        for config in self._policy.value_sets.values():
-            self._refreshers.append(asyncio.create_task(self._refresh_forever(config)))
+    # ---- lifecycle
+
+    async def start(self, wait_seconds: float) -> list[str]:
+        """Starts watching and polling; waits until every set loaded once, at most `wait_seconds`.
+
+        Returns the sets not loaded by then.
+        """
+        by_source: dict[str, list[_SetState]] = {}
+        for state in self._states.values():
+            by_source.setdefault(state.config.source, []).append(state)
+        for source, states in by_source.items():
+            config = self._policy.sources[source]
+            if isinstance(config, GrpcSourceConfig) and config.watch and hasattr(self._fetchers[source], "watch"):
+                self._spawn(self._watch_source(source, states))
+            else:
+                interval = FILE_POLL_SECONDS if isinstance(config, FileSourceConfig) else None
+                for state in states:
+                    self._spawn(self._poll_set(state, interval))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_seconds):
+                await asyncio.gather(*(state.loaded.wait() for state in self._states.values()))
+        return [name for name, state in self._states.items() if state.snapshot is None]
 
     async def close(self) -> None:
-        for task in [*self._refreshers, *self._inflight.values()]:
+        self._closing = True  # loops also check this, so no lost cancellation can keep one alive
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._refreshers, *self._inflight.values(), return_exceptions=True)
-        self._refreshers.clear()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
         await asyncio.gather(*(fetcher.close() for fetcher in self._fetchers.values()))
 
-    async def get(self, name: str) -> ValueSetSnapshot | None:
-        """The set's current snapshot, or None when it cannot be had now (the check then fails open or closed)."""
-        near = self._near.get(name)
-        if near is not None and near[1] > time.monotonic():
-            return near[0]
-        snapshot: ValueSetSnapshot | None = await self._cache.get(CACHE_KEY_PREFIX + name)
-        if snapshot is not None:
-            # Fetched into the shared cache by someone else: its remaining TTL is unknown
-            # here, so hold it near only briefly before asking the cache again.
-            self._near[name] = (snapshot, time.monotonic() + min(NEAR_RECHECK_SECONDS, self._ttl(name)))
-            return snapshot
-        if self._failed_until.get(name, 0.0) > time.monotonic():
+    # ---- the hot path
+
+    def read(self, name: str) -> SetReading | None:
+        """The set as the checker may use it now, or None when it is unavailable."""
+        state = self._states.get(name)
+        if state is None or state.snapshot is None:
             return None
-        task = self._inflight.get(name)
-        if task is None:
-            task = asyncio.create_task(self._load(name))
-            self._inflight[name] = task
-            task.add_done_callback(lambda _: self._inflight.pop(name, None))
-        # Shielded: a caller that gives up (deadline, cancel) does not cancel the shared fetch.
-        return await asyncio.shield(task)
+        age = self._monotonic() - state.confirmed_mono
+        config = state.config
+        if age > config.max_staleness_seconds:
+            return None
+        return SetReading(state.snapshot, state.confirmed_at, not state.healthy or age > config.ttl_seconds)
 
-    async def refresh(self, name: str) -> ValueSetSnapshot | None:
-        """Fetches the set now, whatever the cache holds."""
-        return await self._load(name)
+    # ---- reports
 
-    async def states(self) -> list[ValueSetState]:
-        """Every configured set, in policy order, with its cached snapshot if any."""
+    def statuses(self) -> list[SetStatus]:
+        """Every configured set, in policy order."""
+        now = self._monotonic()
         result = []
-        for name, config in self._policy.value_sets.items():
-            snapshot = await self._cache.get(CACHE_KEY_PREFIX + name)
-            result.append(ValueSetState(config, snapshot, self._last_error.get(name, "")))
+        for state in self._states.values():
+            reading = self.read(state.config.name)
+            age = now - state.confirmed_mono if state.snapshot is not None else math.inf
+            result.append(
+                SetStatus(
+                    config=state.config,
+                    snapshot=state.snapshot,
+                    confirmed_at=state.confirmed_at,
+                    age_seconds=age,
+                    stale=reading is None or reading.stale,
+                    available=reading is not None,
+                    source_connected=self._source_up.get(state.config.source, False),
+                    last_error="" if state.healthy else state.last_error,
+                )
+            )
         return result
 
-    async def _load(self, name: str) -> ValueSetSnapshot | None:
-        config = self._policy.value_sets[name]
-        fetcher = self._fetchers[config.source]
-        try:
-            payload = await fetcher.fetch(name)
-        except SourceUnavailable as error:
-            self._failed(config, str(error))
-            return None
-        except Exception as error:  # a source bug must not take the gateway down; it is counted
-            log.exception("value set %s: unexpected error from source %s", name, config.source)
-            self._failed(config, f"{type(error).__name__}: {error}")
-            return None
-        snapshot = make_snapshot(
-            name,
-            payload.version,
-            payload.members,
-            payload.retired,
-            confirmed_at=self._clock(),
-            rules=self._rules.get(name, ()),
-        )
-        expires = time.monotonic() + config.ttl_seconds
-        await self._cache.set(CACHE_KEY_PREFIX + name, snapshot, ttl=config.ttl_seconds)
-        self._near[name] = (snapshot, expires)
-        previous = self._latest.get(name)
-        self._latest[name] = snapshot
-        self._failed_until.pop(name, None)
-        self._last_error.pop(name, None)
-        self._metrics.value_set_refreshed(name, config.source, snapshot.size, ok=True)
-        if previous is None or previous.version != snapshot.version:
-            log.info("value set %s: version %d, %d members", name, snapshot.version, snapshot.size)
-        return snapshot
+    def last_error(self, name: str) -> str:
+        return self._states[name].last_error
 
-    def _ttl(self, name: str) -> float:
-        return self._policy.value_sets[name].ttl_seconds
+    async def refresh(self, name: str) -> None:
+        """Fetches the set from its source now (a manual resync)."""
+        await self._resync(self._states[name], "manual")
 
-    def _failed(self, config: ValueSetConfig, reason: str) -> None:
-        if self._last_error.get(config.name) != reason:
-            log.warning("value set %s: source %s unavailable: %s", config.name, config.source, reason)
-        self._last_error[config.name] = reason
-        self._failed_until[config.name] = time.monotonic() + self._retry_after
-        self._metrics.value_set_refreshed(config.name, config.source, None, ok=False)
+    # ---- watching
 
-    async def _refresh_forever(self, config: ValueSetConfig) -> None:
-        interval = config.ttl_seconds / 2
-        backoff = min(self._retry_after, interval)
-        delay = interval
-        while True:
-            await asyncio.sleep(delay * random.uniform(0.9, 1.1))
-            if await self._load(config.name) is not None:
-                delay, backoff = interval, min(self._retry_after, interval)
+    async def _watch_source(self, source: str, states: list[_SetState]) -> None:
+        fetcher: Any = self._fetchers[source]
+        by_name = {state.config.name: state for state in states}
+        attempt = 0
+        while not self._closing:
+            stream = fetcher.watch(list(by_name))
+            try:
+                while True:
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                    # that races with a message, and this loop would then outlive close().
+                    async with asyncio.timeout(self._watch_idle):
+                        update = await anext(stream)
+                    if attempt or not self._source_up[source]:
+                        attempt = 0
+                        self._set_source(source, True, "")
+                    await self._apply(source, update, by_name)
+            except WatchUnsupported:
+                log.info("source %s cannot stream (UNIMPLEMENTED): pulling its sets every TTL/2", source)
+                for state in states:
+                    self._spawn(self._poll_set(state, None))
+                return
+            except StopAsyncIteration:
+                reason = "the stream ended"
+            except TimeoutError:
+                reason = f"no message for {self._watch_idle:g}s"
+            except SourceUnavailable as error:
+                reason = str(error)
+            finally:
+                await stream.aclose()
+            self._set_source(source, False, reason)
+            for state in states:
+                self._unhealthy(state, reason)
+            attempt += 1
+            delay = backoff_delay(attempt, cap=self._backoff_cap)
+            self._log_outage(source, attempt, reason, delay)
+            await asyncio.sleep(delay)
+
+    async def _apply(self, source: str, update: Update, by_name: Mapping[str, _SetState]) -> None:
+        if isinstance(update, HeartbeatUpdate):
+            for name, version in update.versions.items():
+                state = by_name.get(name)
+                if state is None:
+                    continue  # a source may heartbeat sets this policy does not use
+                judged = judge_heartbeat(version, state.snapshot)
+                if judged.verdict is Verdict.APPLY:
+                    self._confirm(state)
+                elif judged.verdict is Verdict.RESYNC:
+                    self._spawn_resync(state, judged.reason)
+                else:
+                    self._rejected(name, judged.reason)
+            return
+        name = update.payload.name if isinstance(update, SnapshotUpdate) else update.name
+        state = by_name.get(name)
+        if state is None:
+            self._rejected("_unknown", "empty_name" if not name else "unknown_set")
+            return
+        if isinstance(update, SnapshotUpdate):
+            judged = judge_snapshot(update.payload, state.snapshot, state.config.max_members)
+            if judged.verdict is Verdict.APPLY:
+                await self._install(state, update.payload)
             else:
-                # Retry sooner than the regular interval, backing off up to it.
-                delay, backoff = backoff, min(backoff * 2, interval)
+                self._rejected(name, judged.reason)
+            return
+        judged = judge_delta(update, state.snapshot, state.config.max_members)
+        if judged.verdict is Verdict.APPLY:
+            assert state.snapshot is not None
+            await self._install(state, apply_delta(state.snapshot, update, self._clock()))
+        elif judged.verdict is Verdict.RESYNC:
+            self._spawn_resync(state, judged.reason)
+        elif judged.verdict is Verdict.REJECT:
+            self._rejected(name, judged.reason)
 
-    def _confirmed_times(self) -> Iterable[tuple[str, float]]:
-        return [(name, snapshot.confirmed_at) for name, snapshot in self._latest.items()]
+    def _spawn_resync(self, state: _SetState, reason: str) -> None:
+        if not state.resyncing:
+            self._spawn(self._resync(state, reason))
+
+    async def _resync(self, state: _SetState, reason: str) -> None:
+        """A full fetch straight from the source (not the shared cache: we know we are behind)."""
+        state.resyncing = True
+        self._metrics.value_set_resync(state.config.name, reason)
+        try:
+            payload = await self._fetchers[state.config.source].fetch(state.config.name)
+        except SourceUnavailable as error:
+            self._unhealthy(state, str(error))
+            return
+        finally:
+            state.resyncing = False
+        judged = judge_snapshot(payload, state.snapshot, state.config.max_members)
+        if judged.verdict is Verdict.APPLY:
+            await self._install(state, payload)
+        else:
+            self._rejected(state.config.name, judged.reason)
+
+    # ---- polling
+
+    async def _poll_set(self, state: _SetState, interval: float | None) -> None:
+        """Pulls the set now and then every `interval` (TTL/2 with jitter when None), backing off on failure."""
+        failures = 0
+        while not self._closing:
+            if await self._pull(state):
+                failures = 0
+                delay = interval if interval is not None else state.config.ttl_seconds / 2 * random.uniform(0.9, 1.1)
+            else:
+                failures += 1
+                regular = interval if interval is not None else state.config.ttl_seconds / 2
+                delay = min(regular, max(0.05, backoff_delay(failures, cap=self._backoff_cap)))
+            await asyncio.sleep(delay)
+
+    async def _pull(self, state: _SetState) -> bool:
+        config = state.config
+        is_file = isinstance(self._policy.sources[config.source], FileSourceConfig)
+        if not is_file:
+            shared = await self._shared_get(config.name)
+            # Another replica pulled it recently: use that instead of asking the source again.
+            if (
+                shared is not None
+                and self._clock() - shared.confirmed_at < config.ttl_seconds / 2
+                and (state.snapshot is None or shared.payload.version >= state.snapshot.version)
+            ):
+                await self._install(state, shared.payload, confirmed_at=shared.confirmed_at)
+                self._set_source(config.source, True, "")
+                return True
+        try:
+            payload = await self._fetchers[config.source].fetch(config.name)
+        except SourceUnavailable as error:
+            self._set_source(config.source, False, str(error))
+            self._unhealthy(state, str(error))
+            return False
+        except Exception as error:  # a source bug must not stop the refresher; it is counted
+            log.exception("value set %s: unexpected error from source %s", config.name, config.source)
+            self._unhealthy(state, f"{type(error).__name__}: {error}")
+            return False
+        self._set_source(config.source, True, "")
+        judged = judge_snapshot(payload, state.snapshot, config.max_members)
+        if judged.verdict is not Verdict.APPLY:
+            self._rejected(config.name, judged.reason)
+            return True  # the source answered; its answer was bad, and is counted as such
+        await self._install(state, payload)
+        if not is_file:
+            await self._shared_set(config.name, _Shared(payload, state.confirmed_at), config.ttl_seconds)
+        return True
+
+    async def _shared_get(self, name: str) -> _Shared | None:
+        try:
+            async with asyncio.timeout(SHARED_CACHE_TIMEOUT):
+                found: _Shared | None = await self._shared.get(SHARED_KEY_PREFIX + name)
+        except Exception as error:  # the shared cache is an optimisation: note it and go to the source
+            self._metrics.shared_cache_error("get")
+            log.debug("shared cache get %s failed: %s", name, error)
+            return None
+        return found if isinstance(found, _Shared) else None
+
+    async def _shared_set(self, name: str, value: _Shared, ttl: float) -> None:
+        try:
+            async with asyncio.timeout(SHARED_CACHE_TIMEOUT):
+                await self._shared.set(SHARED_KEY_PREFIX + name, value, ttl=ttl)
+        except Exception as error:
+            self._metrics.shared_cache_error("set")
+            log.debug("shared cache set %s failed: %s", name, error)
+
+    # ---- state changes
+
+    async def _install(self, state: _SetState, payload: SetPayload, confirmed_at: float | None = None) -> None:
+        """Makes `payload` the set's copy (or only confirms it when it is the version held)."""
+        current = state.snapshot
+        if current is None or payload.version != current.version:
+            received_at = self._clock()
+
+            def build() -> ValueSetSnapshot:
+                return make_snapshot(
+                    payload.name,
+                    payload.version,
+                    payload.members,
+                    payload.retired,
+                    received_at=received_at,
+                    rules=state.rules,
+                    retirements=payload.retirements,
+                )
+
+            snapshot = await asyncio.to_thread(build) if len(payload.members) > BUILD_IN_THREAD_ABOVE else build()
+            if state.snapshot is not None and state.snapshot.version > snapshot.version:
+                return  # a newer copy was installed while this one was being built
+            state.snapshot = snapshot
+            log.info("value set %s: version %d, %d members", payload.name, snapshot.version, snapshot.size)
+            self._metrics.value_set_refreshed(payload.name, snapshot.size)
+        self._confirm(state, confirmed_at)
+        state.loaded.set()
+
+    def _confirm(self, state: _SetState, confirmed_at: float | None = None) -> None:
+        now = self._clock()
+        confirmed_at = now if confirmed_at is None else confirmed_at
+        state.confirmed_at = confirmed_at
+        state.confirmed_mono = self._monotonic() - max(0.0, now - confirmed_at)
+        state.healthy = True
+        state.last_error = ""
+
+    def _log_outage(self, source: str, attempt: int, reason: str, delay: float) -> None:
+        """The first failure at WARNING, then a reminder at most once a minute: an outage must not flood the log."""
+        now = self._monotonic()
+        if attempt == 1 or now - self._outage_logged.get(source, -math.inf) >= 60.0:
+            self._outage_logged[source] = now
+            log.warning("source %s: watch lost (%s); attempt %d, reconnecting in %.2fs", source, reason, attempt, delay)
+        else:
+            log.debug("source %s: reconnect attempt %d failed (%s)", source, attempt, reason)
+
+    def _unhealthy(self, state: _SetState, reason: str) -> None:
+        if state.healthy:
+            log.warning("value set %s: source %s unavailable: %s", state.config.name, state.config.source, reason)
+        state.healthy = False
+        state.last_error = reason
+        self._metrics.value_set_refresh_failed(state.config.name)
+
+    def _rejected(self, name: str, reason: str) -> None:
+        log.warning("value set %s: update rejected (%s); keeping the last good copy", name, reason)
+        self._metrics.value_set_update_rejected(name, reason)
+
+    def _set_source(self, source: str, up: bool, reason: str) -> None:
+        if self._source_up.get(source) != up:
+            log.info("source %s %s%s", source, "connected" if up else "disconnected", f": {reason}" if reason else "")
+        self._source_up[source] = up
+        self._metrics.source_connected_state(source, up)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.append(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks and task.done() and not task.cancelled():
+            self._tasks.remove(task)
+            if task.exception() is not None:
+                log.error("value-set task failed", exc_info=task.exception())
+
+    def _health(self) -> list[ValueSetHealth]:
+        return [
+            ValueSetHealth(status.config.name, status.age_seconds, status.stale, status.available)
+            for status in self.statuses()
+        ]
 
 
 def _rules_by_set(policy: Policy) -> dict[str, tuple[Normalisation, ...]]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 from argwatch.server.normalise import CASE_ONLY, LOOSE, build_index, normaliser
 from argwatch.server.policy_model import Normalisation
+from argwatch.server.valuesets.payload import Retirement
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -24,8 +26,11 @@ class ValueSetSnapshot:
     # The members in sorted order: for listing, and for deterministic nearest-value ties.
     sorted_members: tuple[str, ...]
     retired: frozenset[str]
-    # Wall-clock time (epoch seconds) at which the source last confirmed this version.
-    confirmed_at: float
+    # When and by what some retired values were replaced, where the source said.
+    retirements: Mapping[str, Retirement]
+    # Wall-clock time (epoch seconds) at which this version arrived. When the source
+    # last *confirmed* it is the provider's business (heartbeats confirm without a new snapshot).
+    received_at: float
     # normalised form -> legal member, for each normalisation the policy binds to this set.
     by_rule: Mapping[Normalisation, Mapping[str, str]]
     # For shape classification: case-only and loose (case, separators, blanks) indexes.
@@ -43,18 +48,28 @@ class ValueSetSnapshot:
         return index if index is not None else build_index(self.members, rule)
 
 
+class SetReading(NamedTuple):
+    """A set as the checker may use it now: its snapshot, when its source last confirmed it, and whether stale."""
+
+    snapshot: ValueSetSnapshot
+    confirmed_at: float  # epoch seconds
+    stale: bool
+
+
 def make_snapshot(
     name: str,
     version: int,
     members: Iterable[str],
     retired: Iterable[str] = (),
     *,
-    confirmed_at: float,
+    received_at: float,
     rules: Iterable[Normalisation] = (),
+    retirements: Mapping[str, Retirement] | None = None,
 ) -> ValueSetSnapshot:
-    """Builds a snapshot and its indexes. A member is never also retired."""
+    """Builds a snapshot and its indexes (O(members)). A member is never also retired."""
     member_set = frozenset(members)
-    retired_set = frozenset(retired) - member_set
+    details = dict(retirements or {})
+    retired_set = (frozenset(retired) | frozenset(details)) - member_set
     loose = normaliser(LOOSE)
     return ValueSetSnapshot(
         name=name,
@@ -62,7 +77,8 @@ def make_snapshot(
         members=member_set,
         sorted_members=tuple(sorted(member_set)),
         retired=retired_set,
-        confirmed_at=confirmed_at,
+        retirements=MappingProxyType({v: d for v, d in details.items() if v in retired_set}),
+        received_at=received_at,
         by_rule=MappingProxyType({rule: build_index(member_set, rule) for rule in set(rules)}),
         case_index=build_index(member_set, CASE_ONLY),
         loose_index=build_index(member_set, LOOSE),

@@ -132,10 +132,10 @@ async def test_a_formatting_slip_counts_out_of_set_but_in_set_after_normalisatio
     )
 
 
-async def test_source_stopped_calls_still_allowed_and_counted_unavailable(
+async def test_past_max_staleness_calls_are_allowed_and_counted_unavailable(
     gateway_factory: GatewayFactory, source: SourceServer
 ) -> None:
-    gateway = await gateway_factory(refund_mode="reject", ttl="300ms")
+    gateway = await gateway_factory(refund_mode="reject", ttl="300ms", max_staleness="600ms")
     await source.stop()
     registry = gateway.registry
 
@@ -160,10 +160,10 @@ async def test_source_stopped_calls_still_allowed_and_counted_unavailable(
     assert value(registry, "argwatch_value_set_refresh_total", set="refunds.reason_codes", result="error") >= 1
 
 
-async def test_source_stopped_with_failure_closed_rejects_with_a_problem(
+async def test_past_max_staleness_with_failure_closed_rejects_with_a_problem(
     gateway_factory: GatewayFactory, source: SourceServer
 ) -> None:
-    gateway = await gateway_factory(refund_mode="reject", ttl="300ms", failure="closed")
+    gateway = await gateway_factory(refund_mode="reject", ttl="300ms", max_staleness="600ms", failure="closed")
     await source.stop()
 
     async def failed_closed() -> bool:

@@ -1,80 +1,228 @@
-"""The value-set provider against real sources: refresh, expiry, single-flight loads and the negative cache."""
+"""Live value sets against real sources: watch, deltas, resync, staleness, fail-open, pull fallback, files."""
 
 from __future__ import annotations
 
-import asyncio
+import os
+from collections.abc import AsyncIterator
 
+import pytest
 from aiocache import SimpleMemoryCache
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.app import make_fetcher
 from argwatch.server.metrics import GatewayMetrics
+from argwatch.server.policy_loader import parse_policy
 from argwatch.server.valuesets.provider import ValueSetProvider
-from tests.conftest import SourceServer, make_policy
-from tests.service.helpers import eventually, value
+from argwatch.v1 import sources_pb2
+from tests.conftest import SourceServer, make_policy, start_source
+from tests.service.helpers import value
+from tests.service.scripted_source import ScriptedSource, serve
 
 
-async def start_provider(tmp_path, source: SourceServer, ttl: str = "5m"):  # type: ignore[no-untyped-def]
-    policy = make_policy(str(tmp_path), source.target, ttl=ttl)
-    registry = CollectorRegistry()
-    provider = ValueSetProvider(
+async def until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Polls a plain condition every 20 ms until it holds, for at most `seconds`."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition did not hold within {seconds}s")
+        await asyncio.sleep(0.02)
+
+
+def provider_for(policy, registry: CollectorRegistry) -> ValueSetProvider:  # type: ignore[no-untyped-def]
+    return ValueSetProvider(
         policy,
         {name: make_fetcher(config) for name, config in policy.sources.items()},
         SimpleMemoryCache(timeout=None),
         GatewayMetrics(registry),
-        retry_after=60.0,
+        backoff_cap=0.2,
+        watch_idle_seconds=2.0,
     )
-    await provider.start()
-    return provider, registry
 
 
-async def test_a_change_at_the_source_is_served_after_the_next_refresh(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
-    provider, registry = await start_provider(tmp_path, source, ttl="400ms")
+@pytest.fixture
+async def live(tmp_path, source: SourceServer) -> AsyncIterator[tuple[ValueSetProvider, CollectorRegistry]]:  # type: ignore[no-untyped-def]
+    registry = CollectorRegistry()
+    provider = provider_for(make_policy(str(tmp_path), source.target, ttl="2s", max_staleness="1h"), registry)
+    assert await provider.start(5.0) == []
+    yield provider, registry
+    await provider.close()
+
+
+def members(provider: ValueSetProvider, name: str) -> frozenset[str]:
+    reading = provider.read(name)
+    return reading.snapshot.members if reading is not None else frozenset()
+
+
+async def test_a_value_added_at_the_source_is_accepted_shortly_after(live, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    provider, registry = live
+    source.catalog.publish(
+        "refunds.reason_codes", ["DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM", "LATE_DELIVERY", "PRICE_MATCH"]
+    )
+    await until(lambda: "PRICE_MATCH" in members(provider, "refunds.reason_codes"))
+    reading = provider.read("refunds.reason_codes")
+    assert reading is not None and reading.snapshot.version == 2 and not reading.stale
+    # A delta, not a refetch: no resync was needed.
+    assert value(registry, "argwatch_value_set_resync_total", set="refunds.reason_codes", reason="version_gap") == 0
+
+
+async def test_removed_values_become_retired_with_when(live, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    provider, _ = live
+    source.catalog.publish("refunds.reason_codes", ["DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM"])
+    await until(lambda: "LATE_DELIVERY" not in members(provider, "refunds.reason_codes"))
+    snapshot = provider.read("refunds.reason_codes").snapshot  # type: ignore[union-attr]
+    assert "LATE_DELIVERY" in snapshot.retired
+    assert snapshot.retirements["LATE_DELIVERY"].retired_at is not None
+
+
+async def test_the_source_killed_mid_stream_keeps_the_last_good_set_stale_then_reconnect_resyncs(
+    tmp_path,
+    live,
+    source: SourceServer,  # type: ignore[no-untyped-def]
+) -> None:
+    provider, registry = live
+    await source.stop()
+    await until(lambda: provider.read("refunds.reason_codes").stale)  # type: ignore[union-attr]
+    reading = provider.read("refunds.reason_codes")
+    assert reading is not None and "DAMAGED_ITEM" in reading.snapshot.members  # still checked against
+    assert value(registry, "argwatch_source_connected", source="owners") == 0
+    assert value(registry, "argwatch_value_set_stale", set="refunds.reason_codes") == 1
+    first_age = value(registry, "argwatch_value_set_age_seconds", set="refunds.reason_codes")
+    await until(lambda: value(registry, "argwatch_value_set_age_seconds", set="refunds.reason_codes") > first_age)
+
+    # The owner comes back on the same port, with a change made while we were away.
+    source.catalog.publish("refunds.reason_codes", ["DAMAGED_ITEM", "WHILE_AWAY"])
+    restarted = await start_source(source.catalog, port=source.port)
     try:
-        assert (await provider.get("refunds.reason_codes")).version == 1  # type: ignore[union-attr]
-        source.catalog.publish("refunds.reason_codes", ["DAMAGED_ITEM", "NEW_CODE"])
-
-        async def updated() -> bool:
-            snapshot = await provider.get("refunds.reason_codes")
-            return snapshot is not None and snapshot.version == 2
-
-        await eventually(updated)
-        snapshot = await provider.get("refunds.reason_codes")
-        assert snapshot is not None
-        assert "NEW_CODE" in snapshot.members
-        assert {"NOT_RECEIVED", "BROKEN"} <= snapshot.retired  # removed members become retired
-        assert value(registry, "argwatch_value_set_members", set="refunds.reason_codes") == 2
+        await until(lambda: "WHILE_AWAY" in members(provider, "refunds.reason_codes"))
+        assert not provider.read("refunds.reason_codes").stale  # type: ignore[union-attr]
+        assert value(registry, "argwatch_source_connected", source="owners") == 1
+        assert value(registry, "argwatch_value_set_stale", set="refunds.reason_codes") == 0
     finally:
-        await provider.close()
+        await restarted.stop()
 
 
-async def test_a_down_source_is_asked_once_not_once_per_call(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
-    provider, registry = await start_provider(tmp_path, source, ttl="300ms")
+async def test_past_max_staleness_the_set_is_unavailable(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    registry = CollectorRegistry()
+    provider = provider_for(make_policy(str(tmp_path), source.target, ttl="200ms", max_staleness="500ms"), registry)
     try:
+        await provider.start(5.0)
         await source.stop()
-
-        async def expired() -> bool:
-            return await provider.get("refunds.reason_codes") is None
-
-        await eventually(expired)
-        errors = value(registry, "argwatch_value_set_refresh_total", set="refunds.reason_codes", result="error")
-        results = await asyncio.gather(*(provider.get("refunds.reason_codes") for _ in range(200)))
-        assert results == [None] * 200
-        # Within retry_after (60 s) of the last failure, no call fetches again or waits on the source.
-        assert value(registry, "argwatch_value_set_refresh_total", set="refunds.reason_codes", result="error") == errors
+        await until(lambda: provider.read("refunds.reason_codes") is None)
+        assert value(registry, "argwatch_value_set_available", set="refunds.reason_codes") == 0
+        (status,) = [s for s in provider.statuses() if s.config.name == "refunds.reason_codes"]
+        assert not status.available and status.stale and "UNAVAILABLE" in status.last_error
     finally:
         await provider.close()
 
 
-async def test_concurrent_misses_share_one_fetch(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
-    provider, registry = await start_provider(tmp_path, source)
+def scripted_policy(tmp_path, target: str, *, watch: bool = True):  # type: ignore[no-untyped-def]
+    text = (
+        f'sources: {{owner: {{grpc: {{target: "{target}", timeout: 500ms, watch: {str(watch).lower()}}}}}}}\n'
+        "value_sets: {s.codes: {source: owner, ttl: 1h, max_members: 5}}\n"
+        "tools: {t: {arguments: {a: {value_set: s.codes}}}}\n"
+    )
+    return parse_policy(text.encode(), os.path.join(str(tmp_path), "p.yaml"))
+
+
+def codes(version: int, *members: str) -> sources_pb2.ValueSet:
+    return sources_pb2.ValueSet(name="s.codes", version=version, members=members)
+
+
+async def test_malformed_updates_are_rejected_counted_and_the_last_good_set_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    scripted = ScriptedSource({"s.codes": codes(5, "A", "B")})
+    server, target = await serve(scripted)
+    registry = CollectorRegistry()
+    provider = provider_for(scripted_policy(tmp_path, target), registry)
     try:
-        ok_before = value(registry, "argwatch_value_set_refresh_total", set="identity.handles", result="ok")
-        # As if the TTL had run out: the cache entry and the near copy both gone.
-        await provider._cache.delete("argwatch:valueset:identity.handles")
-        provider._near.pop("identity.handles")
-        results = await asyncio.gather(*(provider.get("identity.handles") for _ in range(50)))
-        assert all(r is not None and r.size == 500 for r in results)
-        assert value(registry, "argwatch_value_set_refresh_total", set="identity.handles", result="ok") == ok_before + 1
+        await provider.start(5.0)
+        scripted.send_snapshot(codes(4, "OLD"))  # version going backwards
+        scripted.send_delta("s.codes", 5, 5, added=["X"])  # to_version not after from_version
+        scripted.send_snapshot(codes(6, "1", "2", "3", "4", "5", "6"))  # over max_members (5)
+        scripted.send_delta("", 5, 6, added=["X"])  # no name
+        scripted.send_delta("s.codes", 5, 6, added=["C"])  # a good one, last
+        await until(lambda: "C" in members(provider, "s.codes"))
+        assert members(provider, "s.codes") == {"A", "B", "C"}
+        rejected = {
+            reason: value(registry, "argwatch_value_set_update_rejected_total", set=name, reason=reason)
+            for name, reason in [("s.codes", "version_order"), ("s.codes", "oversized"), ("_unknown", "empty_name")]
+        }
+        assert rejected == {"version_order": 2, "oversized": 1, "empty_name": 1}
+    finally:
+        await provider.close()
+        await server.stop(0)
+
+
+async def test_a_version_gap_triggers_a_full_resync(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    scripted = ScriptedSource({"s.codes": codes(5, "A", "B")})
+    server, target = await serve(scripted)
+    registry = CollectorRegistry()
+    provider = provider_for(scripted_policy(tmp_path, target), registry)
+    try:
+        await provider.start(5.0)
+        fetches = scripted.fetches
+        scripted.sets["s.codes"] = codes(8, "A", "B", "C", "D")  # versions 6 and 7 never reached us
+        scripted.send_delta("s.codes", 7, 8, added=["D"])
+        await until(lambda: members(provider, "s.codes") == {"A", "B", "C", "D"})
+        assert scripted.fetches == fetches + 1
+        assert value(registry, "argwatch_value_set_resync_total", set="s.codes", reason="version_gap") == 1
+    finally:
+        await provider.close()
+        await server.stop(0)
+
+
+async def test_a_source_that_cannot_stream_is_pulled_instead(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    scripted = ScriptedSource({"s.codes": codes(1, "A")}, can_watch=False)
+    server, target = await serve(scripted)
+    registry = CollectorRegistry()
+    provider = provider_for(scripted_policy(tmp_path, target), registry)
+    try:
+        assert await provider.start(5.0) == []
+        assert members(provider, "s.codes") == {"A"}
+        assert scripted.fetches == 1 and scripted.watchers == 0
+        assert value(registry, "argwatch_source_connected", source="owner") == 1
+    finally:
+        await provider.close()
+        await server.stop(0)
+
+
+async def test_start_up_waits_a_bounded_time_for_a_down_source_and_says_which_sets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    registry = CollectorRegistry()
+    provider = provider_for(scripted_policy(tmp_path, f"127.0.0.1:{port}"), registry)
+    try:
+        assert await provider.start(0.5) == ["s.codes"]
+        assert value(registry, "argwatch_value_set_available", set="s.codes") == 0
+        # The source appears later: the set loads without a restart.
+        scripted = ScriptedSource({"s.codes": codes(1, "LATE")})
+        server = __import__("grpc").aio.server()
+        from argwatch.v1 import sources_pb2_grpc
+
+        sources_pb2_grpc.add_ValueSetSourceServicer_to_server(scripted, server)
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        try:
+            await until(lambda: members(provider, "s.codes") == {"LATE"})
+        finally:
+            await server.stop(0)
+    finally:
+        await provider.close()
+
+
+async def test_an_edited_file_is_reloaded(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    registry = CollectorRegistry()
+    provider = provider_for(make_policy(str(tmp_path), source.target), registry)
+    try:
+        await provider.start(5.0)
+        assert members(provider, "wms.warehouses") == {"AMS-1", "BER-1", "LHR-3"}
+        sets = tmp_path / "sets.yaml"
+        sets.write_text("wms.warehouses:\n  version: 4\n  members: [AMS-1, BER-1, LHR-3, WAW-9]\n")
+        await until(lambda: "WAW-9" in members(provider, "wms.warehouses"))
     finally:
         await provider.close()

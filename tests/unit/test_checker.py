@@ -14,7 +14,7 @@ from argwatch.server.policy_model import (
     Normalisation,
     ToolPolicy,
 )
-from argwatch.server.valuesets.snapshot import make_snapshot
+from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
 
 CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM")
 LOOSE_RULE = Normalisation()
@@ -23,7 +23,7 @@ STRICT_RULE = Normalisation(case=CaseRule.SENSITIVE, separators="", trim=False)
 
 def snapshot(rules: tuple[Normalisation, ...] = (LOOSE_RULE,)):  # type: ignore[no-untyped-def]
     return make_snapshot(
-        "refunds.reason_codes", 3, CODES, ["BROKEN", "LOST_IN_TRANSIT"], confirmed_at=1000.0, rules=rules
+        "refunds.reason_codes", 3, CODES, ["BROKEN", "LOST_IN_TRANSIT"], received_at=1000.0, rules=rules
     )
 
 
@@ -39,10 +39,11 @@ def check(
     arguments: dict[str, object], *bindings: ArgumentBinding, available: bool = True, failure: Failure = Failure.OPEN
 ):  # type: ignore[no-untyped-def]
     snap = snapshot(tuple({b.normalisation for b in bindings} or {LOOSE_RULE})) if available else None
+    reading = SetReading(snap, 1000.0, False) if snap is not None else None
     return check_arguments(
         tool(*(bindings or (binding(),))),
         arguments,
-        {"refunds.reason_codes": snap},
+        {"refunds.reason_codes": reading},
         {"refunds.reason_codes": failure},
     )
 
@@ -51,7 +52,7 @@ def test_a_member_passes_with_no_problem_and_one_value_check() -> None:
     result = check({"reason_code": "DAMAGED_ITEM"})
     assert result.problems == ()
     assert [(c.in_set, c.in_set_normalised) for c in result.value_checks] == [(True, True)]
-    assert [s.name for s in result.snapshots_used] == ["refunds.reason_codes"]
+    assert [r.snapshot.name for r in result.readings_used] == ["refunds.reason_codes"]
 
 
 @pytest.mark.parametrize(
@@ -158,6 +159,27 @@ def test_long_values_are_truncated_in_problems() -> None:
     assert problem.value.endswith("…")
 
 
+def test_a_retired_value_names_when_and_what_replaced_it_where_the_source_said() -> None:
+    from argwatch.server.valuesets.payload import Retirement
+
+    snap = make_snapshot(
+        "refunds.reason_codes",
+        4,
+        ["OTHER", "DAMAGED_ITEM"],
+        ["BROKEN"],
+        received_at=0.0,
+        retirements={"CUSTOMER_UNHAPPY": Retirement(1_790_000_000.0, "OTHER")},
+    )
+    result = check_arguments(
+        tool(binding()), {"reason_code": "CUSTOMER_UNHAPPY"}, {"refunds.reason_codes": SetReading(snap, 0.0, False)}, {}
+    )
+    (problem,) = result.problems
+    assert (problem.shape, problem.suggestion) == (Shape.RETIRED, "OTHER")
+    assert problem.message == (
+        'reason_code: "CUSTOMER_UNHAPPY" was retired from refunds.reason_codes on 2026-09-21, replaced by "OTHER"'
+    )
+
+
 def test_a_retired_value_that_is_a_member_again_counts_as_a_member() -> None:
-    snap = make_snapshot("s", 1, ["A"], ["A", "B"], confirmed_at=0.0)
+    snap = make_snapshot("s", 1, ["A"], ["A", "B"], received_at=0.0)
     assert snap.retired == frozenset({"B"})

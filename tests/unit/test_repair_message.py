@@ -20,8 +20,8 @@ repair: {list_limit: 10, nearest: 4, max_attempts: 3}
 """,
     "/p.yaml",
 )
-SMALL = make_snapshot("small", 1, ["B", "A", "C"], confirmed_at=0.0)
-BIG = make_snapshot("big", 1, [f"handle-{i:05d}" for i in range(100_000)], confirmed_at=0.0)
+SMALL = make_snapshot("small", 1, ["B", "A", "C"], received_at=0.0)
+BIG = make_snapshot("big", 1, [f"handle-{i:05d}" for i in range(100_000)], received_at=0.0)
 
 
 def not_in_set(argument: str, value_set: str, value: str, suggestion: str = "") -> Problem:
@@ -99,3 +99,28 @@ def test_give_up_tells_the_model_to_stop_and_tell_the_user() -> None:
 def test_an_unknown_tool_names_the_tools_that_exist() -> None:
     advice = advise(Problem(ProblemCode.UNKNOWN_TOOL, "m", value='"refund"'))
     assert 'There is no tool named "refund". Tools: t.' in advice.message
+
+
+def test_a_retired_value_says_when_and_what_replaced_it() -> None:
+    from argwatch.server.valuesets.payload import Retirement
+
+    codes = make_snapshot(
+        "small",
+        2,
+        ["OTHER", "A"],
+        received_at=0.0,
+        retirements={"CUSTOMER_UNHAPPY": Retirement(1_790_000_000.0, "OTHER")},
+    )
+    problem = Problem(ProblemCode.NOT_IN_SET, "m", "code", "small", Shape.RETIRED, '"CUSTOMER_UNHAPPY"', "OTHER")
+    advice = build_advice(
+        call_id="c",
+        tool="t",
+        policy=POLICY,
+        problems=[problem],
+        snapshots={"small": codes},
+        attempt=1,
+        give_up_reason="",
+    )
+    assert (
+        '- code: "CUSTOMER_UNHAPPY" is no longer a valid value (it was retired on 2026-09-21, replaced by "OTHER").'
+    ) in advice.message

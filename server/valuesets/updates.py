@@ -1,0 +1,92 @@
+"""Judges and applies updates from a source, purely: what a snapshot, delta or heartbeat does to a set.
+
+Every update is checked before it touches a set. A malformed one is rejected
+with a reason (and the last good copy kept); a delta that does not follow the
+version the gateway holds asks for a full resync instead of guessing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
+
+from argwatch.server.valuesets.payload import DeltaUpdate, Retirement, SetPayload
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+
+MAX_VALUE_CHARS = 1024
+
+
+class Verdict(enum.Enum):
+    """What to do with an update."""
+
+    APPLY = "apply"
+    RESYNC = "resync"  # fetch the whole set: the update does not follow what we hold
+    REJECT = "reject"  # malformed: count it, keep the last good copy
+    IGNORE = "ignore"  # nothing to do (an old or repeated version)
+
+
+class Judgement(NamedTuple):
+    verdict: Verdict
+    reason: str = ""  # a metric label for rejections: version_order, oversized, empty_name, value_too_long
+
+
+def judge_snapshot(payload: SetPayload, current: ValueSetSnapshot | None, max_members: int) -> Judgement:
+    if not payload.name:
+        return Judgement(Verdict.REJECT, "empty_name")
+    if len(payload.members) > max_members:
+        return Judgement(Verdict.REJECT, "oversized")
+    if any(len(value) > MAX_VALUE_CHARS for value in payload.members):
+        return Judgement(Verdict.REJECT, "value_too_long")
+    if current is not None and payload.version < current.version:
+        return Judgement(Verdict.REJECT, "version_order")
+    return Judgement(Verdict.APPLY)
+
+
+def judge_delta(delta: DeltaUpdate, current: ValueSetSnapshot | None, max_members: int) -> Judgement:
+    if not delta.name:
+        return Judgement(Verdict.REJECT, "empty_name")
+    if delta.to_version <= delta.from_version:
+        return Judgement(Verdict.REJECT, "version_order")
+    if any(len(value) > MAX_VALUE_CHARS for value in delta.added):
+        return Judgement(Verdict.REJECT, "value_too_long")
+    if current is None:
+        return Judgement(Verdict.RESYNC, "unknown_base")
+    if delta.to_version <= current.version:
+        return Judgement(Verdict.IGNORE)
+    if delta.from_version != current.version:
+        return Judgement(Verdict.RESYNC, "version_gap")
+    if current.size + len(delta.added) > max_members:
+        return Judgement(Verdict.REJECT, "oversized")
+    return Judgement(Verdict.APPLY)
+
+
+def judge_heartbeat(version: int, current: ValueSetSnapshot | None) -> Judgement:
+    """A heartbeat confirms the version we hold; a newer one means we missed a change."""
+    if current is None or version > current.version:
+        return Judgement(Verdict.RESYNC, "behind")
+    if version < current.version:
+        return Judgement(Verdict.REJECT, "version_order")
+    return Judgement(Verdict.APPLY)
+
+
+def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> SetPayload:
+    """The payload after the delta: removed members become retired (now, with their replacement)."""
+    removed = frozenset(delta.removed)
+    members = (current.members - removed) | frozenset(delta.added)
+    retirements: dict[str, Retirement] = dict(current.retirements)
+    for value in removed & current.members:
+        retirements[value] = Retirement(now, delta.replaced_by.get(value, ""))
+    retired = (current.retired | (removed & current.members)) - members
+    return SetPayload(
+        name=current.name,
+        version=delta.to_version,
+        members=tuple(members),
+        retired=tuple(retired),
+        retirements=_only(retirements, retired),
+    )
+
+
+def _only(retirements: Mapping[str, Retirement], retired: frozenset[str]) -> Mapping[str, Retirement]:
+    return MappingProxyType({value: info for value, info in retirements.items() if value in retired})

@@ -1,0 +1,67 @@
+"""Update rules: what a snapshot, delta or heartbeat does to a set, and the reconnect backoff."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+
+from argwatch.server.valuesets.backoff import backoff_delay
+from argwatch.server.valuesets.payload import DeltaUpdate, SetPayload
+from argwatch.server.valuesets.snapshot import make_snapshot
+from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
+
+CURRENT = make_snapshot("s", 5, ["A", "B"], ["Z"], received_at=0.0)
+
+
+def delta(from_version: int, to_version: int, added=(), removed=(), name: str = "s", replaced=None) -> DeltaUpdate:  # type: ignore[no-untyped-def]
+    return DeltaUpdate(name, from_version, to_version, tuple(added), tuple(removed), MappingProxyType(replaced or {}))
+
+
+@pytest.mark.parametrize(
+    ("payload", "verdict", "reason"),
+    [
+        (SetPayload("s", 6, ("A",)), Verdict.APPLY, ""),
+        (SetPayload("s", 5, ("A", "B")), Verdict.APPLY, ""),  # the same version: a confirmation
+        (SetPayload("s", 4, ("A",)), Verdict.REJECT, "version_order"),
+        (SetPayload("", 6, ("A",)), Verdict.REJECT, "empty_name"),
+        (SetPayload("s", 6, ("A", "B", "C", "D")), Verdict.REJECT, "oversized"),
+        (SetPayload("s", 6, ("x" * 2000,)), Verdict.REJECT, "value_too_long"),
+    ],
+)
+def test_snapshots_are_judged(payload: SetPayload, verdict: Verdict, reason: str) -> None:
+    assert judge_snapshot(payload, CURRENT, max_members=3) == (verdict, reason)
+
+
+@pytest.mark.parametrize(
+    ("update", "current", "verdict", "reason"),
+    [
+        (delta(5, 6, added=["C"]), CURRENT, Verdict.APPLY, ""),
+        (delta(7, 8, added=["C"]), CURRENT, Verdict.RESYNC, "version_gap"),
+        (delta(5, 6, added=["C"]), None, Verdict.RESYNC, "unknown_base"),
+        (delta(4, 5, added=["C"]), CURRENT, Verdict.IGNORE, ""),
+        (delta(5, 5, added=["C"]), CURRENT, Verdict.REJECT, "version_order"),
+        (delta(5, 6, added=["C"], name=""), CURRENT, Verdict.REJECT, "empty_name"),
+        (delta(5, 6, added=["C", "D"]), CURRENT, Verdict.REJECT, "oversized"),
+    ],
+)
+def test_deltas_are_judged(update: DeltaUpdate, current, verdict: Verdict, reason: str) -> None:  # type: ignore[no-untyped-def]
+    assert judge_delta(update, current, max_members=3) == (verdict, reason)
+
+
+def test_heartbeats_confirm_resync_or_are_rejected() -> None:
+    assert judge_heartbeat(5, CURRENT).verdict is Verdict.APPLY
+    assert judge_heartbeat(6, CURRENT) == (Verdict.RESYNC, "behind")
+    assert judge_heartbeat(4, CURRENT) == (Verdict.REJECT, "version_order")
+    assert judge_heartbeat(1, None).verdict is Verdict.RESYNC
+
+
+def test_a_delta_retires_what_it_removes_with_when_and_the_replacement() -> None:
+    payload = apply_delta(CURRENT, delta(5, 6, added=["C"], removed=["B"], replaced={"B": "C"}), now=1234.0)
+    assert (payload.version, set(payload.members), set(payload.retired)) == (6, {"A", "C"}, {"B", "Z"})
+    assert payload.retirements["B"] == (1234.0, "C")
+
+
+def test_backoff_grows_to_the_cap_with_full_jitter() -> None:
+    assert [backoff_delay(n, base=0.2, cap=1.0, rng=lambda: 1.0) for n in (1, 2, 3, 4, 5)] == [0.2, 0.4, 0.8, 1.0, 1.0]
+    assert backoff_delay(3, rng=lambda: 0.0) == 0.0
