@@ -71,13 +71,12 @@ def check_arguments(
 
 def classify_shape(value: str, snapshot: ValueSetSnapshot) -> tuple[Shape, str]:
     """Why `value` (not a member) missed, and the legal value it is a slip of, if any."""
-    suggestion = snapshot.case_index.get(value.casefold())
-    if suggestion is not None:
-        return Shape.CASE, suggestion
     loose = _loose(value)
     suggestion = snapshot.loose_index.get(loose)
     if suggestion is not None:
-        return Shape.SEPARATOR, suggestion
+        # One loose index serves both shapes: a slip that differs only in case is CASE.
+        shape = Shape.CASE if value.casefold() == suggestion.casefold() else Shape.SEPARATOR
+        return shape, suggestion
     if value in snapshot.retired or loose in snapshot.loose_retired:
         return Shape.RETIRED, ""
     return Shape.INVENTED, ""

@@ -1,17 +1,16 @@
-"""Normalisation of string values, and the index that maps a normalised value back to the legal one."""
+"""Normalisation of string values: the forms under which formatting slips compare equal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from functools import lru_cache
-from types import MappingProxyType
 
 from argwatch.server.policy_model import CaseRule, Normalisation
 
 # What shape classification forgives, whatever an argument's own normalisation
-# says: it answers "why did this miss", not "does the policy accept it".
-CASE_ONLY = Normalisation(case=CaseRule.INSENSITIVE, separators="", trim=False)
-LOOSE = Normalisation(case=CaseRule.INSENSITIVE, separators="-_ ./", trim=True)
+# says: it answers "why did this miss", not "does the policy accept it". It is
+# also the default normalisation, so the common case needs one index, not two.
+LOOSE = Normalisation()
 
 Normaliser = Callable[[str], str]
 
@@ -32,12 +31,3 @@ def normaliser(rule: Normalisation) -> Normaliser:
         return value.translate(table) if table else value
 
     return apply
-
-
-def build_index(members: Iterable[str], rule: Normalisation) -> Mapping[str, str]:
-    """normalised form -> legal member; the first member wins where two collide (sorted order)."""
-    apply = normaliser(rule)
-    index: dict[str, str] = {}
-    for member in sorted(members):
-        index.setdefault(apply(member), member)
-    return MappingProxyType(index)

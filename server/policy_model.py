@@ -40,8 +40,8 @@ class Normalisation:
     """The formatting slips an argument's normalisation forgives."""
 
     case: CaseRule = CaseRule.INSENSITIVE
-    # Characters treated as one and the same separator ("-", "_", " ", ".").
-    separators: str = "-_ ."
+    # Characters treated as one and the same separator ("-", "_", " ", ".", "/").
+    separators: str = "-_ ./"
     # Whether leading and trailing blanks are dropped.
     trim: bool = True
 

@@ -7,6 +7,7 @@ to the value given, by edit similarity on the normalised forms, plus the count.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,23 +50,26 @@ def legal_values_for(problem: Problem, snapshot: ValueSetSnapshot, config: Repai
     """All members sorted for a small set; otherwise the nearest few to the value given."""
     total = snapshot.size
     if total <= config.list_limit:
-        return LegalValues(problem.argument, problem.value_set, snapshot.sorted_members, total, True)
+        everything = snapshot.sorted_members or tuple(sorted(snapshot.members))
+        return LegalValues(problem.argument, problem.value_set, everything, total, True)
     wanted = _unquote(problem.value)
     nearest = [problem.suggestion] if problem.suggestion else []
     if wanted:
-        # Levenshtein, because a model's typo is mostly a substitution; compared on
-        # loose forms so case and separators do not dominate. Ties keep sorted order.
-        for member, _, _ in process.extract(
+        # Levenshtein, because a model's typo is mostly a substitution; compared on loose
+        # forms so case and separators do not dominate. A few extra candidates, ordered by
+        # (score, value), make ties come out the same in every process.
+        found = process.extract(
             wanted,
-            snapshot.sorted_members,
+            snapshot.members,
             scorer=Levenshtein.normalized_similarity,
             processor=_loose,
-            limit=config.nearest + 1,
-        ):
+            limit=config.nearest * 4,
+        )
+        for member, _, _ in sorted(found, key=lambda hit: (-hit[1], hit[0])):
             if member not in nearest:
                 nearest.append(member)
     else:
-        nearest.extend(m for m in snapshot.sorted_members[: config.nearest] if m not in nearest)
+        nearest.extend(m for m in heapq.nsmallest(config.nearest, snapshot.members) if m not in nearest)
     return LegalValues(problem.argument, problem.value_set, tuple(nearest[: config.nearest]), total, False)
 
 

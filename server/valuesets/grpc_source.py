@@ -20,17 +20,20 @@ from argwatch.server.valuesets.payload import (
 )
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
+# A million-member set is ~20 MB on the wire; gRPC's default limit is 4 MB.
+MAX_SET_MESSAGE_BYTES = 256 * 1024 * 1024
+
 
 class GrpcSetFetcher:
     """One channel to one ValueSetSource; every pull has the source's timeout."""
 
     def __init__(self, config: GrpcSourceConfig) -> None:
         self.config = config
-        credentials = grpc.ssl_channel_credentials() if config.tls else None
+        options = [("grpc.max_receive_message_length", MAX_SET_MESSAGE_BYTES)]
         self._channel = (
-            grpc.aio.secure_channel(config.target, credentials)
-            if credentials
-            else grpc.aio.insecure_channel(config.target)
+            grpc.aio.secure_channel(config.target, grpc.ssl_channel_credentials(), options=options)
+            if config.tls
+            else grpc.aio.insecure_channel(config.target, options=options)
         )
         self._stub = sources_pb2_grpc.ValueSetSourceStub(self._channel)
 
@@ -94,7 +97,8 @@ def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:
     return SetPayload(
         name,
         value_set.version,
-        tuple(value_set.members),
+        # The repeated field itself: converted to str objects a chunk at a time while indexing.
+        value_set.members,
         tuple(value_set.retired),
         MappingProxyType(retirements),
     )

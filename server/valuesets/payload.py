@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
@@ -21,10 +21,15 @@ class SetPayload:
 
     name: str
     version: int
-    members: tuple[str, ...]
-    retired: tuple[str, ...] = ()
+    # Any sequence, converted a chunk at a time while indexing: a protobuf repeated field
+    # stays one, so a million members are never turned into str objects in one C call.
+    members: Sequence[str]
+    retired: Sequence[str] = ()
     # Details for some of the retired values, by value.
     retirements: Mapping[str, Retirement] = field(default_factory=lambda: MappingProxyType({}))
+    # Members of `members` to leave out (a delta's removals, applied while indexing rather
+    # than in one O(n) pass on the event loop).
+    excluded: Set[str] = frozenset()
 
 
 class SnapshotUpdate(NamedTuple):

@@ -46,7 +46,7 @@ from argwatch.server.valuesets.payload import (
     Update,
     WatchUnsupported,
 )
-from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, make_snapshot
+from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, ValueTooLong, make_snapshot_async
 from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 
 log = logging.getLogger("argwatch.valuesets")
@@ -57,8 +57,6 @@ FILE_POLL_SECONDS = 1.0
 WATCH_IDLE_SECONDS = 30.0
 # The shared cache is an optimisation: never wait on it longer than this.
 SHARED_CACHE_TIMEOUT = 0.2
-# Snapshots larger than this are indexed in a worker thread, so the event loop keeps serving.
-BUILD_IN_THREAD_ABOVE = 20_000
 
 
 class _Shared(NamedTuple):
@@ -370,20 +368,22 @@ class ValueSetProvider:
         """Makes `payload` the set's copy (or only confirms it when it is the version held)."""
         current = state.snapshot
         if current is None or payload.version != current.version:
-            received_at = self._clock()
-
-            def build() -> ValueSetSnapshot:
-                return make_snapshot(
+            # Built CHUNK members at a time with the loop running between chunks: a
+            # million-member set must not stop the checks while it is applied.
+            try:
+                snapshot = await make_snapshot_async(
                     payload.name,
                     payload.version,
                     payload.members,
                     payload.retired,
-                    received_at=received_at,
+                    received_at=self._clock(),
                     rules=state.rules,
                     retirements=payload.retirements,
+                    excluded=payload.excluded,
                 )
-
-            snapshot = await asyncio.to_thread(build) if len(payload.members) > BUILD_IN_THREAD_ABOVE else build()
+            except ValueTooLong:
+                self._rejected(payload.name, "value_too_long")
+                return
             if state.snapshot is not None and state.snapshot.version > snapshot.version:
                 return  # a newer copy was installed while this one was being built
             state.snapshot = snapshot

@@ -1,15 +1,32 @@
-"""An immutable, versioned copy of one value set, with the indexes the checker needs built once."""
+"""An immutable, versioned copy of one value set, with the indexes the checker needs, built in bounded steps.
+
+A set may have a million members. Everything here is built in chunks of
+CHUNK members (`make_snapshot_async` yields to the event loop between chunks,
+so calls keep being served while a large set is applied), in the order the
+source sent the members, and without sorting large sets: sorting a million
+strings is one 0.7 s C call that no thread can interleave with.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Generator, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
-from argwatch.server.normalise import CASE_ONLY, LOOSE, build_index, normaliser
+from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import Normalisation
 from argwatch.server.valuesets.payload import Retirement
+
+CHUNK = 8192
+MAX_VALUE_CHARS = 1024
+
+
+class ValueTooLong(ValueError):
+    """A member is longer than MAX_VALUE_CHARS: the update is malformed and must be rejected whole."""
+# Sets up to this size keep a sorted list (they can be listed whole in repair messages).
+SORT_UP_TO = 10_000
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -22,8 +39,10 @@ class ValueSetSnapshot:
 
     name: str
     version: int
-    members: frozenset[str]
-    # The members in sorted order: for listing, and for deterministic nearest-value ties.
+    # A set built in chunks and never mutated after (a frozenset copy of a million
+    # members would be one more 35 ms call on the event loop).
+    members: Set[str]
+    # All members sorted, for sets of up to SORT_UP_TO members; empty for larger sets.
     sorted_members: tuple[str, ...]
     retired: frozenset[str]
     # When and by what some retired values were replaced, where the source said.
@@ -31,11 +50,11 @@ class ValueSetSnapshot:
     # Wall-clock time (epoch seconds) at which this version arrived. When the source
     # last *confirmed* it is the provider's business (heartbeats confirm without a new snapshot).
     received_at: float
-    # normalised form -> legal member, for each normalisation the policy binds to this set.
-    by_rule: Mapping[Normalisation, Mapping[str, str]]
-    # For shape classification: case-only and loose (case, separators, blanks) indexes.
-    case_index: Mapping[str, str]
+    # loose form (case, separators, blanks) -> legal member: shape classification and,
+    # for arguments using the default normalisation, in_set_normalised.
     loose_index: Mapping[str, str]
+    # normalised form -> legal member, for each other normalisation the policy binds to this set.
+    by_rule: Mapping[Normalisation, Mapping[str, str]]
     loose_retired: frozenset[str]
 
     @property
@@ -44,8 +63,15 @@ class ValueSetSnapshot:
 
     def index_for(self, rule: Normalisation) -> Mapping[str, str]:
         """The index for `rule`, built now if the policy did not announce it (rare: costs O(n))."""
+        if rule == LOOSE:
+            return self.loose_index
         index = self.by_rule.get(rule)
-        return index if index is not None else build_index(self.members, rule)
+        if index is None:
+            apply = normaliser(rule)
+            index = {}
+            for member in self.members:
+                index.setdefault(apply(member), member)
+        return index
 
 
 class SetReading(NamedTuple):
@@ -65,22 +91,83 @@ def make_snapshot(
     received_at: float,
     rules: Iterable[Normalisation] = (),
     retirements: Mapping[str, Retirement] | None = None,
+    excluded: Set[str] = frozenset(),
 ) -> ValueSetSnapshot:
-    """Builds a snapshot and its indexes (O(members)). A member is never also retired."""
-    member_set = frozenset(members)
-    details = dict(retirements or {})
-    retired_set = (frozenset(retired) | frozenset(details)) - member_set
+    """Builds a snapshot in one go (small sets, tests). A member is never also retired."""
+    steps = _build(name, version, _sequence(members), retired, received_at, rules, retirements, excluded)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as built:
+            return built.value  # type: ignore[no-any-return]
+
+
+async def make_snapshot_async(
+    name: str,
+    version: int,
+    members: Sequence[str],
+    retired: Iterable[str] = (),
+    *,
+    received_at: float,
+    rules: Iterable[Normalisation] = (),
+    retirements: Mapping[str, Retirement] | None = None,
+    excluded: Set[str] = frozenset(),
+) -> ValueSetSnapshot:
+    """Builds a snapshot CHUNK members at a time, letting the event loop run between chunks."""
+    steps = _build(name, version, members, retired, received_at, rules, retirements, excluded)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as built:
+            return built.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)
+
+
+def _sequence(members: Iterable[str]) -> Sequence[str]:
+    return members if isinstance(members, Sequence) else tuple(members)
+
+
+def _build(
+    name: str,
+    version: int,
+    members: Sequence[str],
+    retired: Iterable[str],
+    received_at: float,
+    rules: Iterable[Normalisation],
+    retirements: Mapping[str, Retirement] | None,
+    excluded: Set[str],
+) -> Generator[None, None, ValueSetSnapshot]:
     loose = normaliser(LOOSE)
+    other_rules = {rule for rule in rules if rule != LOOSE}
+    member_set: set[str] = set()
+    loose_index: dict[str, str] = {}
+    rule_indexes: dict[Normalisation, dict[str, str]] = {rule: {} for rule in other_rules}
+    appliers = [(normaliser(rule), rule_indexes[rule]) for rule in other_rules]
+    for start in range(0, len(members), CHUNK):
+        # Slicing also converts a protobuf repeated field to str objects a chunk at a time.
+        chunk = members[start : start + CHUNK]
+        if excluded:
+            chunk = [member for member in chunk if member not in excluded]
+        if max(map(len, chunk), default=0) > MAX_VALUE_CHARS:
+            raise ValueTooLong(f"{name}: a member is longer than {MAX_VALUE_CHARS} characters")
+        member_set.update(chunk)
+        for member in chunk:
+            # The first member in the source's order wins a collision: deterministic for a given source.
+            loose_index.setdefault(loose(member), member)
+            for apply, index in appliers:
+                index.setdefault(apply(member), member)
+        yield
+    details = dict(retirements or {})
+    retired_set = frozenset(value for value in (*retired, *details) if value not in member_set)
     return ValueSetSnapshot(
         name=name,
         version=version,
         members=member_set,
-        sorted_members=tuple(sorted(member_set)),
+        sorted_members=tuple(sorted(member_set)) if len(member_set) <= SORT_UP_TO else (),
         retired=retired_set,
         retirements=MappingProxyType({v: d for v, d in details.items() if v in retired_set}),
         received_at=received_at,
-        by_rule=MappingProxyType({rule: build_index(member_set, rule) for rule in set(rules)}),
-        case_index=build_index(member_set, CASE_ONLY),
-        loose_index=build_index(member_set, LOOSE),
+        loose_index=MappingProxyType(loose_index),
+        by_rule=MappingProxyType({rule: MappingProxyType(index) for rule, index in rule_indexes.items()}),
         loose_retired=frozenset(loose(value) for value in retired_set),
     )

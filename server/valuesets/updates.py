@@ -13,9 +13,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from argwatch.server.valuesets.payload import DeltaUpdate, Retirement, SetPayload
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
-
-MAX_VALUE_CHARS = 1024
+from argwatch.server.valuesets.snapshot import MAX_VALUE_CHARS, ValueSetSnapshot
 
 
 class Verdict(enum.Enum):
@@ -37,8 +35,8 @@ def judge_snapshot(payload: SetPayload, current: ValueSetSnapshot | None, max_me
         return Judgement(Verdict.REJECT, "empty_name")
     if len(payload.members) > max_members:
         return Judgement(Verdict.REJECT, "oversized")
-    if any(len(value) > MAX_VALUE_CHARS for value in payload.members):
-        return Judgement(Verdict.REJECT, "value_too_long")
+    # Value lengths are checked while the snapshot is built, a chunk at a time
+    # (snapshot.ValueTooLong): a pass over a million members here would stall the loop.
     if current is not None and payload.version < current.version:
         return Judgement(Verdict.REJECT, "version_order")
     return Judgement(Verdict.APPLY)
@@ -72,19 +70,26 @@ def judge_heartbeat(version: int, current: ValueSetSnapshot | None) -> Judgement
 
 
 def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> SetPayload:
-    """The payload after the delta: removed members become retired (now, with their replacement)."""
-    removed = frozenset(delta.removed)
-    members = (current.members - removed) | frozenset(delta.added)
+    """The payload after the delta: removed members become retired (now, with their replacement).
+
+    Costs one list copy of the members (~10 ms at a million); dropping the removed
+    ones happens while the snapshot is indexed, a chunk at a time.
+    """
+    removed = frozenset(delta.removed) & current.members
+    added = [value for value in delta.added if value not in current.members]
     retirements: dict[str, Retirement] = dict(current.retirements)
-    for value in removed & current.members:
+    for value in removed:
         retirements[value] = Retirement(now, delta.replaced_by.get(value, ""))
-    retired = (current.retired | (removed & current.members)) - members
+    retired = (current.retired | removed) - frozenset(added)
+    members = list(current.members)
+    members.extend(added)
     return SetPayload(
         name=current.name,
         version=delta.to_version,
-        members=tuple(members),
+        members=members,
         retired=tuple(retired),
         retirements=_only(retirements, retired),
+        excluded=removed - frozenset(added),
     )
 
 

@@ -26,7 +26,6 @@ def delta(from_version: int, to_version: int, added=(), removed=(), name: str = 
         (SetPayload("s", 4, ("A",)), Verdict.REJECT, "version_order"),
         (SetPayload("", 6, ("A",)), Verdict.REJECT, "empty_name"),
         (SetPayload("s", 6, ("A", "B", "C", "D")), Verdict.REJECT, "oversized"),
-        (SetPayload("s", 6, ("x" * 2000,)), Verdict.REJECT, "value_too_long"),
     ],
 )
 def test_snapshots_are_judged(payload: SetPayload, verdict: Verdict, reason: str) -> None:
@@ -58,10 +57,21 @@ def test_heartbeats_confirm_resync_or_are_rejected() -> None:
 
 def test_a_delta_retires_what_it_removes_with_when_and_the_replacement() -> None:
     payload = apply_delta(CURRENT, delta(5, 6, added=["C"], removed=["B"], replaced={"B": "C"}), now=1234.0)
-    assert (payload.version, set(payload.members), set(payload.retired)) == (6, {"A", "C"}, {"B", "Z"})
+    assert (payload.version, set(payload.retired)) == (6, {"B", "Z"})
     assert payload.retirements["B"] == (1234.0, "C")
+    # The removal is applied while indexing, a chunk at a time.
+    snapshot = make_snapshot("s", 6, payload.members, payload.retired, received_at=0.0, excluded=payload.excluded)
+    assert set(snapshot.members) == {"A", "C"}
+    assert snapshot.loose_index == {"a": "A", "c": "C"}
 
 
 def test_backoff_grows_to_the_cap_with_full_jitter() -> None:
     assert [backoff_delay(n, base=0.2, cap=1.0, rng=lambda: 1.0) for n in (1, 2, 3, 4, 5)] == [0.2, 0.4, 0.8, 1.0, 1.0]
     assert backoff_delay(3, rng=lambda: 0.0) == 0.0
+
+
+def test_a_member_longer_than_the_limit_fails_the_whole_build() -> None:
+    from argwatch.server.valuesets.snapshot import ValueTooLong
+
+    with pytest.raises(ValueTooLong):
+        make_snapshot("s", 6, ["A", "x" * 2000], received_at=0.0)

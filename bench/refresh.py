@@ -1,0 +1,224 @@
+"""How fast a change at the owning service reaches the checks, and what applying a large set costs.
+
+1. Propagation: the owning service (its own process) adds a value; the time until
+   the first Validate on a gateway (its own process) accepts it. p50/p99 over N updates.
+2. Apply: a gateway-side provider (in this process) receives snapshots of 10k, 100k
+   and 1M members over a real watch stream; per size, the time from publication to
+   the set being usable, the longest event-loop stall meanwhile (a 1 ms ticker), and
+   resident memory per member.
+
+    python bench/refresh.py                  # 200 updates; 10k, 100k, 1M members
+    python bench/refresh.py --updates 50 --sizes 10000 100000
+
+Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+import orjson
+from aiocache import SimpleMemoryCache
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.app import make_fetcher
+from argwatch.server.metrics import GatewayMetrics
+from argwatch.server.policy_loader import parse_policy
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Source:
+    """The bench owning service process."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "bench_source.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.target = f"127.0.0.1:{self.process.stdout.readline().strip()}"
+
+    def send(self, command: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def ack(self) -> None:
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "ok"
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+def policy_text(target: str, sets: list[str]) -> str:
+    value_sets = ", ".join(f"{name}: {{source: owner, ttl: 1h, max_members: 2000000}}" for name in sets)
+    bindings = ", ".join(f"a{i}: {{value_set: {name}, required: false}}" for i, name in enumerate(sets))
+    return (
+        f'sources: {{owner: {{grpc: {{target: "{target}", timeout: 5s}}}}}}\n'
+        f"value_sets: {{{value_sets}}}\n"
+        f"tools: {{bench: {{arguments: {{{bindings}}}}}}}\n"
+    )
+
+
+def start_gateway(source: Source) -> tuple[subprocess.Popen[str], str]:
+    """The gateway under test, in its own process, watching the bench source."""
+    path = os.path.join(tempfile.mkdtemp(), "policy.yaml")
+    with open(path, "w") as handle:
+        handle.write(policy_text(source.target, ["bench.codes"]))
+    gateway = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "bench_server.py"), "--policy", path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert gateway.stdout is not None
+    return gateway, f"127.0.0.1:{gateway.stdout.readline().strip()}"
+
+
+async def propagation(source: Source, target: str, updates: int) -> list[float]:
+    """Seconds from each publication to the first Validate that accepts the new value."""
+    delays = []
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        for i in range(updates):
+            value = f"NEW-{i:05d}"
+            request = gateway_pb2.ValidateRequest(tool="bench", arguments_json=orjson.dumps({"a0": value}))
+            started = time.perf_counter()
+            source.send(f"add bench.codes {value}")
+            deadline = started + 10
+            while True:
+                response = await stub.Validate(request, timeout=5)
+                if not response.problems:
+                    break
+                if time.perf_counter() > deadline:
+                    raise SystemExit(f"{value} not accepted within 10 s")
+            delays.append(time.perf_counter() - started)
+            source.ack()
+    return delays
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+async def apply_large(source: Source, sizes: list[int]) -> list[dict[str, float]]:
+    """Per size: publication to usable, the longest loop stall meanwhile, and RSS per member."""
+    names = [f"bench.s{size}" for size in sizes]
+    policy = parse_policy(policy_text(source.target, names).encode(), os.path.join(tempfile.mkdtemp(), "p.yaml"))
+    provider = ValueSetProvider(
+        policy,
+        {name: make_fetcher(config) for name, config in policy.sources.items()},
+        SimpleMemoryCache(timeout=None),
+        GatewayMetrics(CollectorRegistry()),
+    )
+    await provider.start(0.5)  # the sets do not exist yet
+    results = []
+    for size, name in zip(sizes, names, strict=True):
+        gc.collect()
+        before = rss_bytes()
+        longest = 0.0
+        done = asyncio.Event()
+
+        async def ticker(done: asyncio.Event = done) -> None:
+            nonlocal longest
+            last = time.perf_counter()
+            while not done.is_set():
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                longest = max(longest, now - last - 0.001)
+                last = now
+
+        ticking = asyncio.create_task(ticker())
+        started = time.perf_counter()
+        source.send(f"publish {name} {size}")
+        deadline = started + 120
+        while (reading := provider.read(name)) is None or reading.snapshot.size != size:
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"{name} not applied within 120 s")
+            await asyncio.sleep(0.005)
+        applied = time.perf_counter() - started
+        done.set()
+        await ticking
+        source.ack()
+        gc.collect()
+        results.append(
+            {
+                "members": size,
+                "publish_to_usable_ms": applied * 1000,
+                "longest_loop_stall_ms": longest * 1000,
+                "rss_bytes_per_member": (rss_bytes() - before) / size,
+            }
+        )
+    await provider.close()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=200)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = parser.parse_args()
+    source = Source()
+    try:
+        gateway, target = start_gateway(source)
+        try:
+            delays = asyncio.run(propagation(source, target, args.updates))
+        finally:
+            assert gateway.stdin is not None
+            gateway.stdin.close()
+            gateway.wait(timeout=10)
+        ordered = sorted(delays)
+        p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        print(
+            f"propagation over {len(delays)} updates: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+            f"max {ordered[-1] * 1000:.1f} ms (mean {statistics.mean(delays) * 1000:.1f} ms)"
+        )
+        large = asyncio.run(apply_large(source, args.sizes))
+    finally:
+        source.close()
+    print(f"{'members':>9} | {'publish->usable ms':>18} | {'longest loop stall ms':>21} | {'RSS bytes/member':>16}")
+    for row in large:
+        print(
+            f"{row['members']:>9} | {row['publish_to_usable_ms']:>18.0f} | {row['longest_loop_stall_ms']:>21.1f} | "
+            f"{row['rss_bytes_per_member']:>16.0f}"
+        )
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"refresh-{time.strftime('%Y%m%dT%H%M%S')}.json")
+    with open(path, "w") as handle:
+        json.dump(
+            {
+                "propagation_ms": {"p50": p50 * 1000, "p99": p99 * 1000, "all": [d * 1000 for d in delays]},
+                "apply": large,
+            },
+            handle,
+            indent=2,
+        )
+    print(f"\nwritten: {os.path.relpath(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
