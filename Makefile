@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean
+.PHONY: run test bench lint typecheck clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,15 @@ $(VENV)/typecheck/argwatch: $(BIN)/python
 	ln -sfn $(CURDIR)/server $@/server
 	ln -sfn $(CURDIR)/tui $@/tui
 
-test: $(VENV)/.installed typecheck
+# System packages the tests use as real parts: redis-server (started by the tests on a
+# free loopback port). Installed with apt when missing (CI and developers run as root).
+system-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing redis-server with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
+	  || { echo "redis-server is missing and apt-get failed: install it (Debian: apt-get install redis-server)"; exit 1; }
+
+test: system-deps $(VENV)/.installed typecheck
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

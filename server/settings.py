@@ -35,6 +35,8 @@ class Settings:
     grace_seconds: float = 10.0
     # Health stays NOT_SERVING until every value set has loaded once, or this long.
     startup_timeout_seconds: float = 10.0
+    # redis://host:port/db shared by replicas (pulled value sets, repair state); None: memory only.
+    redis: str | None = None
     log_level: str = "INFO"
 
 
@@ -55,6 +57,12 @@ def _mode_or_none(value: str) -> Mode | None:
         return Mode(value)
     except ValueError:
         raise ValueError(f"expected observe, reject or none, got {value!r}") from None
+
+
+def _redis_url(value: str) -> str:
+    if not value.startswith(("redis://", "rediss://")):
+        raise ValueError(f"expected redis://host:port[/db], got {value!r}")
+    return value
 
 
 def _log_level(value: str) -> str:
@@ -89,6 +97,7 @@ SERVE_OPTIONS = (
     _Option("replica_id", "this replica's id in status and logs"),
     _Option("grace_seconds", "seconds in-flight calls get on shutdown", parse_duration),
     _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration),
+    _Option("redis", "redis://HOST:PORT/DB shared by replicas (default: memory only)", _redis_url),
     _Option("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
 )
 

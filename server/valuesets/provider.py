@@ -32,6 +32,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from argwatch.server.metrics import GatewayMetrics, ValueSetHealth
@@ -39,6 +40,7 @@ from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Nor
 from argwatch.server.valuesets.backoff import backoff_delay
 from argwatch.server.valuesets.payload import (
     HeartbeatUpdate,
+    Retirement,
     SetFetcher,
     SetPayload,
     SnapshotUpdate,
@@ -55,15 +57,32 @@ SHARED_KEY_PREFIX = "argwatch:valueset:"
 FILE_POLL_SECONDS = 1.0
 # A watch stream silent this long is presumed dead and reconnected (sources heartbeat every few seconds).
 WATCH_IDLE_SECONDS = 30.0
-# The shared cache is an optimisation: never wait on it longer than this.
-SHARED_CACHE_TIMEOUT = 0.2
 
 
 class _Shared(NamedTuple):
-    """What the shared cache holds for a pulled set: the payload and when its source confirmed it."""
+    """What the shared cache holds for a pulled set: plain, picklable data (Redis stores it pickled)."""
 
-    payload: SetPayload
+    name: str
+    version: int
+    members: tuple[str, ...]
+    retired: tuple[str, ...]
+    retirements: dict[str, tuple[float | None, str]]
     confirmed_at: float
+
+    @classmethod
+    def of(cls, payload: SetPayload, confirmed_at: float) -> _Shared:
+        return cls(
+            payload.name,
+            payload.version,
+            tuple(member for member in payload.members if member not in payload.excluded),
+            tuple(payload.retired),
+            {value: tuple(info) for value, info in payload.retirements.items()},  # type: ignore[misc]
+            confirmed_at,
+        )
+
+    def payload(self) -> SetPayload:
+        retirements = {value: Retirement(*info) for value, info in self.retirements.items()}
+        return SetPayload(self.name, self.version, self.members, self.retired, MappingProxyType(retirements))
 
 
 @dataclass(eq=False)
@@ -102,7 +121,7 @@ class ValueSetProvider:
         self,
         policy: Policy,
         fetchers: Mapping[str, SetFetcher],
-        shared_cache: Any,  # an aiocache BaseCache: memory by default, Redis for several replicas
+        shared_cache: Any,  # shared_cache.SharedCache: memory by default, Redis for several replicas
         metrics: GatewayMetrics,
         *,
         clock: Callable[[], float] = time.time,
@@ -319,9 +338,9 @@ class ValueSetProvider:
             if (
                 shared is not None
                 and self._clock() - shared.confirmed_at < config.ttl_seconds / 2
-                and (state.snapshot is None or shared.payload.version >= state.snapshot.version)
+                and (state.snapshot is None or shared.version >= state.snapshot.version)
             ):
-                await self._install(state, shared.payload, confirmed_at=shared.confirmed_at)
+                await self._install(state, shared.payload(), confirmed_at=shared.confirmed_at)
                 self._set_source(config.source, True, "")
                 return True
         try:
@@ -341,26 +360,15 @@ class ValueSetProvider:
             return True  # the source answered; its answer was bad, and is counted as such
         await self._install(state, payload)
         if not is_file:
-            await self._shared_set(config.name, _Shared(payload, state.confirmed_at), config.ttl_seconds)
+            await self._shared.set(
+                SHARED_KEY_PREFIX + config.name, _Shared.of(payload, state.confirmed_at), config.ttl_seconds
+            )
         return True
 
     async def _shared_get(self, name: str) -> _Shared | None:
-        try:
-            async with asyncio.timeout(SHARED_CACHE_TIMEOUT):
-                found: _Shared | None = await self._shared.get(SHARED_KEY_PREFIX + name)
-        except Exception as error:  # the shared cache is an optimisation: note it and go to the source
-            self._metrics.shared_cache_error("get")
-            log.debug("shared cache get %s failed: %s", name, error)
-            return None
+        # The shared cache bounds and counts its own failures (shared_cache.SharedCache).
+        found = await self._shared.get(SHARED_KEY_PREFIX + name)
         return found if isinstance(found, _Shared) else None
-
-    async def _shared_set(self, name: str, value: _Shared, ttl: float) -> None:
-        try:
-            async with asyncio.timeout(SHARED_CACHE_TIMEOUT):
-                await self._shared.set(SHARED_KEY_PREFIX + name, value, ttl=ttl)
-        except Exception as error:
-            self._metrics.shared_cache_error("set")
-            log.debug("shared cache set %s failed: %s", name, error)
 
     # ---- state changes
 

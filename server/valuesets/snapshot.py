@@ -25,6 +25,8 @@ MAX_VALUE_CHARS = 1024
 
 class ValueTooLong(ValueError):
     """A member is longer than MAX_VALUE_CHARS: the update is malformed and must be rejected whole."""
+
+
 # Sets up to this size keep a sorted list (they can be listed whole in repair messages).
 SORT_UP_TO = 10_000
 

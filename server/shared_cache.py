@@ -1,0 +1,132 @@
+"""The cache replicas share (Redis through aiocache), with a deadline and a local fallback.
+
+Used for pulled value sets (so N replicas do not each pull an owning service)
+and for repair state (so Repair works on any replica). Every write goes to the
+local memory cache and to Redis; a read tries Redis, then local memory. A Redis
+operation never takes longer than `timeout`: on an error or a timeout the
+operation is counted (argwatch_shared_cache_errors_total), answered from local
+memory, and Redis is left alone for `retry_after` seconds, so while Redis is
+down a request pays a dictionary look-up, not a timeout.
+
+Values must be picklable (Redis stores them with aiocache's PickleSerializer).
+Without a Redis URL the cache is local memory only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+from aiocache import RedisCache, SimpleMemoryCache
+from aiocache.serializers import PickleSerializer
+
+from argwatch.server.metrics import GatewayMetrics
+
+log = logging.getLogger("argwatch.shared_cache")
+
+
+def redis_from_url(url: str) -> Any:
+    """An aiocache RedisCache for redis://[:password@]host[:port][/db]; raises ValueError on a bad URL."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("redis", "rediss") or not parsed.hostname:
+        raise ValueError(f"expected redis://host:port[/db], got {url!r}")
+    db = int(parsed.path.lstrip("/") or 0)
+    return RedisCache(
+        serializer=PickleSerializer(),
+        endpoint=parsed.hostname,
+        port=parsed.port or 6379,
+        db=db,
+        password=parsed.password,
+        ssl=parsed.scheme == "rediss",
+        namespace="argwatch",
+        timeout=None,  # our own deadline below covers every operation
+    )
+
+
+class SharedCache:
+    """Redis when it answers in time, local memory always."""
+
+    def __init__(
+        self,
+        remote: Any | None,
+        metrics: GatewayMetrics,
+        *,
+        timeout: float = 0.05,
+        retry_after: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._remote = remote
+        # No per-call timeout on memory: it wraps every get in wait_for (27 us against 6 us).
+        self._local = SimpleMemoryCache(timeout=None)
+        self._metrics = metrics
+        self._timeout = timeout
+        self._retry_after = retry_after
+        self._monotonic = monotonic
+        self._skip_until = 0.0
+
+    async def start(self, connect_seconds: float = 2.0) -> bool:
+        """Connects to Redis once with a generous deadline, so no request pays for the handshake.
+
+        Returns whether Redis answered; the gateway serves either way (from memory meanwhile).
+        """
+        if self._remote is None:
+            return True
+        try:
+            async with asyncio.timeout(connect_seconds):
+                await self._remote.client.ping()
+        except Exception as error:
+            log.warning("shared cache (Redis) unreachable at start (%s): using local memory until it answers",
+                        error or type(error).__name__)
+            self._metrics.shared_cache_error("connect")
+            self._skip_until = self._monotonic() + self._retry_after
+            return False
+        return True
+
+    @property
+    def remote_healthy(self) -> bool:
+        return self._remote is not None and self._monotonic() >= self._skip_until
+
+    async def get(self, key: str) -> Any:
+        if self.remote_healthy:
+            found = await self._remote_call("get", key)
+            if found is not None:
+                return found
+        return await self._local.get(key)
+
+    async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
+        await self._local.set(key, value, ttl=ttl)
+        if self.remote_healthy:
+            await self._remote_call("set", key, value, ttl=ttl)
+
+    async def close(self) -> None:
+        if self._remote is not None:
+            # The redis-py client directly: aiocache 0.12's close() calls the deprecated
+            # Redis.close() and leaves the pool it created open.
+            client = self._remote.client
+            try:
+                async with asyncio.timeout(1.0):
+                    await (getattr(client, "aclose", None) or client.close)()
+            except Exception as error:  # closing a dead connection must not fail shutdown
+                log.debug("closing the shared cache: %s", error)
+            finally:
+                await client.connection_pool.disconnect()
+
+    async def _remote_call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await getattr(self._remote, operation)(*args, **kwargs)
+        except Exception as error:
+            if self._monotonic() >= self._skip_until:
+                log.warning(
+                    "shared cache (Redis) %s failed: %s; using local memory for %.1fs",
+                    operation,
+                    error or type(error).__name__,
+                    self._retry_after,
+                )
+            self._metrics.shared_cache_error(operation)
+            self._skip_until = self._monotonic() + self._retry_after
+            return None
