@@ -79,8 +79,10 @@ class SharedCache:
             async with asyncio.timeout(connect_seconds):
                 await self._remote.client.ping()
         except Exception as error:
-            log.warning("shared cache (Redis) unreachable at start (%s): using local memory until it answers",
-                        error or type(error).__name__)
+            log.warning(
+                "shared cache (Redis) unreachable at start (%s): using local memory until it answers",
+                error or type(error).__name__,
+            )
             self._metrics.shared_cache_error("connect")
             self._skip_until = self._monotonic() + self._retry_after
             return False

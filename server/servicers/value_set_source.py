@@ -52,19 +52,22 @@ class ValueSetCatalog:
         )
         self._sets[name] = published
         if previous is None:
-            update = sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))
+            updates = snapshot_messages(published)
         else:
-            update = sources_pb2.WatchValueSetsResponse(
-                delta=sources_pb2.ValueSetDelta(
-                    name=name,
-                    from_version=previous.version,
-                    to_version=published.version,
-                    added=sorted(member_set - previous.members),
-                    removed=sorted(previous.members - member_set),
+            updates = [
+                sources_pb2.WatchValueSetsResponse(
+                    delta=sources_pb2.ValueSetDelta(
+                        name=name,
+                        from_version=previous.version,
+                        to_version=published.version,
+                        added=sorted(member_set - previous.members),
+                        removed=sorted(previous.members - member_set),
+                    )
                 )
-            )
+            ]
         for queue in self._watchers:
-            queue.put_nowait(update)
+            for update in updates:  # a snapshot's parts go in a row: publish() does not yield
+                queue.put_nowait(update)
         return published
 
     def get(self, name: str) -> PublishedSet | None:
@@ -82,6 +85,10 @@ class ValueSetCatalog:
         self._watchers.discard(queue)
 
 
+# Members per snapshot message on a watch stream: ~1 MB, a few ms to decode.
+PART_MEMBERS = 50_000
+
+
 def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
     return sources_pb2.ValueSet(
         name=published.name,
@@ -90,6 +97,24 @@ def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
         retired=sorted(published.retired),
         updated_at=wire.timestamp(published.updated_at),
     )
+
+
+def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSetsResponse]:
+    """A snapshot as watch messages: one for a small set, parts of PART_MEMBERS for a large one."""
+    members = sorted(published.members)
+    if len(members) <= PART_MEMBERS:
+        return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
+    slices = [members[start : start + PART_MEMBERS] for start in range(0, len(members), PART_MEMBERS)]
+    messages = []
+    for index, part in enumerate(slices):
+        value_set = sources_pb2.ValueSet(
+            name=published.name, version=published.version, members=part, part=index, parts=len(slices)
+        )
+        if index == 0:
+            value_set.retired.extend(sorted(published.retired))
+            value_set.updated_at.CopyFrom(wire.timestamp(published.updated_at))
+        messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
+    return messages
 
 
 class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
@@ -117,7 +142,8 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
             for name in sorted(wanted):
                 published = self._catalog.get(name)
                 if published is not None:
-                    yield sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))
+                    for message in snapshot_messages(published):
+                        yield message
             while True:
                 try:
                     update = await asyncio.wait_for(queue.get(), timeout=self._heartbeat)

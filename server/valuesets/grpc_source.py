@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Sequence
 from types import MappingProxyType
 
 import grpc
 
 from argwatch.server.policy_model import GrpcSourceConfig
+from argwatch.server.valuesets.parts import MemberParts
 from argwatch.server.valuesets.payload import (
     DeltaUpdate,
     HeartbeatUpdate,
@@ -19,6 +21,8 @@ from argwatch.server.valuesets.payload import (
     WatchUnsupported,
 )
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
+
+log = logging.getLogger("argwatch.valuesets")
 
 # A million-member set is ~20 MB on the wire; gRPC's default limit is 4 MB.
 MAX_SET_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -54,11 +58,14 @@ class GrpcSetFetcher:
     async def watch(self, names: list[str]) -> AsyncIterator[Update]:
         """The source's stream, as domain updates, until it ends or fails."""
         call = self._stub.WatchValueSets(sources_pb2.WatchValueSetsRequest(names=names))
+        assembler = _PartAssembler()
         try:
             async for message in call:
                 kind = message.WhichOneof("update")
                 if kind == "snapshot":
-                    yield SnapshotUpdate(payload_from_wire(message.snapshot, message.snapshot.name))
+                    whole = assembler.add(message.snapshot)
+                    if whole is not None:
+                        yield SnapshotUpdate(whole)
                 elif kind == "delta":
                     delta = message.delta
                     yield DeltaUpdate(
@@ -83,6 +90,47 @@ class GrpcSetFetcher:
 
     async def close(self) -> None:
         await self._channel.close()
+
+
+class _PartAssembler:
+    """Joins a snapshot sent in parts (ValueSet.part/parts) back into one payload, without copying members."""
+
+    def __init__(self) -> None:
+        self._first: sources_pb2.ValueSet | None = None
+        self._members: list[Sequence[str]] = []
+
+    def add(self, value_set: sources_pb2.ValueSet) -> SetPayload | None:
+        """The whole set once its last part arrived (at once for an unsplit one); None meanwhile."""
+        if value_set.parts <= 1:
+            self._first = None
+            return payload_from_wire(value_set, value_set.name)
+        if value_set.part == 0:
+            self._first, self._members = value_set, []
+        first = self._first
+        if (
+            first is None
+            or (value_set.name, value_set.version) != (first.name, first.version)
+            or (value_set.part != len(self._members))
+        ):
+            # A part out of order or of another set: drop what was gathered; the next full
+            # snapshot (or a resync) brings the set, and the last good copy stays meanwhile.
+            log.warning(
+                "source sent part %d/%d of %s v%d out of order: discarded",
+                value_set.part,
+                value_set.parts,
+                value_set.name,
+                value_set.version,
+            )
+            self._first, self._members = None, []
+            return None
+        self._members.append(value_set.members)
+        if len(self._members) < value_set.parts:
+            return None
+        payload = payload_from_wire(first, first.name)
+        self._first = None
+        return SetPayload(
+            payload.name, payload.version, MemberParts(self._members), payload.retired, payload.retirements
+        )
 
 
 def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:

@@ -5,6 +5,10 @@ CHUNK members (`make_snapshot_async` yields to the event loop between chunks,
 so calls keep being served while a large set is applied), in the order the
 source sent the members, and without sorting large sets: sorting a million
 strings is one 0.7 s C call that no thread can interleave with.
+
+A chunk is ~5 ms of work. Smaller is not free (a loop turn each), larger is
+worse than it looks: a callback that becomes ready during a chunk runs only
+after the next one, so what waits is about two chunks, not one.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import NamedTuple
 from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import Normalisation
 from argwatch.server.valuesets.payload import Retirement
+from argwatch.server.valuesets.sharded import SHARD_ABOVE, ShardedIndex, ShardedSet
 
-CHUNK = 8192
+CHUNK = 2048
 MAX_VALUE_CHARS = 1024
 
 
@@ -41,8 +46,8 @@ class ValueSetSnapshot:
 
     name: str
     version: int
-    # A set built in chunks and never mutated after (a frozenset copy of a million
-    # members would be one more 35 ms call on the event loop).
+    # Built in chunks and never mutated after: a set, or for very large sets a
+    # ShardedSet (see sharded.py); a frozenset copy would be one more long C call.
     members: Set[str]
     # All members sorted, for sets of up to SORT_UP_TO members; empty for larger sets.
     sorted_members: tuple[str, ...]
@@ -125,6 +130,10 @@ async def make_snapshot_async(
         await asyncio.sleep(0)
 
 
+def _read_only(index: dict[str, str] | ShardedIndex) -> Mapping[str, str]:
+    return index if isinstance(index, ShardedIndex) else MappingProxyType(index)
+
+
 def _sequence(members: Iterable[str]) -> Sequence[str]:
     return members if isinstance(members, Sequence) else tuple(members)
 
@@ -141,18 +150,24 @@ def _build(
 ) -> Generator[None, None, ValueSetSnapshot]:
     loose = normaliser(LOOSE)
     other_rules = {rule for rule in rules if rule != LOOSE}
-    member_set: set[str] = set()
-    loose_index: dict[str, str] = {}
-    rule_indexes: dict[Normalisation, dict[str, str]] = {rule: {} for rule in other_rules}
+    large = len(members) > SHARD_ABOVE
+    member_set: set[str] | ShardedSet = ShardedSet() if large else set()
+    add_members = member_set.add_all if isinstance(member_set, ShardedSet) else member_set.update
+
+    def new_index() -> dict[str, str] | ShardedIndex:
+        return ShardedIndex() if large else {}
+
+    loose_index = new_index()
+    rule_indexes = {rule: new_index() for rule in other_rules}
     appliers = [(normaliser(rule), rule_indexes[rule]) for rule in other_rules]
     for start in range(0, len(members), CHUNK):
         # Slicing also converts a protobuf repeated field to str objects a chunk at a time.
-        chunk = members[start : start + CHUNK]
+        chunk = list(members[start : start + CHUNK])
         if excluded:
             chunk = [member for member in chunk if member not in excluded]
         if max(map(len, chunk), default=0) > MAX_VALUE_CHARS:
             raise ValueTooLong(f"{name}: a member is longer than {MAX_VALUE_CHARS} characters")
-        member_set.update(chunk)
+        add_members(chunk)
         for member in chunk:
             # The first member in the source's order wins a collision: deterministic for a given source.
             loose_index.setdefault(loose(member), member)
@@ -169,7 +184,7 @@ def _build(
         retired=retired_set,
         retirements=MappingProxyType({v: d for v, d in details.items() if v in retired_set}),
         received_at=received_at,
-        loose_index=MappingProxyType(loose_index),
-        by_rule=MappingProxyType({rule: MappingProxyType(index) for rule, index in rule_indexes.items()}),
+        loose_index=_read_only(loose_index),
+        by_rule=MappingProxyType({rule: _read_only(index) for rule, index in rule_indexes.items()}),
         loose_retired=frozenset(loose(value) for value in retired_set),
     )

@@ -226,3 +226,27 @@ async def test_an_edited_file_is_reloaded(tmp_path, source: SourceServer) -> Non
         await until(lambda: "WAW-9" in members(provider, "wms.warehouses"))
     finally:
         await provider.close()
+
+
+async def test_a_large_snapshot_sent_in_parts_arrives_whole(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    from argwatch.server.servicers.value_set_source import PART_MEMBERS
+
+    registry = CollectorRegistry()
+    provider = provider_for(make_policy(str(tmp_path), source.target), registry)
+    try:
+        await provider.start(5.0)
+        handles = [f"user{i:07d}" for i in range(2 * PART_MEMBERS + 1)]  # three parts
+        source.catalog.publish("identity.handles", handles)  # a change: sent as a delta
+        await until(lambda: len(members(provider, "identity.handles")) == len(handles), seconds=30)
+        # A reconnect re-sends the whole set as a snapshot, in parts this time.
+        await source.stop()
+        await until(lambda: provider.read("identity.handles").stale)  # type: ignore[union-attr]
+        source.catalog.publish("identity.handles", [*handles, "user-late"])
+        restarted = await start_source(source.catalog, port=source.port)
+        try:
+            await until(lambda: "user-late" in members(provider, "identity.handles"), seconds=30)
+            assert len(members(provider, "identity.handles")) == len(handles) + 1
+        finally:
+            await restarted.stop()
+    finally:
+        await provider.close()

@@ -61,7 +61,9 @@ async def test_repair_works_on_another_replica(tmp_path, source: SourceServer, r
     policy = make_policy(str(tmp_path), source.target)
     replicas = [
         await build_gateway(
-            loopback_settings(policy.path), policy=policy, registry=CollectorRegistry(),
+            loopback_settings(policy.path),
+            policy=policy,
+            registry=CollectorRegistry(),
             cache=SharedCache(redis_from_url(redis.url), GatewayMetrics(CollectorRegistry())),
         )
         for _ in range(2)
@@ -80,13 +82,18 @@ async def test_repair_works_on_another_replica(tmp_path, source: SourceServer, r
 
 
 async def test_redis_killed_mid_traffic_loses_no_call_and_blocks_none(
-    gateway_factory: GatewayFactory, tmp_path, source: SourceServer, redis: RedisProcess  # type: ignore[no-untyped-def]
+    gateway_factory: GatewayFactory,
+    tmp_path,
+    source: SourceServer,
+    redis: RedisProcess,  # type: ignore[no-untyped-def]
 ) -> None:
     registry = CollectorRegistry()
     policy = make_policy(str(tmp_path), source.target)
     metrics_for_cache = GatewayMetrics(registry)
     gateway = await build_gateway(
-        loopback_settings(policy.path), policy=policy, registry=CollectorRegistry(),
+        loopback_settings(policy.path),
+        policy=policy,
+        registry=CollectorRegistry(),
         cache=SharedCache(redis_from_url(redis.url), metrics_for_cache),
     )
     verdicts, slowest = [], 0.0
@@ -98,8 +105,9 @@ async def test_redis_killed_mid_traffic_loses_no_call_and_blocks_none(
                     redis.kill()
                 code = "NOPE" if i % 2 else "DAMAGED_ITEM"  # every other call is rejected: repair state is written
                 started = time.perf_counter()
-                response = await stub.Validate(request("refund_order", {"reason_code": code}, conversation=f"c{i}"),
-                                               timeout=5)
+                response = await stub.Validate(
+                    request("refund_order", {"reason_code": code}, conversation=f"c{i}"), timeout=5
+                )
                 slowest = max(slowest, time.perf_counter() - started)
                 verdicts.append(response.decision)
             # A call rejected while Redis is down can still be repaired on this replica.
