@@ -81,6 +81,43 @@ class _ValueSetHealthCollector(Collector):
         yield available
 
 
+class _Tally:
+    """A counter child for the hot path: an int bumped on the event loop thread, read at scrape time.
+
+    prometheus_client's child costs ~0.8 us an inc (a lock, checks); this ~0.1 us.
+    Only the event loop thread increments; a scrape reads whole ints.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self, amount: int = 1) -> None:
+        self.value += amount
+
+
+class _TallyFamily(Collector):
+    """A counter family (name_total) of _Tally children, keyed by label values."""
+
+    def __init__(self, name: str, documentation: str, labelnames: list[str], registry: CollectorRegistry) -> None:
+        self._name, self._documentation, self._labelnames = name, documentation, labelnames
+        self._children: dict[tuple[str, ...], _Tally] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Tally:
+        return self._children.setdefault(values, _Tally())
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        for values, tally in list(self._children.items()):
+            family.add_metric(list(values), tally.value)
+        yield family
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+
+
 class _CallbackCounter(Collector):
     """A counter whose value is read from a callable at scrape time."""
 
@@ -114,6 +151,18 @@ class ToolMeters:
             for in_set, normalised in ((True, True), (False, True), (False, False))
         }
         self.repair_started = metrics.repair_started.labels(tool)
+        # Chosen by identity in `decided`: hashing an Enum is a Python-level call, twice a call.
+        self._observe_allow = self.decisions[Mode.OBSERVE, Decision.ALLOW]
+        self._observe_reject = self.decisions[Mode.OBSERVE, Decision.REJECT]
+        self._reject_allow = self.decisions[Mode.REJECT, Decision.ALLOW]
+        self._reject_reject = self.decisions[Mode.REJECT, Decision.REJECT]
+
+    def decided(self, mode: Mode, decision: Decision) -> None:
+        allow = decision is Decision.ALLOW
+        if mode is Mode.OBSERVE:
+            (self._observe_allow if allow else self._observe_reject).inc()
+        else:
+            (self._reject_allow if allow else self._reject_reject).inc()
 
 
 class GatewayMetrics:
@@ -121,11 +170,13 @@ class GatewayMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.value_checks = Counter(
+        # The two families counted on every call are tallies (see _Tally); the rest are
+        # prometheus_client counters.
+        self.value_checks = _TallyFamily(
             "tool_argument_value_check",
             "Values compared with their value set, by whether they were in it as written and after normalisation.",
             ["tool", "argument", "set", "in_set", "in_set_normalised"],
-            registry=registry,
+            registry,
         )
         self.problems = Counter(
             "tool_argument_problems",
@@ -145,11 +196,11 @@ class GatewayMetrics:
             ["tool"],
             registry=registry,
         )
-        self.decisions = Counter(
+        self.decisions = _TallyFamily(
             "argwatch_decisions",
             "Verdicts, by the mode applied and the decision.",
             ["tool", "mode", "decision"],
-            registry=registry,
+            registry,
         )
         self.mode = Gauge(
             "argwatch_mode",

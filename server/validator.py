@@ -68,7 +68,9 @@ class Validator:
         downgraded = False
         if tool is not None and call.arguments is not None:
             read = self._provider.read
-            readings = {name: read(name) for name in self._sets_by_tool[tool.name]}
+            readings = {}
+            for name in self._sets_by_tool[tool.name]:  # a loop: a comprehension is a nested call
+                readings[name] = read(name)
             result = check_arguments(tool, call.arguments, readings, self._failures)
             problems.extend(result.problems)
             for reading in result.readings_used:
@@ -129,7 +131,7 @@ class Validator:
         result: CheckResult,
         call: ToolCall,
     ) -> None:
-        meters.decisions[mode, decision].inc()
+        meters.decided(mode, decision)
         for check in result.value_checks:
             meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
         if not problems and not result.skipped:

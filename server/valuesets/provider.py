@@ -98,6 +98,9 @@ class _SetState:
     last_error: str = "not loaded yet"
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     resyncing: bool = False
+    # The reading handed to the checker, rebuilt only when the snapshot, the
+    # confirmation or staleness changes (not once per call).
+    reading: SetReading | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,16 @@ class ValueSetProvider:
         config = state.config
         if age > config.max_staleness_seconds:
             return None
-        return SetReading(state.snapshot, state.confirmed_at, not state.healthy or age > config.ttl_seconds)
+        stale = not state.healthy or age > config.ttl_seconds
+        reading = state.reading
+        if (
+            reading is None
+            or reading.stale is not stale
+            or reading.snapshot is not state.snapshot
+            or reading.confirmed_at != state.confirmed_at
+        ):
+            reading = state.reading = SetReading(state.snapshot, state.confirmed_at, stale)
+        return reading
 
     # ---- reports
 
