@@ -123,6 +123,53 @@ def rss_bytes() -> int:
     return 0
 
 
+async def measure_size(source: Source, provider: ValueSetProvider, name: str, size: int) -> dict[str, float]:
+    """A snapshot of `size` members, then a one-value delta: time to usable, longest stall, RSS per member."""
+    gc.collect()
+    before = rss_bytes()
+    longest = 0.0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal longest
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            longest = max(longest, now - last - 0.001)
+            last = now
+
+    async def timed(command: str, count: int) -> tuple[float, float]:
+        """Seconds from `command` to the set having `count` members, and the longest loop stall meanwhile."""
+        nonlocal longest
+        longest = 0.0
+        done.clear()
+        ticking = asyncio.create_task(ticker())
+        started = time.perf_counter()
+        source.send(command)
+        while (reading := provider.read(name)) is None or reading.snapshot.size != count:
+            if time.perf_counter() > started + 120:
+                raise SystemExit(f"{command!r} not applied within 120 s")
+            await asyncio.sleep(0.002)
+        applied = time.perf_counter() - started
+        done.set()
+        await ticking
+        source.ack()
+        return applied, longest
+
+    applied, stall = await timed(f"publish {name} {size}", size)
+    delta_applied, delta_stall = await timed(f"add {name} delta-value", size + 1)
+    gc.collect()
+    return {
+        "members": size,
+        "publish_to_usable_ms": applied * 1000,
+        "longest_loop_stall_ms": stall * 1000,
+        "delta_publish_to_usable_ms": delta_applied * 1000,
+        "delta_longest_loop_stall_ms": delta_stall * 1000,
+        "rss_bytes_per_member": (rss_bytes() - before) / size,
+    }
+
+
 async def apply_large(source: Source, sizes: list[int]) -> list[dict[str, float]]:
     """Per size: publication to usable, the longest loop stall meanwhile, and RSS per member."""
     names = [f"bench.s{size}" for size in sizes]
@@ -134,43 +181,7 @@ async def apply_large(source: Source, sizes: list[int]) -> list[dict[str, float]
         GatewayMetrics(CollectorRegistry()),
     )
     await provider.start(0.5)  # the sets do not exist yet
-    results = []
-    for size, name in zip(sizes, names, strict=True):
-        gc.collect()
-        before = rss_bytes()
-        longest = 0.0
-        done = asyncio.Event()
-
-        async def ticker(done: asyncio.Event = done) -> None:
-            nonlocal longest
-            last = time.perf_counter()
-            while not done.is_set():
-                await asyncio.sleep(0.001)
-                now = time.perf_counter()
-                longest = max(longest, now - last - 0.001)
-                last = now
-
-        ticking = asyncio.create_task(ticker())
-        started = time.perf_counter()
-        source.send(f"publish {name} {size}")
-        deadline = started + 120
-        while (reading := provider.read(name)) is None or reading.snapshot.size != size:
-            if time.perf_counter() > deadline:
-                raise SystemExit(f"{name} not applied within 120 s")
-            await asyncio.sleep(0.005)
-        applied = time.perf_counter() - started
-        done.set()
-        await ticking
-        source.ack()
-        gc.collect()
-        results.append(
-            {
-                "members": size,
-                "publish_to_usable_ms": applied * 1000,
-                "longest_loop_stall_ms": longest * 1000,
-                "rss_bytes_per_member": (rss_bytes() - before) / size,
-            }
-        )
+    results = [await measure_size(source, provider, name, size) for size, name in zip(sizes, names, strict=True)]
     await provider.close()
     return results
 
@@ -199,11 +210,15 @@ def main() -> int:
         large = asyncio.run(apply_large(source, args.sizes))
     finally:
         source.close()
-    print(f"{'members':>9} | {'publish->usable ms':>18} | {'longest loop stall ms':>21} | {'RSS bytes/member':>16}")
+    print(
+        f"{'members':>9} | {'snapshot: usable ms':>19} {'stall ms':>8} | {'1-value delta: usable ms':>24} "
+        f"{'stall ms':>8} | {'RSS B/member':>12}"
+    )
     for row in large:
         print(
-            f"{row['members']:>9} | {row['publish_to_usable_ms']:>18.0f} | {row['longest_loop_stall_ms']:>21.1f} | "
-            f"{row['rss_bytes_per_member']:>16.0f}"
+            f"{row['members']:>9} | {row['publish_to_usable_ms']:>19.0f} {row['longest_loop_stall_ms']:>8.1f} | "
+            f"{row['delta_publish_to_usable_ms']:>24.1f} {row['delta_longest_loop_stall_ms']:>8.1f} | "
+            f"{row['rss_bytes_per_member']:>12.0f}"
         )
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"refresh-{time.strftime('%Y%m%dT%H%M%S')}.json")

@@ -1,0 +1,128 @@
+"""Deltas on large sets in proportion to the delta: a new snapshot that shares the previous one's tables.
+
+A version produced by a delta keeps the base tables (members and indexes, which
+may hold a million entries) and layers small `added` and `removed` sets on top,
+so a one-value change costs one value, not a re-index of the whole set. When the
+layers grow past max(COMPACT_MIN, base/COMPACT_RATIO), the next delta rebuilds
+the set in full instead (in chunks, on the loop), and the layers start again.
+
+One simplification: when a removed member shared a loose form with a member
+that remains, the loose look-up for that form finds nothing until the next full
+rebuild (a shape may then read `invented` where `separator` was due).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Set
+from itertools import chain
+from types import MappingProxyType
+
+from argwatch.server.normalise import LOOSE, normaliser
+from argwatch.server.policy_model import Normalisation
+from argwatch.server.valuesets.payload import DeltaUpdate, Retirement
+from argwatch.server.valuesets.sharded import SHARD_ABOVE
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+
+COMPACT_MIN = 4096
+COMPACT_RATIO = 64
+
+
+class OverlaySet(Set[str]):
+    """base - removed + added, never copied: `added` is disjoint from base, `removed` a subset of it."""
+
+    __slots__ = ("_size", "added", "base", "removed")
+
+    def __init__(self, base: Set[str], added: frozenset[str], removed: frozenset[str]) -> None:
+        self.base, self.added, self.removed = base, added, removed
+        self._size = len(base) - len(removed) + len(added)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.added or (value in self.base and value not in self.removed)
+
+    def __iter__(self) -> Iterator[str]:
+        return chain(self.added, (value for value in self.base if value not in self.removed))
+
+    def __len__(self) -> int:
+        return self._size
+
+
+class OverlayIndex(Mapping[str, str]):
+    """A base index minus entries pointing at removed members, plus an index of the added members."""
+
+    __slots__ = ("added", "base", "removed")
+
+    def __init__(self, base: Mapping[str, str], added: Mapping[str, str], removed: frozenset[str]) -> None:
+        self.base, self.added, self.removed = base, added, removed
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        found = self.added.get(key)
+        if found is not None:
+            return found
+        found = self.base.get(key)
+        return found if found is not None and found not in self.removed else default
+
+    def __getitem__(self, key: str) -> str:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return chain(self.added, (key for key, member in self.base.items() if member not in self.removed))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def with_delta(
+    current: ValueSetSnapshot, delta: DeltaUpdate, *, now: float, rules: tuple[Normalisation, ...]
+) -> ValueSetSnapshot | None:
+    """The next version as layers over `current`'s tables, in O(delta); None when a full rebuild is due."""
+    if isinstance(current.members, OverlaySet):
+        base, added, removed = current.members.base, set(current.members.added), set(current.members.removed)
+    elif current.size > SHARD_ABOVE:
+        base, added, removed = current.members, set(), set()
+    else:
+        return None  # small sets rebuild quickly enough, and keep their sorted list
+    for value in delta.removed:
+        if value in added:
+            added.discard(value)
+        elif value in base:
+            removed.add(value)
+    for value in delta.added:
+        if value in removed:
+            removed.discard(value)
+        elif value not in base:
+            added.add(value)
+    if len(added) + len(removed) > max(COMPACT_MIN, len(base) // COMPACT_RATIO):
+        return None
+    newly_removed = {value for value in delta.removed if value in current.members}
+    retirements = dict(current.retirements)
+    for value in newly_removed:
+        retirements[value] = Retirement(now, delta.replaced_by.get(value, ""))
+    members = OverlaySet(base, frozenset(added), frozenset(removed))
+    retired = (current.retired | newly_removed) - frozenset(delta.added)
+    loose = normaliser(LOOSE)
+    return ValueSetSnapshot(
+        name=current.name,
+        version=delta.to_version,
+        members=members,
+        sorted_members=(),
+        retired=retired,
+        retirements=MappingProxyType({v: d for v, d in retirements.items() if v in retired}),
+        received_at=now,
+        loose_index=_layered(current.loose_index, loose, members),
+        by_rule=MappingProxyType(
+            {rule: _layered(index, normaliser(rule), members) for rule, index in current.by_rule.items()}
+        ),
+        loose_retired=current.loose_retired | frozenset(loose(value) for value in newly_removed),
+    )
+
+
+def _layered(index: Mapping[str, str], apply: Callable[[str], str], members: OverlaySet) -> OverlayIndex:
+    """The base of `index` (unwrapping a previous layer) with the members' removals and an index of its additions."""
+    base = index.base if isinstance(index, OverlayIndex) else index
+    added: dict[str, str] = {}
+    for member in members.added:
+        added.setdefault(apply(member), member)
+    return OverlayIndex(base, added, members.removed)

@@ -1,0 +1,100 @@
+"""Deltas on large sets: layered over the previous tables, costing the delta, not the set."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Set
+from types import MappingProxyType
+
+import pytest
+
+from argwatch.server.valuesets.overlay import COMPACT_MIN, OverlaySet, with_delta
+from argwatch.server.valuesets.payload import DeltaUpdate
+from argwatch.server.valuesets.sharded import SHARD_ABOVE
+from argwatch.server.valuesets.snapshot import make_snapshot
+
+SIZE = SHARD_ABOVE + 1000
+
+
+@pytest.fixture(scope="module")
+def large():  # type: ignore[no-untyped-def]
+    return make_snapshot("big", 1, [f"handle_{i:06d}" for i in range(SIZE)], received_at=0.0)
+
+
+def delta(from_version: int, added=(), removed=(), replaced=None) -> DeltaUpdate:  # type: ignore[no-untyped-def]
+    return DeltaUpdate(
+        "big", from_version, from_version + 1, tuple(added), tuple(removed), MappingProxyType(replaced or {})
+    )
+
+
+class CountingSet(Set[str]):
+    """The real set, counting full passes over it."""
+
+    def __init__(self, inner: Set[str]) -> None:
+        self.inner, self.passes = inner, 0
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.inner
+
+    def __iter__(self) -> Iterator[str]:
+        self.passes += 1
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+class CountingIndex(Mapping[str, str]):
+    def __init__(self, inner: Mapping[str, str]) -> None:
+        self.inner, self.passes = inner, 0
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def, override]
+        return self.inner.get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        return self.inner[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.passes += 1
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+def test_a_delta_is_layered_without_a_pass_over_the_set(large) -> None:  # type: ignore[no-untyped-def]
+    members, index = CountingSet(large.members), CountingIndex(large.loose_index)
+    watched = dataclasses.replace(large, members=members, loose_index=index)
+    after = with_delta(
+        watched,
+        delta(1, added=["Handle-New"], removed=["handle_000007"], replaced={"handle_000007": "Handle-New"}),
+        now=50.0,
+        rules=(),
+    )
+    assert after is not None and (members.passes, index.passes) == (0, 0)
+    assert after.version == 2 and after.size == SIZE
+    assert "Handle-New" in after.members and "handle_000007" not in after.members
+    assert "handle_000008" in after.members
+    assert after.loose_index.get("handle-new") == "Handle-New"  # the added value's slips are found
+    assert after.loose_index.get("handle-000007") is None
+    assert after.retirements["handle_000007"] == (50.0, "Handle-New")
+
+
+def test_layers_stack_and_undo_each_other(large) -> None:  # type: ignore[no-untyped-def]
+    v2 = with_delta(large, delta(1, added=["X"], removed=["handle_000001"]), now=1.0, rules=())
+    assert v2 is not None
+    v3 = with_delta(v2, delta(2, added=["handle_000001"], removed=["X"]), now=2.0, rules=())
+    assert v3 is not None and isinstance(v3.members, OverlaySet)
+    assert (v3.members.added, v3.members.removed) == (frozenset(), frozenset())  # back to the base
+    assert v3.size == SIZE and "X" not in v3.members and "handle_000001" in v3.members
+    assert v3.members.base is large.members  # shared, never copied
+
+
+def test_layers_grown_too_large_ask_for_a_full_rebuild(large) -> None:  # type: ignore[no-untyped-def]
+    many = [f"new_{i}" for i in range(COMPACT_MIN + 1)]
+    assert with_delta(large, delta(1, added=many), now=0.0, rules=()) is None
+
+
+def test_small_sets_are_rebuilt_not_layered() -> None:
+    small = make_snapshot("s", 1, ["A", "B"], received_at=0.0)
+    assert with_delta(small, DeltaUpdate("s", 1, 2, ("C",), (), MappingProxyType({})), now=0.0, rules=()) is None
