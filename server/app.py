@@ -118,7 +118,15 @@ async def build_gateway(
         cache = SharedCache(redis_from_url(settings.redis) if settings.redis else None, metrics)
     metrics.count_dropped_samples(dropped_sample_records)
     fetchers = fetchers or {name: make_fetcher(config) for name, config in policy.sources.items()}
-    provider = ValueSetProvider(policy, fetchers, cache, metrics, clock=clock, backoff_cap=reconnect_cap_seconds)
+    provider = ValueSetProvider(
+        policy,
+        fetchers,
+        cache,
+        metrics,
+        clock=clock,
+        backoff_cap=reconnect_cap_seconds,
+        snapshot_dir=settings.snapshot_dir,
+    )
     modes = ModeStore(policy, settings.global_mode)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)

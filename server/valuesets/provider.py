@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from argwatch.server.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Normalisation, Policy, ValueSetConfig
+from argwatch.server.valuesets import persist
 from argwatch.server.valuesets.backoff import backoff_delay
 from argwatch.server.valuesets.overlay import OverlaySet, with_delta
 from argwatch.server.valuesets.payload import (
@@ -58,6 +59,8 @@ log = logging.getLogger("argwatch.valuesets")
 
 SHARED_KEY_PREFIX = "argwatch:valueset:"
 FILE_POLL_SECONDS = 1.0
+# Last-good copies on disk are rewritten at most this often per set.
+SAVE_INTERVAL_SECONDS = 30.0
 # A watch stream silent this long is presumed dead and reconnected (sources heartbeat every few seconds).
 WATCH_IDLE_SECONDS = 30.0
 
@@ -101,6 +104,8 @@ class _SetState:
     last_error: str = "not loaded yet"
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     resyncing: bool = False
+    save_pending: bool = False
+    saved_mono: float = -math.inf
     # The reading handed to the checker, rebuilt only when the snapshot, the
     # confirmation or staleness changes (not once per call).
     reading: SetReading | None = None
@@ -134,6 +139,7 @@ class ValueSetProvider:
         monotonic: Callable[[], float] = time.monotonic,
         backoff_cap: float = 10.0,
         watch_idle_seconds: float = WATCH_IDLE_SECONDS,
+        snapshot_dir: str | None = None,
     ) -> None:
         self._policy = policy
         self._fetchers = fetchers
@@ -143,6 +149,7 @@ class ValueSetProvider:
         self._monotonic = monotonic
         self._backoff_cap = backoff_cap
         self._watch_idle = watch_idle_seconds
+        self._snapshot_dir = snapshot_dir
         rules = _rules_by_set(policy)
         self._states = {name: _SetState(config, rules.get(name, ())) for name, config in policy.value_sets.items()}
         self._source_up: dict[str, bool] = {name: False for name in policy.sources}
@@ -158,6 +165,8 @@ class ValueSetProvider:
 
         Returns the sets not loaded by then.
         """
+        if self._snapshot_dir is not None:
+            await self._load_saved(self._snapshot_dir)
         by_source: dict[str, list[_SetState]] = {}
         for state in self._states.values():
             by_source.setdefault(state.config.source, []).append(state)
@@ -173,6 +182,25 @@ class ValueSetProvider:
             async with asyncio.timeout(wait_seconds):
                 await asyncio.gather(*(state.loaded.wait() for state in self._states.values()))
         return [name for name, state in self._states.items() if state.snapshot is None]
+
+    async def _load_saved(self, folder: str) -> None:
+        """Last-good copies from disk: served as stale, with their real age, until a source confirms them."""
+        for state in self._states.values():
+            saved = await asyncio.to_thread(persist.load, folder, state.config.name)
+            if saved is None:
+                continue
+            payload, confirmed_at = saved
+            await self._install(state, payload, confirmed_at=confirmed_at, persist_copy=False)
+            # Stale until its source confirms it (not a failed refresh: nothing was asked yet).
+            state.healthy = False
+            state.last_error = "serving the copy saved on disk until the source confirms it"
+            log.info(
+                "value set %s: version %d loaded from %s (confirmed %.0fs ago)",
+                state.config.name,
+                payload.version,
+                folder,
+                self._clock() - confirmed_at,
+            )
 
     async def close(self) -> None:
         self._closing = True  # loops also check this, so no lost cancellation can keep one alive
@@ -391,7 +419,9 @@ class ValueSetProvider:
 
     # ---- state changes
 
-    async def _install(self, state: _SetState, payload: SetPayload, confirmed_at: float | None = None) -> None:
+    async def _install(
+        self, state: _SetState, payload: SetPayload, confirmed_at: float | None = None, persist_copy: bool = True
+    ) -> None:
         """Makes `payload` the set's copy (or only confirms it when it is the version held)."""
         current = state.snapshot
         if current is None or payload.version != current.version:
@@ -413,12 +443,18 @@ class ValueSetProvider:
                 return
             if state.snapshot is not None and state.snapshot.version > snapshot.version:
                 return  # a newer copy was installed while this one was being built
-            self._installed(state, snapshot, confirmed_at)
+            self._installed(state, snapshot, confirmed_at, persist_copy)
             return
         self._confirm(state, confirmed_at)
         state.loaded.set()
 
-    def _installed(self, state: _SetState, snapshot: ValueSetSnapshot, confirmed_at: float | None = None) -> None:
+    def _installed(
+        self,
+        state: _SetState,
+        snapshot: ValueSetSnapshot,
+        confirmed_at: float | None = None,
+        persist_copy: bool = True,
+    ) -> None:
         if snapshot.size > SHARD_ABOVE and not isinstance(snapshot.members, OverlaySet):
             # A freshly built large set is millions of tracked objects (set and dict tables) that
             # every full collection would traverse again: ~60-90 ms stalls at 1M members, at
@@ -430,6 +466,23 @@ class ValueSetProvider:
         self._metrics.value_set_refreshed(snapshot.name, snapshot.size)
         self._confirm(state, confirmed_at)
         state.loaded.set()
+        if persist_copy and self._snapshot_dir is not None and not state.save_pending:
+            state.save_pending = True
+            self._spawn(self._save_soon(state, self._snapshot_dir))
+
+    async def _save_soon(self, state: _SetState, folder: str) -> None:
+        """Saves the latest version, at most once per SAVE_INTERVAL per set (a delta a second on a
+        million-member set must not mean a 20 MB write a second)."""
+        await asyncio.sleep(max(0.0, state.saved_mono + SAVE_INTERVAL_SECONDS - self._monotonic()))
+        state.save_pending = False
+        state.saved_mono = self._monotonic()
+        snapshot = state.snapshot
+        if snapshot is None:
+            return
+        try:
+            await asyncio.to_thread(persist.save, folder, snapshot, state.confirmed_at)
+        except OSError as error:
+            log.warning("value set %s: cannot save the last good copy: %s", snapshot.name, error)
 
     def _confirm(self, state: _SetState, confirmed_at: float | None = None) -> None:
         now = self._clock()

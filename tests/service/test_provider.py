@@ -250,3 +250,46 @@ async def test_a_large_snapshot_sent_in_parts_arrives_whole(tmp_path, source: So
             await restarted.stop()
     finally:
         await provider.close()
+
+
+async def test_a_restart_with_the_source_down_serves_the_saved_copy_as_stale(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    saved = tmp_path / "snapshots"
+    policy = make_policy(str(tmp_path), source.target, ttl="1s", max_staleness="1h")
+    first = ValueSetProvider(
+        policy,
+        {n: make_fetcher(c) for n, c in policy.sources.items()},
+        SimpleMemoryCache(timeout=None),
+        GatewayMetrics(CollectorRegistry()),
+        snapshot_dir=str(saved),
+    )
+    await first.start(5.0)
+    await until(lambda: (saved / "refunds.reason_codes.json").exists())
+    await first.close()
+    await source.stop()  # the owner is down when the gateway restarts
+
+    registry = CollectorRegistry()
+    second = ValueSetProvider(
+        policy,
+        {n: make_fetcher(c) for n, c in policy.sources.items()},
+        SimpleMemoryCache(timeout=None),
+        GatewayMetrics(registry),
+        snapshot_dir=str(saved),
+        backoff_cap=0.2,
+    )
+    try:
+        missing = await second.start(1.0)
+        assert "refunds.reason_codes" not in missing
+        reading = second.read("refunds.reason_codes")
+        assert reading is not None and reading.stale and "DAMAGED_ITEM" in reading.snapshot.members
+        assert value(registry, "argwatch_value_set_available", set="refunds.reason_codes") == 1
+        assert value(registry, "argwatch_value_set_stale", set="refunds.reason_codes") == 1
+    finally:
+        await second.close()
+
+
+async def test_an_unreadable_saved_copy_is_ignored_with_a_warning(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
+    from argwatch.server.valuesets import persist
+
+    (tmp_path / "s.codes.json").write_text("{not json")
+    assert persist.load(str(tmp_path), "s.codes") is None
+    assert "ignoring the saved copy" in caplog.text
