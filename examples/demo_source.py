@@ -32,9 +32,23 @@ def demo_catalog() -> ValueSetCatalog:
     return catalog
 
 
-async def serve(listen: str) -> None:
+async def churn(catalog: ValueSetCatalog, every: float) -> None:
+    """People join and leave: every `every` seconds one handle is added and the oldest removed (a delta)."""
+    joined = 0
+    while True:
+        await asyncio.sleep(every)
+        current = catalog.get("identity.active_handles")
+        assert current is not None
+        joined += 1
+        handles = [*sorted(current.members)[1:], f"new.hire{joined}"]
+        published = catalog.publish("identity.active_handles", handles)
+        logging.info("identity.active_handles: version %d (new.hire%d joined)", published.version, joined)
+
+
+async def serve(listen: str, churn_every: float) -> None:
+    catalog = demo_catalog()
     server = grpc.aio.server()
-    sources_pb2_grpc.add_ValueSetSourceServicer_to_server(ValueSetSourceServicer(demo_catalog()), server)
+    sources_pb2_grpc.add_ValueSetSourceServicer_to_server(ValueSetSourceServicer(catalog), server)
     health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
     server.add_insecure_port(listen)
     await server.start()
@@ -42,12 +56,17 @@ async def serve(listen: str) -> None:
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
+    churning = asyncio.create_task(churn(catalog, churn_every)) if churn_every > 0 else None
     await stopping.wait()
+    if churning is not None:
+        churning.cancel()
     await server.stop(1.0)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listen", default="127.0.0.1:50061")
+    parser.add_argument("--churn-every", type=float, default=20.0, help="seconds between handle changes (0: none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s demo-source: %(message)s")
-    asyncio.run(serve(parser.parse_args().listen))
+    arguments = parser.parse_args()
+    asyncio.run(serve(arguments.listen, arguments.churn_every))
