@@ -65,7 +65,7 @@ def check_arguments(
         rule = binding.normalisation
         in_set_normalised = normaliser(rule)(value) in snapshot.index_for(rule)
         value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
-        problems.append(_not_in_set(binding, value, snapshot, in_set_normalised))
+        problems.append(_out_of_set(binding, value, snapshot, in_set_normalised))
     return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(used))
 
 
@@ -91,7 +91,7 @@ def as_json_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _not_in_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool) -> Problem:
+def _out_of_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool) -> Problem:
     shape, suggestion = classify_shape(value, snapshot)
     shown = as_json_text(value)
     if suggestion:
@@ -105,7 +105,7 @@ def _not_in_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot
     else:
         message = f"{binding.name}: {shown} is not in {binding.value_set}"
     return Problem(
-        code=ProblemCode.NOT_IN_SET,
+        code=ProblemCode.OUT_OF_SET,
         message=message,
         argument=binding.name,
         value_set=binding.value_set,
@@ -133,7 +133,7 @@ def _replacement(value: str, snapshot: ValueSetSnapshot) -> str:
 
 def _missing(binding: ArgumentBinding) -> Problem:
     return Problem(
-        code=ProblemCode.MISSING_ARGUMENT,
+        code=ProblemCode.MISSING_REQUIRED,
         message=f"{binding.name}: required, missing; expected a value from {binding.value_set}",
         argument=binding.name,
         value_set=binding.value_set,
@@ -153,7 +153,7 @@ def _wrong_type(binding: ArgumentBinding, value: object) -> Problem:
 
 def _unavailable(binding: ArgumentBinding, value: object) -> Problem:
     return Problem(
-        code=ProblemCode.VALUE_SET_UNAVAILABLE,
+        code=ProblemCode.CHECK_UNAVAILABLE,
         message=(f"{binding.name}: {binding.value_set} could not be read and this check fails closed"),
         argument=binding.name,
         value_set=binding.value_set,

@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 class ProblemCode(enum.Enum):
     """What kind of problem; the value is the `code` metric label."""
 
-    NOT_IN_SET = "not_in_set"
+    OUT_OF_SET = "out_of_set"
     WRONG_TYPE = "wrong_type"
-    MISSING_ARGUMENT = "missing_argument"
+    MISSING_REQUIRED = "missing_required"
     MALFORMED_ARGUMENTS = "malformed_arguments"
     UNKNOWN_TOOL = "unknown_tool"
-    VALUE_SET_UNAVAILABLE = "value_set_unavailable"
+    CHECK_UNAVAILABLE = "check_unavailable"
+    UNEXPECTED_ARGUMENT = "unexpected_argument"
+    OUT_OF_RANGE = "out_of_range"
+    NOT_FOUND = "not_found"
+    NOT_OWNED = "not_owned"
+    RULE_FAILED = "rule_failed"
 
 
 class Shape(enum.Enum):

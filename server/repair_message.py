@@ -123,11 +123,11 @@ def build_advice(
     )
 
 
-_OFFERS_VALUES = {ProblemCode.NOT_IN_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_ARGUMENT}
+_OFFERS_VALUES = {ProblemCode.OUT_OF_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED}
 
 
 def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | None) -> str:
-    if problem.code is ProblemCode.NOT_IN_SET:
+    if problem.code is ProblemCode.OUT_OF_SET:
         if problem.shape is Shape.RETIRED:
             note = retirement_note(_unquote(problem.value), snapshot) if snapshot is not None else ""
             return f"{problem.argument}: {problem.value} is no longer a valid value (it was retired{note})."
@@ -139,7 +139,7 @@ def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | Non
         return f"{problem.argument}: {problem.value} is not a valid value."
     if problem.code is ProblemCode.WRONG_TYPE:
         return f"{problem.argument}: expected a string, got {problem.value}."
-    if problem.code is ProblemCode.MISSING_ARGUMENT:
+    if problem.code is ProblemCode.MISSING_REQUIRED:
         return f"{problem.argument}: required, but missing."
     if problem.code is ProblemCode.UNKNOWN_TOOL:
         tools = sorted(policy.tools)

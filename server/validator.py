@@ -141,7 +141,7 @@ class Validator:
             metrics.check_unavailable(label, skipped.value_set)
         for problem in problems:
             metrics.problem(label, problem.argument, problem.code.value)
-            if problem.code is ProblemCode.VALUE_SET_UNAVAILABLE:
+            if problem.code is ProblemCode.CHECK_UNAVAILABLE:
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)

@@ -19,13 +19,9 @@ from argwatch.v1 import gateway_pb2 as pb
 DECISIONS = {Decision.ALLOW: pb.DECISION_ALLOW, Decision.REJECT: pb.DECISION_REJECT}
 MODES = {Mode.OBSERVE: pb.MODE_OBSERVE, Mode.REJECT: pb.MODE_REJECT}
 MODES_FROM_WIRE = {wire: mode for mode, wire in MODES.items()}
-PROBLEM_CODES = {
-    ProblemCode.NOT_IN_SET: pb.PROBLEM_CODE_NOT_IN_SET,
-    ProblemCode.WRONG_TYPE: pb.PROBLEM_CODE_WRONG_TYPE,
-    ProblemCode.MISSING_ARGUMENT: pb.PROBLEM_CODE_MISSING_ARGUMENT,
-    ProblemCode.MALFORMED_ARGUMENTS: pb.PROBLEM_CODE_MALFORMED_ARGUMENTS,
-    ProblemCode.UNKNOWN_TOOL: pb.PROBLEM_CODE_UNKNOWN_TOOL,
-    ProblemCode.VALUE_SET_UNAVAILABLE: pb.PROBLEM_CODE_VALUE_SET_UNAVAILABLE,
+# Every domain code has its wire twin of the same name.
+PROBLEM_CODES: dict[ProblemCode, pb.ProblemCode] = {
+    code: pb.ProblemCode.Value(f"PROBLEM_CODE_{code.name}") for code in ProblemCode
 }
 SHAPES = {
     Shape.NONE: pb.SHAPE_UNSPECIFIED,

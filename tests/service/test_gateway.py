@@ -36,7 +36,7 @@ async def test_observe_mode_allows_an_invented_value_lists_the_problem_and_count
     assert (response.decision, response.mode) == (pb.DECISION_ALLOW, pb.MODE_OBSERVE)
     (problem,) = response.problems
     assert (problem.code, problem.shape, problem.argument) == (
-        pb.PROBLEM_CODE_NOT_IN_SET,
+        pb.PROBLEM_CODE_OUT_OF_SET,
         pb.SHAPE_INVENTED,
         "reason_code",
     )
@@ -56,7 +56,7 @@ async def test_observe_mode_allows_an_invented_value_lists_the_problem_and_count
     )
     assert value(registry, "argwatch_decisions_total", tool="refund_order", mode="observe", decision="allow") == 1
     assert (
-        value(registry, "tool_argument_problems_total", tool="refund_order", argument="reason_code", code="not_in_set")
+        value(registry, "tool_argument_problems_total", tool="refund_order", argument="reason_code", code="out_of_set")
         == 1
     )
     assert value(registry, "tool_argument_repair_started_total", tool="refund_order") == 0
@@ -172,7 +172,7 @@ async def test_past_max_staleness_with_failure_closed_rejects_with_a_problem(
 
     await eventually(failed_closed)
     response = await validate(gateway, request("refund_order", {"reason_code": "DAMAGED_ITEM"}))
-    assert [p.code for p in response.problems] == [pb.PROBLEM_CODE_VALUE_SET_UNAVAILABLE]
+    assert [p.code for p in response.problems] == [pb.PROBLEM_CODE_CHECK_UNAVAILABLE]
 
 
 async def test_a_thousand_invented_tool_names_add_no_metric_series(observe_gateway) -> None:  # type: ignore[no-untyped-def]

@@ -72,7 +72,7 @@ def test_a_member_passes_with_no_problem_and_one_value_check() -> None:
 def test_each_out_of_set_value_gets_its_shape(value: str, shape: Shape, suggestion: str) -> None:
     assert classify_shape(value, snapshot()) == (shape, suggestion)
     (problem,) = check({"reason_code": value}).problems
-    assert problem.code is ProblemCode.NOT_IN_SET
+    assert problem.code is ProblemCode.OUT_OF_SET
     assert problem.shape is shape
     assert problem.suggestion == suggestion
 
@@ -118,7 +118,7 @@ def test_a_non_string_is_a_wrong_type_problem(value: object, described: str) -> 
 
 def test_a_missing_required_argument_is_a_problem_and_an_optional_one_is_not() -> None:
     (problem,) = check({}).problems
-    assert problem.code is ProblemCode.MISSING_ARGUMENT
+    assert problem.code is ProblemCode.MISSING_REQUIRED
     assert problem.argument == "reason_code"
     assert check({}, binding(required=False)).problems == ()
 
@@ -132,10 +132,10 @@ def test_every_problem_is_listed_not_only_the_first() -> None:
         binding("d"),
     )
     assert [(p.argument, p.code) for p in result.problems] == [
-        ("a", ProblemCode.NOT_IN_SET),
+        ("a", ProblemCode.OUT_OF_SET),
         ("b", ProblemCode.WRONG_TYPE),
-        ("c", ProblemCode.MISSING_ARGUMENT),
-        ("d", ProblemCode.MISSING_ARGUMENT),
+        ("c", ProblemCode.MISSING_REQUIRED),
+        ("d", ProblemCode.MISSING_REQUIRED),
     ]
 
 
@@ -149,7 +149,7 @@ def test_an_unavailable_set_fails_open_as_a_skipped_check_not_a_pass() -> None:
 def test_an_unavailable_set_that_fails_closed_is_a_problem() -> None:
     result = check({"reason_code": "DAMAGED_ITEM"}, available=False, failure=Failure.CLOSED)
     (problem,) = result.problems
-    assert problem.code is ProblemCode.VALUE_SET_UNAVAILABLE
+    assert problem.code is ProblemCode.CHECK_UNAVAILABLE
     assert result.skipped == ()
 
 

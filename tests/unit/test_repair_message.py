@@ -26,7 +26,7 @@ BIG = make_snapshot("big", 1, [f"handle-{i:05d}" for i in range(100_000)], recei
 
 def not_in_set(argument: str, value_set: str, value: str, suggestion: str = "") -> Problem:
     return Problem(
-        ProblemCode.NOT_IN_SET,
+        ProblemCode.OUT_OF_SET,
         "m",
         argument,
         value_set,
@@ -81,7 +81,7 @@ def test_a_formatting_slip_puts_the_exact_legal_value_first() -> None:
 def test_every_problem_gets_its_line() -> None:
     advice = advise(
         not_in_set("code", "small", "Z"),
-        Problem(ProblemCode.MISSING_ARGUMENT, "m", "user", "big"),
+        Problem(ProblemCode.MISSING_REQUIRED, "m", "user", "big"),
         Problem(ProblemCode.WRONG_TYPE, "m", "code", "small", value="120"),
     )
     assert "- code: " in advice.message and "- user: required, but missing." in advice.message
@@ -111,7 +111,7 @@ def test_a_retired_value_says_when_and_what_replaced_it() -> None:
         received_at=0.0,
         retirements={"CUSTOMER_UNHAPPY": Retirement(1_790_000_000.0, "OTHER")},
     )
-    problem = Problem(ProblemCode.NOT_IN_SET, "m", "code", "small", Shape.RETIRED, '"CUSTOMER_UNHAPPY"', "OTHER")
+    problem = Problem(ProblemCode.OUT_OF_SET, "m", "code", "small", Shape.RETIRED, '"CUSTOMER_UNHAPPY"', "OTHER")
     advice = build_advice(
         call_id="c",
         tool="t",

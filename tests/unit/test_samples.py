@@ -22,7 +22,7 @@ class _Collect(logging.Handler):
 
 def problem(value: str) -> Problem:
     return Problem(
-        code=ProblemCode.NOT_IN_SET,
+        code=ProblemCode.OUT_OF_SET,
         message="m",
         argument="reason_code",
         value_set="refunds.reason_codes",
@@ -54,7 +54,7 @@ def test_one_in_n_is_sampled_by_the_injected_rng(collected: tuple[logging.Logger
         "tool": "refund_order",
         "argument": "reason_code",
         "set": "refunds.reason_codes",
-        "code": "not_in_set",
+        "code": "out_of_set",
         "shape": "invented",
         "value": '"OTHER"',
         "conversation_id": "conv-1",
