@@ -21,7 +21,8 @@ MODES = {Mode.OBSERVE: pb.MODE_OBSERVE, Mode.REJECT: pb.MODE_REJECT}
 MODES_FROM_WIRE = {wire: mode for mode, wire in MODES.items()}
 # Every domain code has its wire twin of the same name.
 PROBLEM_CODES: dict[ProblemCode, pb.ProblemCode] = {
-    code: pb.ProblemCode.Value(f"PROBLEM_CODE_{code.name}") for code in ProblemCode
+    code: pb.ProblemCode.Value(f"PROBLEM_CODE_{code.name}")  # type: ignore[misc]
+    for code in ProblemCode
 }
 SHAPES = {
     Shape.NONE: pb.SHAPE_UNSPECIFIED,
