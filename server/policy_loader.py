@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 import yaml
+from jsonschema.exceptions import SchemaError
 
 from argwatch.server.durations import parse_duration
 from argwatch.server.policy_model import (
@@ -32,6 +33,8 @@ from argwatch.server.policy_model import (
     ToolPolicy,
     ValueSetConfig,
 )
+from argwatch.server.schema_check import compile_schema, schema_error_location
+from argwatch.server.tool_definitions import DefinitionError, ToolDefinition, read_definitions
 
 T = TypeVar("T")
 
@@ -181,14 +184,17 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     except yaml.YAMLError as error:
         raise PolicyError(path, [PolicyIssue("", f"not valid YAML: {_yaml_error(error)}")]) from None
     reader = _Reader()
-    top = reader.mapping(document, "", {"default_mode", "sources", "value_sets", "tools", "repair", "sampling"})
+    top = reader.mapping(
+        document, "", {"default_mode", "sources", "value_sets", "tools", "tool_definitions", "repair", "sampling"}
+    )
     if not isinstance(document, dict):
         reader.fail("", "expected a mapping with sources, value_sets and tools")
     base = os.path.dirname(os.path.abspath(path))
     sources = _read_sources(reader, top.get("sources"), base)
     value_sets = _read_value_sets(reader, top.get("value_sets"), sources)
     default_mode = reader.value(top, "default_mode", "", _enum(Mode), Mode.OBSERVE)
-    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode)
+    definitions = _read_definitions(reader, top.get("tool_definitions"), base)
+    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions)
     repair = _read_repair(reader, top.get("repair"))
     sampling = _read_sampling(reader, top.get("sampling"))
     if reader.issues:
@@ -266,26 +272,68 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
     return value_sets
 
 
+def _read_definitions(reader: _Reader, node: object, base: str) -> dict[str, ToolDefinition]:
+    """Tool definitions imported as-is from the files listed under tool_definitions."""
+    if node is None:
+        return {}
+    if not isinstance(node, list) or not all(isinstance(item, str) for item in node):
+        reader.fail("tool_definitions", "expected a list of files (MCP tools/list, OpenAI or Anthropic definitions)")
+        return {}
+    found: dict[str, ToolDefinition] = {}
+    for index, file in enumerate(node):
+        try:
+            for definition in read_definitions(os.path.join(base, file)):
+                found[definition.name] = definition
+        except DefinitionError as error:
+            reader.fail(f"tool_definitions[{index}]", str(error))
+    return found
+
+
 def _read_tools(
     reader: _Reader,
     node: object,
     value_sets: Mapping[str, ValueSetConfig],
     default_mode: Mode,
+    definitions: Mapping[str, ToolDefinition],
 ) -> dict[str, ToolPolicy]:
     tools: dict[str, ToolPolicy] = {}
     entries = reader.named_entries(node, "tools")
-    if not entries:
+    if not entries and not definitions:
         reader.fail("tools", "expected at least one tool")
-    for name, entry in entries.items():
+    # Imported tools come first, then policy-only ones; a policy entry layers over its definition.
+    for name in [*definitions, *(name for name in entries if name not in definitions)]:
         path = f"tools.{name}"
-        fields = reader.mapping(entry, path, {"mode", "description", "arguments"})
+        fields = reader.mapping(entries.get(name), path, {"mode", "description", "arguments", "schema"})
+        definition = definitions.get(name)
         mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
-        description = reader.value(fields, "description", path, _string, "")
+        description = reader.value(fields, "description", path, _string, definition.description if definition else "")
         arguments = tuple(
             _read_argument(reader, argument, spec, f"{path}.arguments.{argument}", value_sets)
             for argument, spec in reader.named_entries(fields.get("arguments"), f"{path}.arguments").items()
         )
-        tools[name] = ToolPolicy(name=name, mode=mode, arguments=arguments, description=description)
+        schema = fields.get("schema", definition.schema if definition else None)
+        validator = None
+        if schema is not None:
+            if not isinstance(schema, dict):
+                reader.fail(f"{path}.schema", "expected a JSON Schema (a mapping)")
+                schema = None
+            else:
+                try:
+                    validator = compile_schema(schema)
+                except SchemaError as error:
+                    reader.fail(f"{path}.schema", f"not a valid JSON Schema: {schema_error_location(error)}")
+                    schema = None
+        properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        tools[name] = ToolPolicy(
+            name=name,
+            mode=mode,
+            arguments=arguments,
+            description=description,
+            schema=schema,
+            schema_validator=validator,
+            known_arguments=frozenset(b.name for b in arguments)
+            | frozenset(key for key in properties if isinstance(key, str)),
+        )
     return tools
 
 

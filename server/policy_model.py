@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Mode(enum.Enum):
@@ -66,6 +67,13 @@ class ToolPolicy:
     mode: Mode
     arguments: tuple[ArgumentBinding, ...]
     description: str = ""
+    # The arguments' JSON Schema (draft 2020-12), inline or from imported tool definitions.
+    schema: Mapping[str, Any] | None = None
+    # Its compiled jsonschema validator (read-only after load).
+    schema_validator: Any = field(default=None, compare=False, repr=False)
+    # Argument names the policy knows (bound ones and the schema's properties): only these
+    # become metric labels; any other name the model writes is `_unknown`.
+    known_arguments: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from argwatch.server.policy_model import Failure, Mode, OnStale, Policy
 from argwatch.server.rejections import RejectionLog, fingerprint
 from argwatch.server.repair_message import RepairAdvice, build_advice
 from argwatch.server.samples import SampledValueLog
+from argwatch.server.schema_check import schema_problems
 from argwatch.server.tool_call import ToolCall
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.verdict import Decision, Verdict
@@ -72,7 +73,10 @@ class Validator:
             for name in self._sets_by_tool[tool.name]:  # a loop: a comprehension is a nested call
                 readings[name] = read(name)
             result = check_arguments(tool, call.arguments, readings, self._failures)
-            problems.extend(result.problems)
+            if tool.schema_validator is not None:
+                problems.extend(_merged(schema_problems(tool.schema_validator, call.arguments), result.problems))
+            else:
+                problems.extend(result.problems)
             for reading in result.readings_used:
                 if reading.stale:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
@@ -137,16 +141,33 @@ class Validator:
         if not problems and not result.skipped:
             return
         metrics, label = self._metrics, meters.tool
+        tool = self.policy.tools.get(call.tool)
+        known = tool.known_arguments if tool is not None else frozenset()
         for skipped in result.skipped:
             metrics.check_unavailable(label, skipped.value_set)
         for problem in problems:
-            metrics.problem(label, problem.argument, problem.code.value)
+            metrics.problem(label, _argument_label(problem.argument, known), problem.code.value)
             if problem.code is ProblemCode.CHECK_UNAVAILABLE:
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
         if decision is Decision.REJECT:
             meters.repair_started.inc()
+
+
+def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:
+    """Schema problems, then value-set problems the schema did not already report (one fault, one problem)."""
+    seen = {(problem.code, problem.argument) for problem in schema_found}
+    return [*schema_found, *(problem for problem in set_found if (problem.code, problem.argument) not in seen)]
+
+
+def _argument_label(argument: str, known: frozenset[str]) -> str:
+    """The argument as a metric label: its top-level name if the policy knows it; `_unknown` for a name
+    the model invented (labels never carry model-written text); "" (call-level) stays as it is."""
+    if not argument:
+        return argument
+    top = argument.split("/", 1)[0]
+    return top if top in known else UNKNOWN_LABEL
 
 
 def _unknown_tool(name: str) -> Problem:

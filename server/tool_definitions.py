@@ -1,0 +1,83 @@
+"""Tool definitions as they already exist (MCP tools/list, OpenAI and Anthropic function definitions), read as-is.
+
+Each yields a name, a description and the arguments' JSON Schema; the policy's
+own `tools:` entries layer argwatch's bindings, rules and mode on top.
+Accepted shapes, per entry:
+- MCP:       {"name", "description", "inputSchema"}   (a tools/list result, or its JSON-RPC envelope)
+- OpenAI:    {"type": "function", "function": {"name", "description", "parameters"}}
+             {"type": "function", "name", "description", "parameters"}   (Responses API)
+- Anthropic: {"name", "description", "input_schema"}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    name: str
+    description: str
+    schema: Mapping[str, Any]
+
+
+class DefinitionError(ValueError):
+    """A definitions file that cannot be read; the message names the entry."""
+
+
+def read_definitions(path: str) -> list[ToolDefinition]:
+    """Every tool defined in a JSON or YAML file; raises DefinitionError naming what is wrong."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise DefinitionError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        document = orjson.loads(raw) if path.endswith(".json") else yaml.safe_load(raw)
+    except (orjson.JSONDecodeError, yaml.YAMLError) as error:
+        raise DefinitionError(f"{path}: not valid JSON/YAML: {str(error).splitlines()[0]}") from None
+    return parse_definitions(document, path)
+
+
+def parse_definitions(document: object, origin: str) -> list[ToolDefinition]:
+    entries = _entries(document)
+    if entries is None:
+        raise DefinitionError(
+            f"{origin}: expected an MCP tools/list result or a list of OpenAI/Anthropic tool definitions"
+        )
+    return [_definition(entry, f"{origin}[{index}]") for index, entry in enumerate(entries)]
+
+
+def _entries(document: object) -> list[Any] | None:
+    if isinstance(document, dict):
+        if isinstance(document.get("result"), dict):  # a JSON-RPC response to tools/list
+            document = document["result"]
+        tools = document.get("tools") if isinstance(document, dict) else None
+        return tools if isinstance(tools, list) else None
+    return document if isinstance(document, list) else None
+
+
+def _definition(entry: object, where: str) -> ToolDefinition:
+    if not isinstance(entry, dict):
+        raise DefinitionError(f"{where}: expected a tool definition (a mapping)")
+    if entry.get("type") == "function" and isinstance(entry.get("function"), dict):
+        entry = entry["function"]  # OpenAI Chat Completions
+    assert isinstance(entry, dict)
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise DefinitionError(f"{where}: a tool definition needs a name")
+    for key in ("inputSchema", "input_schema", "parameters"):
+        if key in entry:
+            schema = entry[key]
+            break
+    else:
+        schema = {"type": "object"}  # a tool without arguments
+    if not isinstance(schema, dict):
+        raise DefinitionError(f"{where} ({name}): the arguments' schema must be a JSON object")
+    description = entry.get("description", "")
+    return ToolDefinition(name, description if isinstance(description, str) else "", schema)
