@@ -20,7 +20,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeStore
 from argwatch.server.policy_loader import load_policy
-from argwatch.server.policy_model import FileSourceConfig, Policy, SourceConfig
+from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
+from argwatch.server.records import RecordClient
 from argwatch.server.rejections import RejectionLog
 from argwatch.server.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.servicers.admin import AdminServicer
@@ -60,6 +61,7 @@ class RunningGateway:
     provider: ValueSetProvider
     validator: Validator
     cache: Any
+    record_clients: Mapping[str, RecordClient]
     health: health.aio.HealthServicer
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
@@ -87,6 +89,8 @@ class RunningGateway:
         await self._admin_server.stop(grace)
         await self._server.stop(grace)
         await self.provider.close()
+        for client in self.record_clients.values():
+            await client.close()
         if hasattr(self.cache, "close"):
             await self.cache.close()
         self._metrics_httpd.shutdown()
@@ -130,7 +134,8 @@ async def build_gateway(
     modes = ModeStore(policy, settings.global_mode)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
-    validator = Validator(policy, provider, modes, metrics, samples, RejectionLog(cache, policy.repair))
+    record_clients = _record_clients(policy)
+    validator = Validator(policy, provider, modes, metrics, samples, RejectionLog(cache, policy.repair), record_clients)
 
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server()
@@ -158,6 +163,8 @@ async def build_gateway(
         await server.stop(None)
         await admin_server.stop(None)
         await provider.close()
+        for client in record_clients.values():
+            await client.close()
         raise
 
     for name in ("", GATEWAY_SERVICE):
@@ -191,6 +198,7 @@ async def build_gateway(
         provider=provider,
         validator=validator,
         cache=cache,
+        record_clients=record_clients,
         health=health_servicer,
         _server=server,
         _admin_server=admin_server,
@@ -205,6 +213,20 @@ async def build_gateway(
         running.metrics_port,
     )
     return running
+
+
+def _record_clients(policy: Policy) -> dict[str, RecordClient]:
+    """One RecordSource client per source that records use, caching answers for the shortest record TTL."""
+    ttls: dict[str, float] = {}
+    for tool in policy.tools.values():
+        for record in tool.records:
+            ttls[record.source] = min(ttls.get(record.source, record.ttl_seconds), record.ttl_seconds)
+    clients = {}
+    for source, ttl in ttls.items():
+        config = policy.sources[source]
+        assert isinstance(config, GrpcSourceConfig)  # the policy loader allows only gRPC sources here
+        clients[source] = RecordClient(config, ttl)
+    return clients
 
 
 def _listen(

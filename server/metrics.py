@@ -250,6 +250,12 @@ class GatewayMetrics:
             ["tool", "set"],
             registry=registry,
         )
+        self.rule_errors = Counter(
+            "argwatch_rule_errors",
+            "Rules that could not be evaluated (a missing field, a type mismatch): a check that did not run.",
+            ["tool", "rule"],
+            registry=registry,
+        )
         self.stale_downgrades = Counter(
             "argwatch_stale_downgrades",
             "Calls judged in observe mode instead of reject because a set was stale and on_stale is observe.",
@@ -301,6 +307,9 @@ class GatewayMetrics:
 
     def check_stale(self, tool: str, value_set: str) -> None:
         self._child(self.stale_checks, tool, value_set).inc()
+
+    def rule_error(self, tool: str, rule: str) -> None:
+        self._child(self.rule_errors, tool, rule).inc()
 
     def stale_downgrade(self, tool: str, value_set: str) -> None:
         self._child(self.stale_downgrades, tool, value_set).inc()

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+import cel
 import yaml
 from jsonschema.exceptions import SchemaError
 
@@ -27,7 +29,9 @@ from argwatch.server.policy_model import (
     Normalisation,
     OnStale,
     Policy,
+    RecordBinding,
     RepairConfig,
+    Rule,
     SamplingConfig,
     SourceConfig,
     ToolPolicy,
@@ -194,7 +198,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     value_sets = _read_value_sets(reader, top.get("value_sets"), sources)
     default_mode = reader.value(top, "default_mode", "", _enum(Mode), Mode.OBSERVE)
     definitions = _read_definitions(reader, top.get("tool_definitions"), base)
-    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions)
+    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources)
     repair = _read_repair(reader, top.get("repair"))
     sampling = _read_sampling(reader, top.get("sampling"))
     if reader.issues:
@@ -295,6 +299,7 @@ def _read_tools(
     value_sets: Mapping[str, ValueSetConfig],
     default_mode: Mode,
     definitions: Mapping[str, ToolDefinition],
+    sources: Mapping[str, SourceConfig],
 ) -> dict[str, ToolPolicy]:
     tools: dict[str, ToolPolicy] = {}
     entries = reader.named_entries(node, "tools")
@@ -303,7 +308,9 @@ def _read_tools(
     # Imported tools come first, then policy-only ones; a policy entry layers over its definition.
     for name in [*definitions, *(name for name in entries if name not in definitions)]:
         path = f"tools.{name}"
-        fields = reader.mapping(entries.get(name), path, {"mode", "description", "arguments", "schema"})
+        fields = reader.mapping(
+            entries.get(name), path, {"mode", "description", "arguments", "schema", "records", "rules"}
+        )
         definition = definitions.get(name)
         mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
         description = reader.value(fields, "description", path, _string, definition.description if definition else "")
@@ -324,6 +331,11 @@ def _read_tools(
                     reader.fail(f"{path}.schema", f"not a valid JSON Schema: {schema_error_location(error)}")
                     schema = None
         properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        records = tuple(
+            _read_record(reader, record, spec, f"{path}.records.{record}", sources)
+            for record, spec in reader.named_entries(fields.get("records"), f"{path}.records").items()
+        )
+        rules = _read_rules(reader, fields.get("rules"), f"{path}.rules", {r.name for r in records})
         tools[name] = ToolPolicy(
             name=name,
             mode=mode,
@@ -331,10 +343,82 @@ def _read_tools(
             description=description,
             schema=schema,
             schema_validator=validator,
+            records=records,
+            rules=rules,
             known_arguments=frozenset(b.name for b in arguments)
             | frozenset(key for key in properties if isinstance(key, str)),
         )
     return tools
+
+
+def _read_record(
+    reader: _Reader, name: str, node: object, path: str, sources: Mapping[str, SourceConfig]
+) -> RecordBinding:
+    fields = reader.mapping(node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl"})
+    source = reader.required_str(fields, "source", path)
+    if source and not isinstance(sources.get(source), GrpcSourceConfig):
+        grpc_sources = ", ".join(n for n, c in sources.items() if isinstance(c, GrpcSourceConfig)) or "none"
+        reader.fail(
+            f"{path}.source", f"expected a gRPC source (a RecordSource), got {source!r}; gRPC sources: {grpc_sources}"
+        )
+    return RecordBinding(
+        name=name,
+        source=source,
+        kind=reader.required_str(fields, "kind", path),
+        id_argument=reader.required_str(fields, "id_argument", path),
+        owner_attribute=reader.value(fields, "owner", path, _string, ""),
+        failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
+        lookup_tool=reader.value(fields, "lookup_tool", path, _string, ""),
+        ttl_seconds=reader.value(fields, "ttl", path, parse_duration, 30.0),
+    )
+
+
+_RULE_CODES = ("rule_failed", "out_of_range", "not_owned")
+_RECORD_REFERENCE = re.compile(r"\brecord\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> tuple[Rule, ...]:
+    if node is None:
+        return ()
+    if not isinstance(node, list):
+        reader.fail(path, "expected a list of rules ({name, expr, message, argument, code})")
+        return ()
+    rules = []
+    for index, entry in enumerate(node):
+        where = f"{path}[{index}]"
+        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code"})
+        expression = reader.required_str(fields, "expr", where)
+        code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
+        program = None
+        if expression:
+            try:
+                program = cel.compile(expression)
+            except ValueError as error:
+                reader.fail(f"{where}.expr", f"not a valid CEL expression: {error}")
+        referenced = frozenset(_RECORD_REFERENCE.findall(expression))
+        for unknown in sorted(referenced - records):
+            reader.fail(f"{where}.expr", f"refers to record.{unknown}, which this tool's records do not define")
+        rules.append(
+            Rule(
+                name=reader.value(fields, "name", where, _string, f"rule{index + 1}"),
+                expression=expression,
+                message=reader.value(fields, "message", where, _string, f"rule failed: {expression}"),
+                argument=reader.value(fields, "argument", where, _string, ""),
+                code=code,
+                program=program,
+                records=referenced,
+            )
+        )
+    return tuple(rules)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
+    def convert(value: object) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    return convert
 
 
 def _read_argument(

@@ -60,6 +60,36 @@ class ArgumentBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordBinding:
+    """A record the tool's call names, looked up in the system of record; `record.<name>` in rules."""
+
+    name: str
+    source: str  # a gRPC source implementing argwatch.v1.RecordSource
+    kind: str  # the RecordSource kind ("order")
+    id_argument: str  # the argument holding the id
+    # A record attribute that must equal the session's customer id (NOT_OWNED otherwise); "" for none.
+    owner_attribute: str = ""
+    failure: Failure = Failure.OPEN
+    # The tool the model should call to find a real id, named in repair messages.
+    lookup_tool: str = ""
+    ttl_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A CEL expression over args, record and session that must hold."""
+
+    name: str
+    expression: str
+    message: str  # a template: {args.amount_cents}, {record.order.paid_cents}, {session.customer_id}
+    argument: str  # the argument a failure is reported on
+    code: str  # out_of_range, not_owned or rule_failed
+    program: Any = field(default=None, compare=False, repr=False)  # compiled once, at load
+    # The record bindings it reads: it runs only when all of them were found.
+    records: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class ToolPolicy:
     """The policy of one tool."""
 
@@ -74,6 +104,8 @@ class ToolPolicy:
     # Argument names the policy knows (bound ones and the schema's properties): only these
     # become metric labels; any other name the model writes is `_unknown`.
     known_arguments: frozenset[str] = frozenset()
+    records: tuple[RecordBinding, ...] = ()
+    rules: tuple[Rule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ from argwatch.server.checker import as_json_text, check_arguments
 from argwatch.server.findings import CheckResult, Problem, ProblemCode
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
-from argwatch.server.policy_model import Failure, Mode, OnStale, Policy
+from argwatch.server.policy_model import Failure, Mode, OnStale, Policy, ToolPolicy
+from argwatch.server.record_checks import check_records, check_rules
+from argwatch.server.records import RecordClient
 from argwatch.server.rejections import RejectionLog, fingerprint
 from argwatch.server.repair_message import RepairAdvice, build_advice
 from argwatch.server.samples import SampledValueLog
@@ -36,6 +38,7 @@ class Validator:
         metrics: GatewayMetrics,
         samples: SampledValueLog,
         rejections: RejectionLog,
+        record_clients: Mapping[str, RecordClient] | None = None,
     ) -> None:
         self.policy = policy
         self._provider = provider
@@ -43,6 +46,7 @@ class Validator:
         self._metrics = metrics
         self._samples = samples
         self._rejections = rejections
+        self._record_clients = record_clients or {}
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
@@ -56,7 +60,8 @@ class Validator:
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
 
-    async def validate(self, call: ToolCall) -> Verdict:
+    async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
+        """The verdict on `call`; `deadline` is the seconds the caller has left (bounds record look-ups)."""
         tool = self.policy.tools.get(call.tool)
         meters = self._meters[call.tool] if tool is not None else self._unknown_meters
         mode = self._modes.mode_for(call.tool)
@@ -77,6 +82,8 @@ class Validator:
                 problems.extend(_merged(schema_problems(tool.schema_validator, call.arguments), result.problems))
             else:
                 problems.extend(result.problems)
+            if tool.records or tool.rules:
+                result = await self._against_records(tool, call, deadline, problems, result)
             for reading in result.readings_used:
                 if reading.stale:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
@@ -100,6 +107,23 @@ class Validator:
             self.policy.version,
             downgraded,
         )
+
+    async def _against_records(
+        self, tool: ToolPolicy, call: ToolCall, deadline: float | None, problems: list[Problem], result: CheckResult
+    ) -> CheckResult:
+        """Existence, ownership and rules; adds problems, and returns `result` with skipped record checks added."""
+        assert call.arguments is not None
+        records = await check_records(tool, call.arguments, call.customer_id, self._record_clients, deadline)
+        problems.extend(records.problems)
+        rules = check_rules(
+            tool, call.arguments, records.found, {"customer_id": call.customer_id, "tenant": call.tenant}
+        )
+        problems.extend(rules.problems)
+        for rule in rules.errors:
+            self._metrics.rule_error(tool.name, rule)
+        if not records.skipped:
+            return result
+        return result._replace(skipped=(*result.skipped, *records.skipped))
 
     def _stale(self, label: str, value_set: str, mode: Mode, downgraded: bool) -> tuple[Mode, bool]:
         """Counts a check against a stale set; with on_stale: observe, a rejecting call is judged in observe."""

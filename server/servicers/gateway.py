@@ -20,7 +20,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Validate(
         self, request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext
     ) -> gateway_pb2.ValidateResponse:
-        verdict = await self._validator.validate(wire.call_from_request(request))
+        verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
         return wire.verdict_to_response(verdict)
 
     async def ValidateStream(

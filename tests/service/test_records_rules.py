@@ -1,0 +1,156 @@
+"""Records and rules over real gRPC: fabricated ids, another customer's order, a cents field, a source down."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import grpc
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.app import RunningGateway, build_gateway
+from argwatch.server.policy_loader import PolicyError, load_policy, parse_policy
+from argwatch.server.servicers.record_source import RecordStore
+from argwatch.v1 import gateway_pb2 as pb
+from argwatch.v1 import sources_pb2_grpc
+from tests.conftest import loopback_settings
+from tests.service.helpers import gateway_stub, value
+
+ORDERS = {
+    ("order", "ord_1"): {"customer_id": "cus_A", "paid_cents": 4500},
+    ("order", "ord_2"): {"customer_id": "cus_B", "paid_cents": 120},
+}
+
+
+def policy_yaml(record_target: str, failure: str) -> str:
+    return f"""
+sources:
+  orders_db: {{grpc: {{target: "{record_target}", timeout: 300ms}}}}
+  local: {{file: sets.yaml}}
+value_sets: {{refunds.reason_codes: {{source: local}}}}
+tools:
+  refund_order:
+    mode: reject
+    arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}
+    records:
+      order: {{source: orders_db, kind: order, id_argument: order_id, owner: customer_id,
+               failure: {failure}, lookup_tool: search_orders}}
+    rules:
+      - name: not_above_paid
+        expr: args.amount_cents <= record.order.paid_cents
+        message: >-
+          amount_cents {{args.amount_cents}} is above the
+          {{record.order.paid_cents}} cents paid for {{args.order_id}}
+        argument: amount_cents
+        code: out_of_range
+"""
+
+
+Start = Callable[..., Awaitable[RunningGateway]]
+
+
+@pytest.fixture
+async def start(tmp_path) -> AsyncIterator[Start]:  # type: ignore[no-untyped-def]
+    store = RecordStore(ORDERS)
+    server = grpc.aio.server()
+    sources_pb2_grpc.add_RecordSourceServicer_to_server(store, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    gateways: list[RunningGateway] = []
+
+    async def begin(failure: str = "open", source_up: bool = True) -> RunningGateway:
+        if not source_up:
+            await server.stop(0)
+        (tmp_path / "sets.yaml").write_text("refunds.reason_codes: {version: 1, members: [DAMAGED_ITEM]}\n")
+        (tmp_path / "policy.yaml").write_text(policy_yaml(f"127.0.0.1:{port}", failure))
+        policy = load_policy(str(tmp_path / "policy.yaml"))
+        gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+        gateways.append(gateway)
+        return gateway
+
+    yield begin
+    for gateway in gateways:
+        await gateway.stop(0)
+    await server.stop(0)
+
+
+async def call(gateway: RunningGateway, args: dict[str, object], customer: str = "cus_A") -> pb.ValidateResponse:
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        response: pb.ValidateResponse = await stub.Validate(
+            pb.ValidateRequest(
+                tool="refund_order", arguments_json=orjson.dumps(args), session=pb.Session(customer_id=customer)
+            ),
+            timeout=5,
+        )
+        return response
+
+
+def found(response: pb.ValidateResponse) -> list[tuple[int, str]]:
+    return [(p.code, p.argument) for p in response.problems]
+
+
+async def test_a_call_that_passes_everything(start: Start) -> None:
+    gateway = await start()
+    response = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 4500})
+    assert response.decision == pb.DECISION_ALLOW and found(response) == []
+
+
+async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_one(start: Start) -> None:
+    gateway = await start()
+    response = await call(gateway, {"order_id": "ord_999", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    assert found(response) == [(pb.PROBLEM_CODE_NOT_FOUND, "order_id")]
+    assert "look it up first with search_orders" in response.problems[0].message
+
+
+async def test_a_real_order_of_another_customer_is_not_owned(start: Start) -> None:
+    gateway = await start()
+    response = await call(gateway, {"order_id": "ord_2", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    assert found(response) == [(pb.PROBLEM_CODE_NOT_OWNED, "order_id")]
+
+
+async def test_an_amount_above_what_was_paid_is_caught_by_a_rule_against_the_record(start: Start) -> None:
+    gateway = await start()
+    response = await call(
+        gateway, {"order_id": "ord_2", "reason_code": "DAMAGED_ITEM", "amount_cents": 12000}, customer="cus_B"
+    )
+    assert found(response) == [(pb.PROBLEM_CODE_OUT_OF_RANGE, "amount_cents")]
+    assert response.problems[0].message == "amount_cents: amount_cents 12000 is above the 120 cents paid for ord_2"
+
+
+async def test_a_record_source_down_fails_open_where_the_policy_says_open(start: Start) -> None:
+    gateway = await start(failure="open", source_up=False)
+    response = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    assert response.decision == pb.DECISION_ALLOW and found(response) == []
+    assert [(s.argument, s.value_set) for s in response.skipped] == [("order_id", "record.order")]
+    assert (
+        value(gateway.registry, "tool_argument_check_unavailable_total", tool="refund_order", set="record.order") == 1
+    )
+
+
+async def test_a_record_source_down_rejects_where_the_policy_says_closed(start: Start) -> None:
+    gateway = await start(failure="closed", source_up=False)
+    response = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    assert response.decision == pb.DECISION_REJECT
+    assert found(response) == [(pb.PROBLEM_CODE_CHECK_UNAVAILABLE, "order_id")]
+
+
+def test_a_bad_rule_is_a_load_error_with_its_location() -> None:
+    with pytest.raises(PolicyError) as raised:
+        parse_policy(
+            b"""
+sources: {db: {grpc: {target: "127.0.0.1:1"}}}
+tools:
+  t:
+    records: {order: {source: db, kind: order, id_argument: order_id}}
+    rules:
+      - {expr: "args.amount <= ", argument: amount}
+      - {expr: "record.invoice.total > 0"}
+""",
+            "/p.yaml",
+        )
+    messages = [f"{issue.path}: {issue.message}" for issue in raised.value.issues]
+    assert messages[0].startswith("tools.t.rules[0].expr: not a valid CEL expression:")
+    assert "1:16" in messages[0]  # CEL's own line:column
+    assert messages[1] == "tools.t.rules[1].expr: refers to record.invoice, which this tool's records do not define"
