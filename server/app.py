@@ -23,6 +23,7 @@ from argwatch.server.policy_loader import load_policy
 from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
 from argwatch.server.records import RecordClient
 from argwatch.server.rejections import RejectionLog
+from argwatch.server.repair_tracker import RepairTracker
 from argwatch.server.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer
@@ -62,6 +63,7 @@ class RunningGateway:
     validator: Validator
     cache: Any
     record_clients: Mapping[str, RecordClient]
+    repairs: RepairTracker
     health: health.aio.HealthServicer
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
@@ -89,6 +91,7 @@ class RunningGateway:
         await self._admin_server.stop(grace)
         await self._server.stop(grace)
         await self.provider.close()
+        await self.repairs.close()
         for client in self.record_clients.values():
             await client.close()
         if hasattr(self.cache, "close"):
@@ -135,7 +138,10 @@ async def build_gateway(
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
     record_clients = _record_clients(policy)
-    validator = Validator(policy, provider, modes, metrics, samples, RejectionLog(cache, policy.repair), record_clients)
+    repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
+    validator = Validator(
+        policy, provider, modes, metrics, samples, RejectionLog(cache, policy.repair), record_clients, repairs
+    )
 
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server()
@@ -185,6 +191,7 @@ async def build_gateway(
         )
     else:
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
+    repairs.start()
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
@@ -199,6 +206,7 @@ async def build_gateway(
         validator=validator,
         cache=cache,
         record_clients=record_clients,
+        repairs=repairs,
         health=health_servicer,
         _server=server,
         _admin_server=admin_server,

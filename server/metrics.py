@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -196,6 +196,25 @@ class GatewayMetrics:
             ["tool"],
             registry=registry,
         )
+        self.repair_succeeded_total = Counter(
+            "tool_argument_repair_succeeded",
+            "Repairs that worked: after a rejection, a later call of the same tool in the same conversation passed.",
+            ["tool"],
+            registry=registry,
+        )
+        self.repair_abandoned_total = Counter(
+            "tool_argument_repair_abandoned",
+            "Repairs never completed: no passing call of the tool in the conversation within repair.remember.",
+            ["tool"],
+            registry=registry,
+        )
+        self.repair_attempts = Histogram(
+            "tool_argument_repair_attempts",
+            "Rejected attempts a successful repair took.",
+            ["tool"],
+            buckets=(1, 2, 3, 5, 8),
+            registry=registry,
+        )
         self.decisions = _TallyFamily(
             "argwatch_decisions",
             "Verdicts, by the mode applied and the decision.",
@@ -307,6 +326,13 @@ class GatewayMetrics:
 
     def check_stale(self, tool: str, value_set: str) -> None:
         self._child(self.stale_checks, tool, value_set).inc()
+
+    def repair_succeeded(self, tool: str, attempts: int) -> None:
+        self._child(self.repair_succeeded_total, tool).inc()
+        self._child(self.repair_attempts, tool).observe(attempts)
+
+    def repair_abandoned(self, tool: str) -> None:
+        self._child(self.repair_abandoned_total, tool).inc()
 
     def rule_error(self, tool: str, rule: str) -> None:
         self._child(self.rule_errors, tool, rule).inc()

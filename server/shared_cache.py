@@ -89,6 +89,15 @@ class SharedCache:
         return True
 
     @property
+    def remote_configured(self) -> bool:
+        return self._remote is not None
+
+    async def delete(self, key: str) -> None:
+        await self._local.delete(key)
+        if self.remote_healthy:
+            await self._remote_call("delete", key)
+
+    @property
     def remote_healthy(self) -> bool:
         return self._remote is not None and self._monotonic() >= self._skip_until
 

@@ -18,6 +18,7 @@ from argwatch.server.record_checks import check_records, check_rules
 from argwatch.server.records import RecordClient
 from argwatch.server.rejections import RejectionLog, fingerprint
 from argwatch.server.repair_message import RepairAdvice, build_advice
+from argwatch.server.repair_tracker import RepairTracker
 from argwatch.server.samples import SampledValueLog
 from argwatch.server.schema_check import schema_problems
 from argwatch.server.tool_call import ToolCall
@@ -39,6 +40,7 @@ class Validator:
         samples: SampledValueLog,
         rejections: RejectionLog,
         record_clients: Mapping[str, RecordClient] | None = None,
+        repairs: RepairTracker | None = None,
     ) -> None:
         self.policy = policy
         self._provider = provider
@@ -47,6 +49,7 @@ class Validator:
         self._samples = samples
         self._rejections = rejections
         self._record_clients = record_clients or {}
+        self._repairs = repairs
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
@@ -89,14 +92,20 @@ class Validator:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call)
+        give_up, attempt = False, 0
         if decision is Decision.REJECT:
-            await self._rejections.record(
+            rejected = await self._rejections.record(
                 call_id=call.call_id,
                 tool=call.tool,
                 conversation_id=call.conversation_id,
                 problems=tuple(problems),
                 call_fingerprint=fingerprint(call.tool, call.arguments, call.raw_arguments),
             )
+            give_up, attempt = bool(rejected.give_up_reason), rejected.attempt
+            if self._repairs is not None and tool is not None:
+                await self._repairs.rejected(call.conversation_id, call.tool, meters.tool, attempt)
+        elif not problems and tool is not None and self._repairs is not None:
+            await self._repairs.passed(call.conversation_id, call.tool)
         return Verdict(
             call.call_id,
             decision,
@@ -106,6 +115,8 @@ class Validator:
             result.readings_used,
             self.policy.version,
             downgraded,
+            give_up,
+            attempt,
         )
 
     async def _against_records(

@@ -29,3 +29,5 @@ class Verdict(NamedTuple):
     policy_version: str
     # Reject mode judged as observe because a set it needed was stale (on_stale: observe).
     downgraded_by_staleness: bool = False
+    give_up: bool = False  # a rejected call that should not be retried
+    repair_attempt: int = 0  # which rejected attempt in the conversation (0: allowed)

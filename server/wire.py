@@ -90,6 +90,8 @@ def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
         mode=MODES[verdict.mode],
         policy_version=verdict.policy_version,
         downgraded_by_staleness=verdict.downgraded_by_staleness,
+        give_up=verdict.give_up,
+        repair_attempt=verdict.repair_attempt,
     )
     if verdict.problems:
         response.problems.extend([problem_to_wire(p) for p in verdict.problems])
