@@ -28,6 +28,7 @@ from argwatch.server.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer
 from argwatch.server.settings import Settings
+from argwatch.server.shape_report import ShapeWindows
 from argwatch.server.shared_cache import SharedCache, redis_from_url
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.file_source import FileSetFetcher
@@ -64,6 +65,7 @@ class RunningGateway:
     cache: Any
     record_clients: Mapping[str, RecordClient]
     repairs: RepairTracker
+    shapes: ShapeWindows
     health: health.aio.HealthServicer
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
@@ -92,6 +94,7 @@ class RunningGateway:
         await self._server.stop(grace)
         await self.provider.close()
         await self.repairs.close()
+        await self.shapes.close()
         for client in self.record_clients.values():
             await client.close()
         if hasattr(self.cache, "close"):
@@ -139,6 +142,7 @@ async def build_gateway(
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
     record_clients = _record_clients(policy)
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
+    shapes = ShapeWindows(metrics)
     validator = Validator(
         policy, provider, modes, metrics, samples, RejectionLog(cache, policy.repair), record_clients, repairs
     )
@@ -161,6 +165,8 @@ async def build_gateway(
                 modes=modes,
                 metrics=metrics,
                 provider=provider,
+                policy=policy,
+                shapes=shapes,
                 clock=clock,
             ),
         )
@@ -192,6 +198,7 @@ async def build_gateway(
     else:
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     repairs.start()
+    shapes.start()
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
@@ -207,6 +214,7 @@ async def build_gateway(
         cache=cache,
         record_clients=record_clients,
         repairs=repairs,
+        shapes=shapes,
         health=health_servicer,
         _server=server,
         _admin_server=admin_server,

@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from argwatch.server.durations import parse_duration
 from argwatch.server.policy_loader import PolicyError, load_policy
 from argwatch.server.settings import Settings, add_serve_arguments, settings_from
 
@@ -34,7 +35,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between lines")
     watch.add_argument("--count", type=int, default=0, help="stop after this many lines (0: never)")
 
+    report = commands.add_parser("report", help="the mismatch-shape report (from the Admin API or a sampled log)")
+    source = report.add_mutually_exclusive_group(required=True)
+    source.add_argument("--admin", help="a gateway's Admin API HOST:PORT")
+    source.add_argument("--samples", help="a sampled-value log file (JSON lines)")
+    report.add_argument("--window", default="0", help="with --admin: 15m, 1h (0: since start)")
+
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return _report(parser, args)
     if args.command == "policy":
         return _check_policy(args.file)
     if args.command == "watch":
@@ -46,6 +55,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     return _serve(settings)
+
+
+def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from argwatch.tui.report import report_from_admin, report_from_samples
+
+    if args.samples:
+        try:
+            return report_from_samples(args.samples)
+        except OSError as error:
+            print(f"argwatch report: cannot read {args.samples}: {error.strerror}", file=sys.stderr)
+            return 1
+    try:
+        window = 0 if args.window in ("0", "") else int(parse_duration(args.window))
+    except ValueError as error:
+        parser.error(f"--window: {error}")
+    return asyncio.run(report_from_admin(args.admin, window))
 
 
 def _check_policy(path: str) -> int:

@@ -196,6 +196,12 @@ class GatewayMetrics:
             ["tool"],
             registry=registry,
         )
+        self.mismatch_shapes = Counter(
+            "tool_argument_mismatch_shape",
+            "Out-of-set values by why they missed: case, separator, retired, invented.",
+            ["tool", "argument", "shape"],
+            registry=registry,
+        )
         self.repair_succeeded_total = Counter(
             "tool_argument_repair_succeeded",
             "Repairs that worked: after a rejection, a later call of the same tool in the same conversation passed.",
@@ -326,6 +332,28 @@ class GatewayMetrics:
 
     def check_stale(self, tool: str, value_set: str) -> None:
         self._child(self.stale_checks, tool, value_set).inc()
+
+    def mismatch_shape(self, tool: str, argument: str, shape: str) -> None:
+        self._child(self.mismatch_shapes, tool, argument, shape).inc()
+
+    def shape_counts(self) -> dict[tuple[str, str, str], float]:
+        """Cumulative counts for the shape report: (tool, argument, key) -> count, where key is
+        "checks", "out_of_set", "out_of_set_normalised" or "shape:<shape>"."""
+        counts: dict[tuple[str, str, str], float] = {}
+
+        def add(key: tuple[str, str, str], amount: float) -> None:
+            counts[key] = counts.get(key, 0.0) + amount
+
+        for sample in _samples(self.value_checks):
+            tool, argument = sample.labels["tool"], sample.labels["argument"]
+            add((tool, argument, "checks"), sample.value)
+            if sample.labels["in_set"] == "false":
+                add((tool, argument, "out_of_set"), sample.value)
+            if sample.labels["in_set_normalised"] == "false":
+                add((tool, argument, "out_of_set_normalised"), sample.value)
+        for sample in _samples(self.mismatch_shapes):
+            add((sample.labels["tool"], sample.labels["argument"], "shape:" + sample.labels["shape"]), sample.value)
+        return counts
 
     def repair_succeeded(self, tool: str, attempts: int) -> None:
         self._child(self.repair_succeeded_total, tool).inc()

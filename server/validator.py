@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from argwatch.server.checker import as_json_text, check_arguments
-from argwatch.server.findings import CheckResult, Problem, ProblemCode
+from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
 from argwatch.server.policy_model import Failure, Mode, OnStale, Policy, ToolPolicy
@@ -181,7 +181,10 @@ class Validator:
         for skipped in result.skipped:
             metrics.check_unavailable(label, skipped.value_set)
         for problem in problems:
-            metrics.problem(label, _argument_label(problem.argument, known), problem.code.value)
+            argument = _argument_label(problem.argument, known)
+            metrics.problem(label, argument, problem.code.value)
+            if problem.shape is not Shape.NONE:
+                metrics.mismatch_shape(label, argument, problem.shape.value)
             if problem.code is ProblemCode.CHECK_UNAVAILABLE:
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:

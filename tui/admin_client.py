@@ -21,5 +21,11 @@ class AdminClient:
         )
         return response
 
+    async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse:
+        response: admin_pb2.GetShapeReportResponse = await self._stub.GetShapeReport(
+            admin_pb2.GetShapeReportRequest(window_seconds=window_seconds), timeout=self._timeout
+        )
+        return response
+
     async def close(self) -> None:
         await self._channel.close()

@@ -10,6 +10,8 @@ import grpc
 from argwatch.server import wire
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeStore
+from argwatch.server.policy_model import Policy
+from argwatch.server.shape_report import ShapeWindows, rows_from_counts
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
@@ -25,6 +27,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         modes: ModeStore,
         metrics: GatewayMetrics,
         provider: ValueSetProvider,
+        policy: Policy,
+        shapes: ShapeWindows,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._replica_id = replica_id
@@ -32,6 +36,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._modes = modes
         self._metrics = metrics
         self._provider = provider
+        self._policy = policy
+        self._shapes = shapes
         self._clock = clock
 
     async def GetStatus(
@@ -63,6 +69,30 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 status.members = state.snapshot.size
                 status.age_seconds = state.age_seconds
                 status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
+        return response
+
+    async def GetShapeReport(
+        self, request: admin_pb2.GetShapeReportRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.GetShapeReportResponse:
+        counts, covered = self._shapes.window(request.window_seconds)
+        response = admin_pb2.GetShapeReportResponse(
+            window_seconds=request.window_seconds,
+            covered_seconds=int(covered),
+            taken_at=wire.timestamp(self._clock()),
+        )
+        for row in rows_from_counts(self._policy, counts):
+            out = response.rows.add(
+                tool=row.tool,
+                argument=row.argument,
+                value_set=row.value_set,
+                checks=row.checks,
+                out_of_set=row.out_of_set,
+                out_of_set_rate=row.out_of_set_rate,
+                out_of_set_normalised=row.out_of_set_normalised,
+                out_of_set_normalised_rate=row.out_of_set_normalised_rate,
+            )
+            for shape, count, share in row.shapes:
+                out.shapes.add(shape=shape, count=count, share=share)
         return response
 
 
