@@ -10,7 +10,7 @@ import grpc
 from argwatch.server import wire
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeStore
-from argwatch.server.policy_model import Policy
+from argwatch.server.policy_model import Failure, Policy
 from argwatch.server.shape_report import ShapeWindows, rows_from_counts
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -52,7 +52,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             taken_at=wire.timestamp(self._clock()),
         )
         for tool, mode in self._modes.tool_modes().items():
-            response.tools.append(_tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals())))
+            tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
+            tool_status.checks.extend(self._check_policies(tool))
+            response.tools.append(tool_status)
         if UNKNOWN_LABEL in totals:
             response.tools.append(_tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL]))
         for state in self._provider.statuses():
@@ -70,6 +72,26 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 status.age_seconds = state.age_seconds
                 status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
         return response
+
+    def _check_policies(self, tool_name: str) -> list[admin_pb2.CheckPolicy]:
+        tool = self._policy.tools[tool_name]
+        checks = [
+            admin_pb2.CheckPolicy(
+                check=f"set:{binding.value_set}",
+                argument=binding.name,
+                fails_closed=self._policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+            )
+            for binding in tool.arguments
+        ]
+        checks += [
+            admin_pb2.CheckPolicy(
+                check=f"record:{record.name}",
+                argument=record.id_argument,
+                fails_closed=record.failure is Failure.CLOSED,
+            )
+            for record in tool.records
+        ]
+        return checks
 
     async def GetShapeReport(
         self, request: admin_pb2.GetShapeReportRequest, context: grpc.aio.ServicerContext

@@ -32,6 +32,9 @@ async def test_admin_status_reports_modes_counts_and_value_sets(gateway_factory:
     assert (refund.calls, refund.allowed, refund.rejected) == (3, 1, 2)
     assert (refund.value_checks, refund.out_of_set, refund.out_of_set_normalised) == (3, 2, 1)
     assert tools["_unknown"].calls == 1
+    assert [(c.check, c.argument, c.fails_closed) for c in refund.checks] == [
+        ("set:refunds.reason_codes", "reason_code", False)
+    ]
     sets = {s.name: s for s in status.value_sets}
     assert sets["refunds.reason_codes"].available
     assert (sets["refunds.reason_codes"].version, sets["refunds.reason_codes"].members) == (1, 4)
