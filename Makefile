@@ -42,6 +42,9 @@ test: system-deps $(VENV)/.installed typecheck
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/validate.py
+	$(BIN)/python bench/validate.py --gate
+	$(BIN)/python bench/gate.py
+	$(BIN)/python bench/refresh.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

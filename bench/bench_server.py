@@ -68,7 +68,13 @@ def _wait_for_eof(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> N
     loop.call_soon_threadsafe(stopping.set)
 
 
-async def main(policy: str) -> None:
+async def main(policy: str, gate: bool) -> None:
+    records = None
+    if gate:  # the full gate: the policy is written for a record source started here
+        from gate_policy import start_records, write_policy
+
+        records, port = await start_records()
+        policy = write_policy(port)
     settings = Settings(
         policy=policy,
         listen="127.0.0.1:0",
@@ -87,9 +93,13 @@ async def main(policy: str) -> None:
     threading.Thread(target=_wait_for_eof, args=(loop, stopping), daemon=True).start()
     await stopping.wait()
     await gateway.stop(1.0)
+    if records is not None:
+        await records.stop(0)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--policy", required=True)
-    asyncio.run(main(parser.parse_args().policy))
+    parser.add_argument("--gate", action="store_true", help="the full gate: schema, record look-up, CEL rules")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.policy, arguments.gate))

@@ -152,9 +152,10 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(gate: bool = False) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "bench_server.py"), "--policy", os.path.join(HERE, "policy.yaml")],
+        [sys.executable, os.path.join(HERE, "bench_server.py"), "--policy", os.path.join(HERE, "policy.yaml")]
+        + (["--gate"] if gate else []),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -174,6 +175,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument(
+        "--gate",
+        action="store_true",
+        help="Validate through the full gate: schema, a cached record look-up, two CEL rules",
+    )
+    parser.add_argument(
         "--baseline",
         choices=sorted(BASELINES),
         default="echo",
@@ -181,7 +187,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    server, target = start_server()
+    server, target = start_server(args.gate)
     results = []
     try:
         for in_flight in args.in_flight:
@@ -200,7 +206,7 @@ def main() -> int:
     with open(path, "w") as handle:
         json.dump(
             {
-                "benchmark": f"validate_vs_{args.baseline}",
+                "benchmark": f"validate{'_gate' if args.gate else ''}_vs_{args.baseline}",
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "grpc": grpc.__version__},
                 "seconds_per_run": args.seconds,
                 "results": results,

@@ -375,6 +375,7 @@ def _read_record(
 
 _RULE_CODES = ("rule_failed", "out_of_range", "not_owned")
 _RECORD_REFERENCE = re.compile(r"\brecord\.([A-Za-z_][A-Za-z0-9_]*)")
+_ARGUMENT_REFERENCE = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> tuple[Rule, ...]:
@@ -407,6 +408,8 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
                 code=code,
                 program=program,
                 records=referenced,
+                arguments=frozenset(_ARGUMENT_REFERENCE.findall(expression))
+                | frozenset(_ARGUMENT_REFERENCE.findall(reader.value(fields, "message", where, _string, ""))),
             )
         )
     return tuple(rules)

@@ -87,6 +87,9 @@ class Rule:
     program: Any = field(default=None, compare=False, repr=False)  # compiled once, at load
     # The record bindings it reads: it runs only when all of them were found.
     records: frozenset[str] = frozenset()
+    # The argument fields it reads (args.<name>): only these are handed to CEL, whose
+    # per-call conversion of its variables costs in proportion to their size.
+    arguments: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,86 @@
+"""The gate's own cost per call, in-process, in microseconds: membership, + schema, + cached look-up and two rules.
+
+No RPC: the Validator is called directly on a decoded call, so the figures are
+what the checks cost, to set against the ~200-300 us of server CPU an RPC costs
+here (bench/README.md). Run `bench/validate.py --gate` for the same gate over
+gRPC against a bare echo.
+
+    python bench/gate.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gate_policy import start_records, write_policy
+from validate import payload
+
+from argwatch.server import wire
+from argwatch.server.app import build_gateway
+from argwatch.server.policy_loader import load_policy
+from argwatch.server.settings import Settings
+from argwatch.v1 import gateway_pb2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CALLS = 20_000
+
+
+async def per_call(policy_path: str, strip: tuple[str, ...] = ()) -> tuple[float, int]:
+    """Microseconds per validate() and the problems found, with `strip`ped features removed from the tool."""
+    policy = load_policy(policy_path)
+    if strip:
+        import dataclasses
+        from types import MappingProxyType
+
+        tool = dataclasses.replace(
+            policy.tools["refund_order"],
+            **{name: (None if name in ("schema", "schema_validator") else ()) for name in strip},
+        )
+        policy = dataclasses.replace(policy, tools=MappingProxyType({"refund_order": tool}))
+    settings = Settings(
+        policy=policy_path,
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        log_level="WARNING",
+    )
+    gateway = await build_gateway(settings, policy=policy)
+    call = wire.call_from_request(gateway_pb2.ValidateRequest.FromString(payload()))
+    verdict = await gateway.validator.validate(call)  # warms the look-up cache
+    gc.collect()
+    started = time.perf_counter()
+    for _ in range(CALLS):
+        await gateway.validator.validate(call)
+    elapsed = time.perf_counter() - started
+    await gateway.stop(0)
+    return elapsed / CALLS * 1e6, len(verdict.problems)
+
+
+async def main() -> None:
+    records, port = await start_records()
+    gate = write_policy(port)
+    try:
+        rows = [
+            ("membership only (1 bound argument)", await per_call(os.path.join(HERE, "policy.yaml"))),
+            ("membership + schema", await per_call(gate, strip=("records", "rules"))),
+            ("membership + schema + cached look-up + 2 CEL rules", await per_call(gate)),
+            (
+                "membership + cached look-up + 2 CEL rules (no schema)",
+                await per_call(gate, strip=("schema", "schema_validator")),
+            ),
+        ]
+    finally:
+        await records.stop(0)
+    print(f"{'the gate, per call (in-process, no RPC)':<58} {'us':>7}  problems")
+    for label, (micros, problems) in rows:
+        print(f"{label:<58} {micros:>7.1f}  {problems}")
+    assert all(problems == 0 for _, (_, problems) in rows), "the benchmark call must pass every check"
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
