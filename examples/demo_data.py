@@ -25,3 +25,18 @@ def active_handles(count: int = 2_000, seed: int = 7) -> list[str]:
     while len(handles) < count:
         handles.add(f"{rng.choice(_FIRST)}.{rng.choice(_LAST)}{rng.randrange(100)}")
     return sorted(handles)
+
+
+def demo_orders(
+    customers: int = 20, per_customer: int = 10, seed: int = 11
+) -> dict[tuple[str, str], dict[str, object]]:
+    """The system of record: orders ord_000001.., each owned by one of cus_000..cus_019, with what was paid."""
+    rng = random.Random(seed)
+    orders: dict[tuple[str, str], dict[str, object]] = {}
+    for index in range(customers * per_customer):
+        orders["order", f"ord_{index + 1:06d}"] = {
+            "customer_id": f"cus_{index % customers:03d}",
+            "paid_cents": rng.randrange(500, 20_000),
+            "status": "paid",
+        }
+    return orders

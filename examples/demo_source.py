@@ -1,4 +1,4 @@
-"""The demo owning service: a real ValueSetSource gRPC server publishing refunds and identity sets.
+"""The demo owning service: a real ValueSetSource (refunds and identity sets) and RecordSource (orders) server.
 
 python examples/demo_source.py --listen 127.0.0.1:50061
 """
@@ -16,8 +16,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles
+from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles, demo_orders
 
+from argwatch.server.servicers.record_source import RecordStore
 from argwatch.server.servicers.value_set_source import (
     ValueSetCatalog,
     ValueSetSourceServicer,
@@ -49,6 +50,7 @@ async def serve(listen: str, churn_every: float) -> None:
     catalog = demo_catalog()
     server = grpc.aio.server()
     sources_pb2_grpc.add_ValueSetSourceServicer_to_server(ValueSetSourceServicer(catalog), server)
+    sources_pb2_grpc.add_RecordSourceServicer_to_server(RecordStore(demo_orders()), server)
     health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
     server.add_insecure_port(listen)
     await server.start()

@@ -23,7 +23,7 @@ import grpc
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles
+from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles, demo_orders
 
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
@@ -68,15 +68,35 @@ def choose(argument: str, legal: tuple[str, ...] | list[str], rng: random.Random
     return rng.choice([120, None, True])
 
 
-def make_call(rng: random.Random, handles: list[str]) -> tuple[str, dict[str, Any]]:
+ORDERS = demo_orders()
+ORDERS_BY_CUSTOMER: dict[str, list[tuple[str, int]]] = {}
+for (_, order_id), attributes in ORDERS.items():
+    ORDERS_BY_CUSTOMER.setdefault(str(attributes["customer_id"]), []).append(
+        (order_id, int(attributes["paid_cents"]))  # type: ignore[call-overload]
+    )
+
+
+def refund_for(customer: str, rng: random.Random) -> dict[str, Any]:
+    """A refund as a model writes it: mostly the customer's own order and amount; sometimes an invented
+    order, another customer's order, or the amount in dollars where cents are meant (100x off)."""
+    order_id, paid = rng.choice(ORDERS_BY_CUSTOMER[customer])
+    amount = rng.randrange(100, paid + 1)
+    roll = rng.random()
+    if roll < 0.03:
+        order_id = f"ord_9{rng.randrange(10**5):05d}"  # fabricated
+    elif roll < 0.05:
+        other = rng.choice([c for c in ORDERS_BY_CUSTOMER if c != customer])
+        order_id, paid = rng.choice(ORDERS_BY_CUSTOMER[other])  # real, but someone else's
+    elif roll < 0.07:
+        amount *= 100  # dollars meant, cents written the other way round
+    return {"order_id": order_id, "reason_code": choose("reason_code", REASON_CODES, rng), "amount_cents": amount}
+
+
+def make_call(rng: random.Random, handles: list[str], customer: str = "cus_000") -> tuple[str, dict[str, Any]]:
     """One tool call of the demo mix: (tool name, arguments)."""
     roll = rng.random()
     if roll < 0.45:
-        return "refund_order", {
-            "order_id": f"ord_{rng.randrange(10**6):06d}",
-            "reason_code": choose("reason_code", REASON_CODES, rng),
-            "amount_cents": rng.randrange(100, 20_000),
-        }
+        return "refund_order", refund_for(customer, rng)
     if roll < 0.75:
         args: dict[str, Any] = {
             "component_id": choose("component_id", COMPONENTS, rng),
@@ -94,13 +114,13 @@ def make_call(rng: random.Random, handles: list[str]) -> tuple[str, dict[str, An
     return rng.choice(["refund_orders", "issue_refund", "delete_account"]), {"id": "x"}
 
 
-def request_for(tool: str, args: dict[str, Any], conversation: str) -> gateway_pb2.ValidateRequest:
+def request_for(tool: str, args: dict[str, Any], conversation: str, customer: str) -> gateway_pb2.ValidateRequest:
     return gateway_pb2.ValidateRequest(
         tool=tool,
         arguments_json=orjson.dumps(args),
         conversation_id=conversation,
         call_id=uuid.uuid4().hex,
-        session=gateway_pb2.Session(customer_id=f"cus_{conversation[:6]}", tenant="demo"),
+        session=gateway_pb2.Session(customer_id=customer, tenant="demo"),
     )
 
 
@@ -110,6 +130,7 @@ async def repair_and_retry(
     tool: str,
     args: dict[str, Any],
     conversation: str,
+    customer: str,
 ) -> bool:
     """What a model does with a rejection: read the repair message, retry with an offered value."""
     repair = await stub.Repair(gateway_pb2.RepairRequest(call_id=rejected.call_id), timeout=2)
@@ -119,7 +140,7 @@ async def repair_and_retry(
     for legal in repair.legal_values:
         if legal.values:
             fixed[legal.argument] = legal.values[0]
-    retry = await stub.Validate(request_for(tool, fixed, conversation), timeout=2)
+    retry = await stub.Validate(request_for(tool, fixed, conversation, customer), timeout=2)
     return retry.decision == gateway_pb2.DECISION_ALLOW
 
 
@@ -137,13 +158,14 @@ async def run(target: str, rate: float, duration: float, seed: int) -> dict[str,
         next_at = time.monotonic()
         while time.monotonic() < deadline and not stopping.is_set():
             conversation = uuid.uuid4().hex
-            tool, args = make_call(rng, handles)
+            customer = rng.choice(sorted(ORDERS_BY_CUSTOMER))
+            tool, args = make_call(rng, handles, customer)
             try:
-                response = await stub.Validate(request_for(tool, args, conversation), timeout=2)
+                response = await stub.Validate(request_for(tool, args, conversation, customer), timeout=2)
                 counts["sent"] += 1
                 if response.decision == gateway_pb2.DECISION_REJECT:
                     counts["rejected"] += 1
-                    if await repair_and_retry(stub, response, tool, args, conversation):
+                    if await repair_and_retry(stub, response, tool, args, conversation, customer):
                         counts["repaired"] += 1
                 else:
                     counts["allowed"] += 1

@@ -346,7 +346,9 @@ def _read_tools(
             records=records,
             rules=rules,
             known_arguments=frozenset(b.name for b in arguments)
-            | frozenset(key for key in properties if isinstance(key, str)),
+            | frozenset(key for key in properties if isinstance(key, str))
+            | frozenset(r.id_argument for r in records if r.id_argument)
+            | frozenset(rule.argument for rule in rules if rule.argument),
         )
     return tools
 

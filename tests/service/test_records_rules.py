@@ -108,6 +108,13 @@ async def test_a_real_order_of_another_customer_is_not_owned(start: Start) -> No
     gateway = await start()
     response = await call(gateway, {"order_id": "ord_2", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
     assert found(response) == [(pb.PROBLEM_CODE_NOT_OWNED, "order_id")]
+    # Arguments named by records and rules are the policy's: labelled by name, not _unknown.
+    assert (
+        value(
+            gateway.registry, "tool_argument_problems_total", tool="refund_order", argument="order_id", code="not_owned"
+        )
+        == 1
+    )
 
 
 async def test_an_amount_above_what_was_paid_is_caught_by_a_rule_against_the_record(start: Start) -> None:
