@@ -62,6 +62,18 @@ async def _echo_stream(requests, context):  # type: ignore[no-untyped-def]
         yield request
 
 
+def bench_settings(policy: str) -> Settings:
+    """Every listener on a free loopback port, quiet logs: the settings all benchmarks run with."""
+    return Settings(
+        policy=policy,
+        listen="127.0.0.1:0",
+        admin_listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        log_level="WARNING",
+        grace_seconds=1.0,
+    )
+
+
 def _wait_for_eof(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> None:
     while sys.stdin.buffer.read(65536):
         pass
@@ -75,14 +87,7 @@ async def main(policy: str, gate: bool) -> None:
 
         records, port = await start_records()
         policy = write_policy(port)
-    settings = Settings(
-        policy=policy,
-        listen="127.0.0.1:0",
-        admin_listen="127.0.0.1:0",
-        metrics_listen="127.0.0.1:0",
-        log_level="WARNING",
-        grace_seconds=1.0,
-    )
+    settings = bench_settings(policy)
     gateway = await build_gateway(settings, extra_services=add_echo)
     gc.freeze()  # as `argwatch serve` does
     print(gateway.port, flush=True)

@@ -17,13 +17,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_server import bench_settings
 from gate_policy import start_records, write_policy
 from validate import payload
 
 from argwatch.server import wire
 from argwatch.server.app import build_gateway
 from argwatch.server.policy_loader import load_policy
-from argwatch.server.settings import Settings
 from argwatch.v1 import gateway_pb2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,14 +42,7 @@ async def per_call(policy_path: str, strip: tuple[str, ...] = ()) -> tuple[float
             **{name: (None if name in ("schema", "schema_validator") else ()) for name in strip},
         )
         policy = dataclasses.replace(policy, tools=MappingProxyType({"refund_order": tool}))
-    settings = Settings(
-        policy=policy_path,
-        listen="127.0.0.1:0",
-        admin_listen="127.0.0.1:0",
-        metrics_listen="127.0.0.1:0",
-        log_level="WARNING",
-    )
-    gateway = await build_gateway(settings, policy=policy)
+    gateway = await build_gateway(bench_settings(policy_path), policy=policy)
     call = wire.call_from_request(gateway_pb2.ValidateRequest.FromString(payload()))
     verdict = await gateway.validator.validate(call)  # warms the look-up cache
     gc.collect()
