@@ -6,6 +6,7 @@ call it with listeners on 127.0.0.1:0 and their own registry, cache and clock.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -66,6 +67,7 @@ class RunningGateway:
     record_clients: Mapping[str, RecordClient]
     repairs: RepairTracker
     shapes: ShapeWindows
+    background: list[asyncio.Task[None]]
     health: health.aio.HealthServicer
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
@@ -95,6 +97,9 @@ class RunningGateway:
         await self.provider.close()
         await self.repairs.close()
         await self.shapes.close()
+        for task in self.background:
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
         for client in self.record_clients.values():
             await client.close()
         if hasattr(self.cache, "close"):
@@ -137,7 +142,7 @@ async def build_gateway(
         backoff_cap=reconnect_cap_seconds,
         snapshot_dir=settings.snapshot_dir,
     )
-    modes = ModeStore(policy, settings.global_mode)
+    modes = ModeStore(policy, settings.global_mode, state_file=settings.mode_state, clock=clock)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
     record_clients = _record_clients(policy)
@@ -199,6 +204,7 @@ async def build_gateway(
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     repairs.start()
     shapes.start()
+    expiring = asyncio.get_running_loop().create_task(_expire_overrides(modes))
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
@@ -215,6 +221,7 @@ async def build_gateway(
         record_clients=record_clients,
         repairs=repairs,
         shapes=shapes,
+        background=[expiring],
         health=health_servicer,
         _server=server,
         _admin_server=admin_server,
@@ -229,6 +236,13 @@ async def build_gateway(
         running.metrics_port,
     )
     return running
+
+
+async def _expire_overrides(modes: ModeStore) -> None:
+    """Reverts expired mode overrides within a second of their expiry (each audited)."""
+    while True:
+        await asyncio.sleep(1.0)
+        modes.expire_due()
 
 
 def _record_clients(policy: Policy) -> dict[str, RecordClient]:

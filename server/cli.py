@@ -105,6 +105,7 @@ def _serve(settings: Settings) -> int:
 
 async def _run(settings: Settings, policy: object) -> int:
     from argwatch.server.app import build_gateway
+    from argwatch.server.modes import ModeRefused
     from argwatch.server.policy_model import Policy
     from argwatch.server.samples import attach_sample_sink
 
@@ -116,7 +117,7 @@ async def _run(settings: Settings, policy: object) -> int:
         loop.add_signal_handler(sig, stopping.set)
     try:
         gateway = await build_gateway(settings, policy=policy)
-    except OSError as error:
+    except (OSError, ModeRefused) as error:
         log.error("cannot start: %s", error)
         detach()
         return 2

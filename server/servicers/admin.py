@@ -9,7 +9,7 @@ import grpc
 
 from argwatch.server import wire
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
-from argwatch.server.modes import ModeStore
+from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy_model import Failure, Policy
 from argwatch.server.shape_report import ShapeWindows, rows_from_counts
 from argwatch.server.valuesets.provider import ValueSetProvider
@@ -54,6 +54,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         for tool, mode in self._modes.tool_modes().items():
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
             tool_status.checks.extend(self._check_policies(tool))
+            source, tool_override = self._modes.source_of(tool)
+            tool_status.mode_source = source
+            if tool_override is not None and tool_override.expires_at is not None:
+                tool_status.mode_expires_at.CopyFrom(wire.timestamp(tool_override.expires_at))
             response.tools.append(tool_status)
         if UNKNOWN_LABEL in totals:
             response.tools.append(_tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL]))
@@ -72,6 +76,29 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 status.age_seconds = state.age_seconds
                 status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
         return response
+
+    async def SetMode(
+        self, request: admin_pb2.SetModeRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.SetModeResponse:
+        mode = wire.MODES_FROM_WIRE.get(request.mode)
+        try:
+            change = self._modes.set_mode(
+                request.tool,
+                mode,
+                actor=_actor(context),
+                reason=request.reason,
+                expires_in=float(request.expires_in_seconds) or None,
+            )
+        except ModeRefused as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+            raise  # abort raises; this is for the type checker
+        return admin_pb2.SetModeResponse(change=_change_to_wire(change))
+
+    async def ListModeChanges(
+        self, request: admin_pb2.ListModeChangesRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListModeChangesResponse:
+        changes = self._modes.changes(request.limit or 100)
+        return admin_pb2.ListModeChangesResponse(changes=[_change_to_wire(c) for c in changes])
 
     def _check_policies(self, tool_name: str) -> list[admin_pb2.CheckPolicy]:
         tool = self._policy.tools[tool_name]
@@ -116,6 +143,29 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             for shape, count, share in row.shapes:
                 out.shapes.add(shape=shape, count=count, share=share)
         return response
+
+
+def _actor(context: grpc.aio.ServicerContext) -> str:
+    """Who is calling: the x-argwatch-actor metadata if given, else the peer address."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-argwatch-actor" and value:
+            return str(value)[:200]
+    return str(context.peer())
+
+
+def _change_to_wire(change: ModeChange) -> admin_pb2.ModeChange:
+    message = admin_pb2.ModeChange(
+        at=wire.timestamp(change.at),
+        actor=change.actor,
+        tool=change.target,
+        old_mode=change.old,
+        new_mode=change.new,
+        reason=change.reason,
+        outcome=change.outcome,
+    )
+    if change.expires_at is not None:
+        message.expires_at.CopyFrom(wire.timestamp(change.expires_at))
+    return message
 
 
 def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStatus:

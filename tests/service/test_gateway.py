@@ -101,7 +101,10 @@ async def test_reject_mode_rejects_and_repair_lists_the_legal_set_sorted(reject_
 
 async def test_repair_of_a_large_set_offers_the_nearest_few_and_the_count(gateway_factory: GatewayFactory) -> None:
     gateway = await gateway_factory()
-    gateway.modes.set_global(__import__("argwatch.server.policy_model", fromlist=["Mode"]).Mode.REJECT)
+    from argwatch.server.modes import GLOBAL
+    from argwatch.server.policy_model import Mode
+
+    gateway.modes.set_mode(GLOBAL, Mode.REJECT, actor="test", reason="enforce everything")
     channel, stub = gateway_stub(gateway)
     async with channel:
         response = await stub.Validate(request("create_ticket", {"assignee": "user0O42"}), timeout=5)
@@ -270,9 +273,10 @@ async def test_repair_of_an_unknown_call_id_is_not_found(reject_gateway) -> None
 
 
 async def test_the_global_override_wins_over_the_tools_mode(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+    from argwatch.server.modes import GLOBAL
     from argwatch.server.policy_model import Mode
 
-    reject_gateway.modes.set_global(Mode.OBSERVE)
+    reject_gateway.modes.set_mode(GLOBAL, Mode.OBSERVE, actor="test", reason="incident: observe only")
     response = await validate(reject_gateway, request("refund_order", {"reason_code": "X"}))
     assert (response.decision, response.mode) == (pb.DECISION_ALLOW, pb.MODE_OBSERVE)
     assert value(reject_gateway.registry, "argwatch_mode", tool="refund_order") == 0

@@ -1,0 +1,42 @@
+"""Changing modes through the Admin API: effective on the next Validate, refused without a reason, audited."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from argwatch.v1 import admin_pb2
+from argwatch.v1 import gateway_pb2 as pb
+from tests.conftest import GatewayFactory
+from tests.service.helpers import admin_stub, gateway_stub, request
+
+
+async def test_a_flip_takes_effect_on_the_next_validate_and_is_audited(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    channel, stub = gateway_stub(gateway)
+    admin_channel, admin = admin_stub(gateway)
+    async with channel, admin_channel:
+        before = await stub.Validate(request("refund_order", {"reason_code": "OTHER"}), timeout=5)
+        assert before.decision == pb.DECISION_REJECT
+        changed = await admin.SetMode(
+            admin_pb2.SetModeRequest(
+                tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-7: false rejects", expires_in_seconds=900
+            ),
+            metadata=(("x-argwatch-actor", "ana@oncall"),),
+            timeout=5,
+        )
+        assert (changed.change.old_mode, changed.change.new_mode, changed.change.actor) == (
+            "reject",
+            "observe",
+            "ana@oncall",
+        )
+        after = await stub.Validate(request("refund_order", {"reason_code": "OTHER"}), timeout=5)
+        assert (after.decision, after.mode) == (pb.DECISION_ALLOW, pb.MODE_OBSERVE)
+        status = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+        refund = next(t for t in status.tools if t.tool == "refund_order")
+        assert refund.mode_source == "override" and refund.HasField("mode_expires_at")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await admin.SetMode(admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_REJECT), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
+    assert [c.outcome for c in trail.changes] == ["refused: a reason is required", "applied"]

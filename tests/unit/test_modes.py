@@ -1,0 +1,87 @@
+"""The mode store: overrides per tool and global, expiry, refusals, and an audit that survives a restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from argwatch.server.modes import GLOBAL, ModeRefused, ModeStore
+from argwatch.server.policy_loader import parse_policy
+from argwatch.server.policy_model import Mode
+
+POLICY = parse_policy(b"tools: {refund_order: {mode: reject}, create_ticket: {}}\n", "/p.yaml")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def store(tmp_path, clock: Clock) -> ModeStore:  # type: ignore[no-untyped-def]
+    return ModeStore(POLICY, state_file=str(tmp_path / "modes.json"), clock=clock)
+
+
+def test_overrides_take_precedence_global_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    modes = store(tmp_path, Clock())
+    assert (modes.mode_for("refund_order"), modes.mode_for("create_ticket")) == (Mode.REJECT, Mode.OBSERVE)
+    modes.set_mode("create_ticket", Mode.REJECT, actor="ana", reason="INC-1: tickets to ghosts")
+    assert modes.mode_for("create_ticket") is Mode.REJECT and modes.source_of("create_ticket")[0] == "override"
+    modes.set_mode(GLOBAL, Mode.OBSERVE, actor="ana", reason="INC-2: stand down")
+    assert {modes.mode_for(t) for t in ("refund_order", "create_ticket", "never_heard_of")} == {Mode.OBSERVE}
+    modes.set_mode(GLOBAL, None, actor="ana", reason="INC-2 over")
+    assert (modes.mode_for("refund_order"), modes.mode_for("create_ticket")) == (Mode.REJECT, Mode.REJECT)
+
+
+def test_an_expiring_override_reverts_by_itself_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    modes = store(tmp_path, clock)
+    modes.set_mode("refund_order", Mode.OBSERVE, actor="ben", reason="INC-3", expires_in=600)
+    clock.now += 599
+    assert modes.expire_due() == [] and modes.mode_for("refund_order") is Mode.OBSERVE
+    clock.now += 2
+    (expired,) = modes.expire_due()
+    assert (expired.target, expired.old, expired.new, expired.outcome) == (
+        "refund_order",
+        "observe",
+        "reject",
+        "expired",
+    )
+    assert "override by ben expired (INC-3)" in expired.reason
+    assert modes.mode_for("refund_order") is Mode.REJECT
+
+
+def test_refused_changes_are_audited_too(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    modes = store(tmp_path, Clock())
+    with pytest.raises(ModeRefused, match="reason is required"):
+        modes.set_mode("refund_order", Mode.OBSERVE, actor="eve", reason="  ")
+    with pytest.raises(ModeRefused, match="no tool 'refund'"):
+        modes.set_mode("refund", Mode.OBSERVE, actor="eve", reason="typo")
+    assert [c.outcome for c in modes.changes()] == [
+        "refused: the policy has no tool 'refund'",
+        "refused: a reason is required",
+    ]
+    assert modes.mode_for("refund_order") is Mode.REJECT
+
+
+def test_a_restart_keeps_overrides_and_the_audit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock()
+    first = store(tmp_path, clock)
+    first.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-4")
+    first.set_mode("create_ticket", Mode.REJECT, actor="ana", reason="INC-5", expires_in=60)
+    clock.now += 3600  # the gateway was down while the second override expired
+    again = store(tmp_path, clock)
+    assert again.mode_for("refund_order") is Mode.OBSERVE  # the on-call's flip survives
+    assert again.mode_for("create_ticket") is Mode.OBSERVE  # expired while down: reverted, and audited
+    assert [(c.target, c.outcome) for c in again.changes()] == [
+        ("create_ticket", "expired"),
+        ("create_ticket", "applied"),
+        ("refund_order", "applied"),
+    ]
+
+
+def test_an_unreadable_state_file_refuses_to_start_rather_than_forget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "modes.json").write_text("{broken")
+    with pytest.raises(ModeRefused, match="cannot read the mode state file"):
+        store(tmp_path, Clock())
