@@ -82,6 +82,8 @@ def main() -> int:
                 f"127.0.0.1:{PORTS['metrics']}",
                 "--sample-log",
                 os.path.join(STATE, "samples.jsonl"),
+                "--mode-state",
+                os.path.join(STATE, "modes.json"),
             ],
             stdout=logs,
             stderr=logs,
