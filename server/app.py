@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
+from argwatch.server.admin_auth import ADMIN_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeStore
 from argwatch.server.policy_loader import load_policy
@@ -127,6 +128,7 @@ async def build_gateway(
     `reconnect_cap_seconds` caps the backoff between reconnects to a source.
     """
     policy = policy or load_policy(settings.policy)
+    tokens = _admin_tokens(settings)  # first: a refused configuration opens nothing
     registry = registry if registry is not None else CollectorRegistry()
     metrics = GatewayMetrics(registry)
     if cache is None:
@@ -154,7 +156,9 @@ async def build_gateway(
 
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server()
-    admin_server = grpc.aio.server()
+    admin_server = grpc.aio.server(
+        interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, modes))] if tokens else None
+    )
     try:
         port, admin_port, httpd = _listen(
             settings,
@@ -172,6 +176,7 @@ async def build_gateway(
                 provider=provider,
                 policy=policy,
                 shapes=shapes,
+                tokens=tokens,
                 clock=clock,
             ),
         )
@@ -236,6 +241,31 @@ async def build_gateway(
         running.metrics_port,
     )
     return running
+
+
+def _admin_tokens(settings: Settings) -> TokenBook | None:
+    """The Admin API's tokens; an Admin listener off loopback without them is refused (ValueError)."""
+    if settings.admin_tokens:
+        return load_tokens(settings.admin_tokens)
+    host = _split(settings.admin_listen)[0]
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError(
+            f"the Admin API listens on {settings.admin_listen}, beyond loopback, with no --admin-tokens: "
+            "anyone who reaches it could change modes"
+        )
+    return None
+
+
+def _refusal_recorder(metrics: GatewayMetrics, modes: ModeStore) -> Callable[[str, str, Any], None]:
+    known = {f"/{ADMIN_SERVICE}/{name}" for name in admin_pb2.DESCRIPTOR.services_by_name["Admin"].methods_by_name}
+
+    def record(method: str, reason: str, metadata: Any) -> None:
+        kind = reason.split(":", 1)[0]
+        metrics.admin_call_refused(method.rsplit("/", 1)[-1] if method in known else "_unknown", kind)
+        if method in ADMIN_METHODS:
+            modes.record_refusal(reason.split(":", 1)[1] if ":" in reason else "unknown caller", kind)
+
+    return record
 
 
 async def _expire_overrides(modes: ModeStore) -> None:

@@ -117,7 +117,7 @@ async def _run(settings: Settings, policy: object) -> int:
         loop.add_signal_handler(sig, stopping.set)
     try:
         gateway = await build_gateway(settings, policy=policy)
-    except (OSError, ModeRefused) as error:
+    except (OSError, ValueError, ModeRefused) as error:
         log.error("cannot start: %s", error)
         detach()
         return 2

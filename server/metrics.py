@@ -275,6 +275,12 @@ class GatewayMetrics:
             ["tool", "set"],
             registry=registry,
         )
+        self.admin_refused = Counter(
+            "argwatch_admin_refused",
+            "Admin API calls refused: no or unknown token (unauthenticated), or a read-only token changing a mode.",
+            ["method", "reason"],
+            registry=registry,
+        )
         self.rule_errors = Counter(
             "argwatch_rule_errors",
             "Rules that could not be evaluated (a missing field, a type mismatch): a check that did not run.",
@@ -361,6 +367,9 @@ class GatewayMetrics:
 
     def repair_abandoned(self, tool: str) -> None:
         self._child(self.repair_abandoned_total, tool).inc()
+
+    def admin_call_refused(self, method: str, reason: str) -> None:
+        self._child(self.admin_refused, method, reason).inc()
 
     def rule_error(self, tool: str, rule: str) -> None:
         self._child(self.rule_errors, tool, rule).inc()

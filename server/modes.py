@@ -140,6 +140,10 @@ class ModeStore:
         self._record(change)
         return change
 
+    def record_refusal(self, actor: str, reason: str) -> None:
+        """Audits a mode change refused before it was read (no token, or a read-only token)."""
+        self._record(ModeChange(self._clock(), actor, "?", "", "", "", None, f"refused: {reason}"))
+
     def expire_due(self) -> list[ModeChange]:
         """Reverts every override whose expiry has passed, auditing each; returns the changes."""
         now = self._clock()

@@ -37,6 +37,9 @@ class Settings:
     startup_timeout_seconds: float = 10.0
     # redis://host:port/db shared by replicas (pulled value sets, repair state); None: memory only.
     redis: str | None = None
+    # YAML list of {name, role: read|admin, token} allowed on the Admin API; None: open,
+    # which is allowed only when the Admin listener is on loopback.
+    admin_tokens: str | None = None
     # File keeping mode overrides and their audit across restarts (written atomically);
     # None: in memory only, and a restart returns every tool to the policy's mode.
     mode_state: str | None = None
@@ -104,6 +107,9 @@ SERVE_OPTIONS = (
     _Option("grace_seconds", "seconds in-flight calls get on shutdown", parse_duration),
     _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration),
     _Option("redis", "redis://HOST:PORT/DB shared by replicas (default: memory only)", _redis_url),
+    _Option(
+        "admin_tokens", "YAML file of Admin API tokens {name, role: read|admin, token} (default: open, loopback only)"
+    ),
     _Option("mode_state", "file keeping mode overrides and their audit across restarts (default: memory)"),
     _Option("snapshot_dir", "folder for last-good value-set copies, served stale after a restart (default: none)"),
     _Option("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import grpc
 
 from argwatch.server import wire
+from argwatch.server.admin_auth import TokenBook
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy_model import Failure, Policy
@@ -29,6 +30,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         provider: ValueSetProvider,
         policy: Policy,
         shapes: ShapeWindows,
+        tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._replica_id = replica_id
@@ -38,6 +40,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._provider = provider
         self._policy = policy
         self._shapes = shapes
+        self._tokens = tokens
         self._clock = clock
 
     async def GetStatus(
@@ -85,7 +88,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             change = self._modes.set_mode(
                 request.tool,
                 mode,
-                actor=_actor(context),
+                actor=self._actor(context),
                 reason=request.reason,
                 expires_in=float(request.expires_in_seconds) or None,
             )
@@ -99,6 +102,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.ListModeChangesResponse:
         changes = self._modes.changes(request.limit or 100)
         return admin_pb2.ListModeChangesResponse(changes=[_change_to_wire(c) for c in changes])
+
+    def _actor(self, context: grpc.aio.ServicerContext) -> str:
+        """The caller's name from its token; without tokens, the x-argwatch-actor metadata or its address."""
+        if self._tokens is not None:
+            caller = self._tokens.caller(context.invocation_metadata())
+            if caller is not None:
+                return caller.name
+        return _actor(context)
 
     def _check_policies(self, tool_name: str) -> list[admin_pb2.CheckPolicy]:
         tool = self._policy.tools[tool_name]

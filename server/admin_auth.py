@@ -1,0 +1,123 @@
+"""Who may use the Admin API: bearer tokens with a role (read: look; admin: also change modes).
+
+Tokens come from a YAML file (`--admin-tokens`), one entry per person or system:
+
+    - {name: ana@oncall, role: admin, token: "..."}
+    - {name: grafana, role: read, token: "..."}
+
+Every Admin call must carry `authorization: Bearer <token>`: none or an unknown
+one is UNAUTHENTICATED, a read token on a changing method PERMISSION_DENIED;
+every refusal is counted, and a refused mode change is also written to the
+mode audit. Server reflection stays open (it describes the API, nothing more).
+Without a tokens file the Admin API is open, which the gateway allows only on a
+loopback listener.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import yaml
+
+log = logging.getLogger("argwatch.admin")
+
+ADMIN_METHODS = frozenset({"/argwatch.v1.Admin/SetMode"})
+OPEN_PREFIXES = ("/grpc.reflection.", "/grpc.health.")
+ROLES = ("read", "admin")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    name: str
+    role: str
+
+
+class TokenBook:
+    """Tokens to callers; comparisons in constant time."""
+
+    def __init__(self, entries: Mapping[str, Caller]) -> None:
+        self._entries = dict(entries)
+
+    def caller(self, metadata: Any) -> Caller | None:
+        token = bearer(metadata)
+        if token is None:
+            return None
+        for known, caller in self._entries.items():
+            if hmac.compare_digest(known, token):
+                return caller
+        return None
+
+
+def bearer(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+            return value[len("Bearer ") :].strip() or None
+    return None
+
+
+def load_tokens(path: str) -> TokenBook:
+    """Reads the tokens file; raises ValueError naming the entry that is wrong."""
+    try:
+        with open(path, "rb") as handle:
+            document = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"{path}: cannot read the Admin tokens: {error}") from None
+    if not isinstance(document, list) or not document:
+        raise ValueError(f"{path}: expected a list of {{name, role, token}}")
+    entries: dict[str, Caller] = {}
+    for index, entry in enumerate(document):
+        where = f"{path}[{index}]"
+        if not isinstance(entry, dict) or set(entry) != {"name", "role", "token"}:
+            raise ValueError(f"{where}: expected exactly name, role and token")
+        if entry["role"] not in ROLES:
+            raise ValueError(f"{where}.role: expected read or admin, got {entry['role']!r}")
+        token = str(entry["token"])
+        if len(token) < 16:
+            raise ValueError(f"{where}.token: at least 16 characters")
+        entries[token] = Caller(str(entry["name"]), entry["role"])
+    return TokenBook(entries)
+
+
+class AdminAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
+    """Refuses Admin calls without a valid token, or with too small a role."""
+
+    def __init__(self, book: TokenBook, on_refused: Callable[[str, str, Any], None]) -> None:
+        self._book = book
+        self._on_refused = on_refused
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]], handler_call_details: Any) -> Any:
+        method = handler_call_details.method
+        if method.startswith(OPEN_PREFIXES):
+            return await continuation(handler_call_details)
+        caller = self._book.caller(handler_call_details.invocation_metadata)
+        if caller is None:
+            return self._refuse(
+                method,
+                "unauthenticated",
+                handler_call_details.invocation_metadata,
+                grpc.StatusCode.UNAUTHENTICATED,
+                "an Admin token is required (authorization: Bearer ...)",
+            )
+        if method in ADMIN_METHODS and caller.role != "admin":
+            return self._refuse(
+                method,
+                f"permission_denied:{caller.name}",
+                handler_call_details.invocation_metadata,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{caller.name} may look, not change (role read)",
+            )
+        return await continuation(handler_call_details)
+
+    def _refuse(self, method: str, reason: str, metadata: Any, code: grpc.StatusCode, details: str) -> Any:
+        log.warning("admin call refused: %s %s", method, reason)
+        self._on_refused(method, reason, metadata)
+
+        async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(code, details)
+
+        return grpc.unary_unary_rpc_method_handler(refuse)

@@ -1,0 +1,69 @@
+"""Admin API tokens: no token is UNAUTHENTICATED, a read token may look but not change, refusals are audited."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.app import build_gateway
+from argwatch.v1 import admin_pb2
+from argwatch.v1 import gateway_pb2 as pb
+from tests.conftest import SourceServer, loopback_settings, make_policy
+from tests.service.helpers import admin_stub, value
+
+ADMIN = "admin-token-0123456789"
+READER = "read-token-0123456789a"
+
+
+async def test_tokens_and_roles(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "tokens.yaml").write_text(
+        f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n- {{name: grafana, role: read, token: {READER}}}\n"
+    )
+    policy = make_policy(str(tmp_path), source.target)
+    settings = dataclasses.replace(loopback_settings(policy.path), admin_tokens=str(tmp_path / "tokens.yaml"))
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    change = admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-9")
+    try:
+        channel, admin = admin_stub(gateway)
+        async with channel:
+            with pytest.raises(grpc.aio.AioRpcError) as no_token:
+                await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+            assert no_token.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            with pytest.raises(grpc.aio.AioRpcError) as wrong_token:
+                await admin.GetStatus(
+                    admin_pb2.GetStatusRequest(), metadata=(("authorization", "Bearer nope"),), timeout=5
+                )
+            assert wrong_token.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+            reader = (("authorization", f"Bearer {READER}"),)
+            status = await admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=reader, timeout=5)
+            assert status.replica_id == "test-replica"  # a read token may look
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await admin.SetMode(change, metadata=reader, timeout=5)
+            assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+            changed = await admin.SetMode(change, metadata=(("authorization", f"Bearer {ADMIN}"),), timeout=5)
+            assert changed.change.actor == "ana@oncall"  # the token's name, not a claim in metadata
+            trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), metadata=reader, timeout=5)
+        assert [(c.actor, c.outcome) for c in trail.changes] == [
+            ("ana@oncall", "applied"),
+            ("grafana", "refused: permission_denied"),
+        ]
+        assert (
+            value(gateway.registry, "argwatch_admin_refused_total", method="GetStatus", reason="unauthenticated") == 2
+        )
+        assert (
+            value(gateway.registry, "argwatch_admin_refused_total", method="SetMode", reason="permission_denied") == 1
+        )
+    finally:
+        await gateway.stop(0)
+
+
+async def test_an_open_admin_api_beyond_loopback_is_refused(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    policy = make_policy(str(tmp_path), source.target)
+    settings = dataclasses.replace(loopback_settings(policy.path), admin_listen="0.0.0.0:0")
+    with pytest.raises(ValueError, match="beyond loopback, with no --admin-tokens"):
+        await build_gateway(settings, policy=policy, registry=CollectorRegistry())
