@@ -26,7 +26,9 @@ import yaml
 
 log = logging.getLogger("argwatch.admin")
 
-ADMIN_METHODS = frozenset({"/argwatch.v1.Admin/SetMode"})
+# Methods that change something: the admin role only.
+ADMIN_METHODS = frozenset({"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/RefreshValueSet"})
+MODE_METHODS = frozenset({"/argwatch.v1.Admin/SetMode"})
 OPEN_PREFIXES = ("/grpc.reflection.", "/grpc.health.")
 ROLES = ("read", "admin")
 

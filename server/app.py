@@ -18,7 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
-from argwatch.server.admin_auth import ADMIN_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
+from argwatch.server.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeStore
 from argwatch.server.policy_loader import load_policy
@@ -262,7 +262,7 @@ def _refusal_recorder(metrics: GatewayMetrics, modes: ModeStore) -> Callable[[st
     def record(method: str, reason: str, metadata: Any) -> None:
         kind = reason.split(":", 1)[0]
         metrics.admin_call_refused(method.rsplit("/", 1)[-1] if method in known else "_unknown", kind)
-        if method in ADMIN_METHODS:
+        if method in MODE_METHODS:
             modes.record_refusal(reason.split(":", 1)[1] if ":" in reason else "unknown caller", kind)
 
     return record

@@ -13,7 +13,7 @@ from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy_model import Failure, Policy
 from argwatch.server.shape_report import ShapeWindows, rows_from_counts
-from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 
@@ -65,19 +65,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if UNKNOWN_LABEL in totals:
             response.tools.append(_tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL]))
         for state in self._provider.statuses():
-            status = response.value_sets.add(
-                name=state.config.name,
-                source=state.config.source,
-                available=state.available,
-                stale=state.stale,
-                source_connected=state.source_connected,
-                last_error=state.last_error,
-            )
-            if state.snapshot is not None:
-                status.version = state.snapshot.version
-                status.members = state.snapshot.size
-                status.age_seconds = state.age_seconds
-                status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
+            response.value_sets.append(_set_status(state))
         return response
 
     async def SetMode(
@@ -96,6 +84,15 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
             raise  # abort raises; this is for the type checker
         return admin_pb2.SetModeResponse(change=_change_to_wire(change))
+
+    async def RefreshValueSet(
+        self, request: admin_pb2.RefreshValueSetRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.RefreshValueSetResponse:
+        if request.name not in self._policy.value_sets:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"the policy has no value set {request.name!r}")
+        await self._provider.refresh(request.name)
+        (state,) = [s for s in self._provider.statuses() if s.config.name == request.name]
+        return admin_pb2.RefreshValueSetResponse(value_set=_set_status(state))
 
     async def ListModeChanges(
         self, request: admin_pb2.ListModeChangesRequest, context: grpc.aio.ServicerContext
@@ -154,6 +151,23 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             for shape, count, share in row.shapes:
                 out.shapes.add(shape=shape, count=count, share=share)
         return response
+
+
+def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:
+    status = admin_pb2.ValueSetStatus(
+        name=state.config.name,
+        source=state.config.source,
+        available=state.available,
+        stale=state.stale,
+        source_connected=state.source_connected,
+        last_error=state.last_error,
+    )
+    if state.snapshot is not None:
+        status.version = state.snapshot.version
+        status.members = state.snapshot.size
+        status.age_seconds = state.age_seconds
+        status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
+    return status
 
 
 def _actor(context: grpc.aio.ServicerContext) -> str:

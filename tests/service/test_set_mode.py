@@ -40,3 +40,19 @@ async def test_a_flip_takes_effect_on_the_next_validate_and_is_audited(gateway_f
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
     assert [c.outcome for c in trail.changes] == ["refused: a reason is required", "applied"]
+
+
+async def test_refresh_value_set_fetches_the_sources_copy_now(gateway_factory: GatewayFactory, source) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory(watch="false", ttl="5m")  # pulled: the next pull is minutes away
+    source.catalog.publish("refunds.reason_codes", ["DAMAGED_ITEM", "PRICE_MATCH"])
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        before = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+        assert next(s for s in before.value_sets if s.name == "refunds.reason_codes").version == 1
+        refreshed = await admin.RefreshValueSet(
+            admin_pb2.RefreshValueSetRequest(name="refunds.reason_codes"), timeout=5
+        )
+        assert (refreshed.value_set.version, refreshed.value_set.members) == (2, 2)
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await admin.RefreshValueSet(admin_pb2.RefreshValueSetRequest(name="nope"), timeout=5)
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
