@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from argwatch.server.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeStore
+from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_loader import load_policy
 from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
 from argwatch.server.records import RecordClient
@@ -150,8 +151,17 @@ async def build_gateway(
     record_clients = _record_clients(policy)
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
     shapes = ShapeWindows(metrics)
+    offenders = OffenderTable(clock)
     validator = Validator(
-        policy, provider, modes, metrics, samples, RejectionLog(cache, policy.repair), record_clients, repairs
+        policy,
+        provider,
+        modes,
+        metrics,
+        samples,
+        RejectionLog(cache, policy.repair),
+        record_clients,
+        repairs,
+        offenders,
     )
 
     health_servicer = health.aio.HealthServicer()
@@ -176,6 +186,7 @@ async def build_gateway(
                 provider=provider,
                 policy=policy,
                 shapes=shapes,
+                offenders=offenders,
                 tokens=tokens,
                 clock=clock,
             ),

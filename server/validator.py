@@ -13,6 +13,7 @@ from argwatch.server.checker import as_json_text, check_arguments
 from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
+from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_model import Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.record_checks import check_records, check_rules
 from argwatch.server.records import RecordClient
@@ -41,6 +42,7 @@ class Validator:
         rejections: RejectionLog,
         record_clients: Mapping[str, RecordClient] | None = None,
         repairs: RepairTracker | None = None,
+        offenders: OffenderTable | None = None,
     ) -> None:
         self.policy = policy
         self._provider = provider
@@ -50,6 +52,7 @@ class Validator:
         self._rejections = rejections
         self._record_clients = record_clients or {}
         self._repairs = repairs
+        self._offenders = offenders
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
@@ -185,6 +188,8 @@ class Validator:
             metrics.problem(label, argument, problem.code.value)
             if problem.shape is not Shape.NONE:
                 metrics.mismatch_shape(label, argument, problem.shape.value)
+            if problem.value and self._offenders is not None:
+                self._offenders.add(label, argument, problem.value, problem.shape.value)
             if problem.code is ProblemCode.CHECK_UNAVAILABLE:
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:

@@ -11,6 +11,7 @@ from argwatch.server import wire
 from argwatch.server.admin_auth import TokenBook
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
+from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_model import Failure, Policy
 from argwatch.server.shape_report import ShapeWindows, rows_from_counts
 from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
@@ -30,6 +31,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         provider: ValueSetProvider,
         policy: Policy,
         shapes: ShapeWindows,
+        offenders: OffenderTable | None = None,
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -41,6 +43,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._policy = policy
         self._shapes = shapes
         self._tokens = tokens
+        self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
 
     async def GetStatus(
@@ -93,6 +96,19 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         await self._provider.refresh(request.name)
         (state,) = [s for s in self._provider.statuses() if s.config.name == request.name]
         return admin_pb2.RefreshValueSetResponse(value_set=_set_status(state))
+
+    async def ListSamples(
+        self, request: admin_pb2.ListSamplesRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListSamplesResponse:
+        found = self._offenders.offenders(request.tool, request.argument, request.limit or 20)
+        response = admin_pb2.ListSamplesResponse(
+            total=found.total, top_two_share=found.top_two_share, clustered=found.clustered
+        )
+        for row in found.rows:
+            response.values.add(
+                value=row.value, count=row.count, shape=row.shape, last_seen=wire.timestamp(row.last_seen)
+            )
+        return response
 
     async def ListModeChanges(
         self, request: admin_pb2.ListModeChangesRequest, context: grpc.aio.ServicerContext

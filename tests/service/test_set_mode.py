@@ -56,3 +56,31 @@ async def test_refresh_value_set_fetches_the_sources_copy_now(gateway_factory: G
         with pytest.raises(grpc.aio.AioRpcError) as unknown:
             await admin.RefreshValueSet(admin_pb2.RefreshValueSetRequest(name="nope"), timeout=5)
         assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_list_samples_shows_drift_clustered_and_inventions_scattered(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory(refund_mode="observe")
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for _ in range(18):  # a renamed code, emitted again and again: drift
+            await stub.Validate(request("refund_order", {"reason_code": "CUSTOMER_UNHAPPY"}), timeout=5)
+        for i in range(2):
+            await stub.Validate(request("refund_order", {"reason_code": f"MADE_UP_{i}"}), timeout=5)
+        for i in range(12):  # scattered inventions
+            await stub.Validate(request("create_ticket", {"assignee": f"someone{i}"}), timeout=5)
+    admin_channel, admin = admin_stub(gateway)
+    async with admin_channel:
+        drift = await admin.ListSamples(
+            admin_pb2.ListSamplesRequest(tool="refund_order", argument="reason_code"), timeout=5
+        )
+        scattered = await admin.ListSamples(
+            admin_pb2.ListSamplesRequest(tool="create_ticket", argument="assignee"), timeout=5
+        )
+    assert (drift.total, drift.clustered, drift.values[0].value, drift.values[0].count) == (
+        20,
+        True,
+        '"CUSTOMER_UNHAPPY"',
+        18,
+    )
+    assert drift.values[0].shape == "invented"
+    assert (scattered.total, scattered.clustered) == (12, False)
