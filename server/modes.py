@@ -11,10 +11,7 @@ says so. The hot path reads one precomputed mapping.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -22,6 +19,7 @@ from types import MappingProxyType
 
 import orjson
 
+from argwatch.server.atomic_file import write_atomically
 from argwatch.server.policy_model import Mode, Policy
 
 log = logging.getLogger("argwatch.modes")
@@ -229,19 +227,7 @@ class ModeStore:
             "overrides": {target: {**asdict(o), "mode": o.mode.value} for target, o in self._overrides.items()},
             "audit": [asdict(change) for change in self._audit],
         }
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".modes-", suffix=".json")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(orjson.dumps(document))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_atomically(path, orjson.dumps(document))
 
     def _load(self, path: str) -> None:
         try:

@@ -9,14 +9,13 @@ max_staleness it is unavailable like any other copy.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import tempfile
 from typing import Any
 
 import orjson
 
+from argwatch.server.atomic_file import write_atomically
 from argwatch.server.valuesets.payload import Retirement, SetPayload
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
@@ -42,18 +41,7 @@ def save(folder: str, snapshot: ValueSetSnapshot, confirmed_at: float) -> None:
         "retired": sorted(snapshot.retired),
         "retirements": {value: list(info) for value, info in snapshot.retirements.items()},
     }
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(orjson.dumps(document))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path_for(folder, snapshot.name))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(path_for(folder, snapshot.name), orjson.dumps(document))
 
 
 def load(folder: str, name: str) -> tuple[SetPayload, float] | None:
