@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
 from argwatch.server.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
+from argwatch.server.count_windows import CountWindows
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeStore
 from argwatch.server.offenders import OffenderTable
@@ -31,7 +32,6 @@ from argwatch.server.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer
 from argwatch.server.settings import Settings
-from argwatch.server.shape_report import ShapeWindows
 from argwatch.server.shared_cache import SharedCache, redis_from_url
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.file_source import FileSetFetcher
@@ -68,7 +68,7 @@ class RunningGateway:
     cache: Any
     record_clients: Mapping[str, RecordClient]
     repairs: RepairTracker
-    shapes: ShapeWindows
+    windows: CountWindows
     background: list[asyncio.Task[None]]
     health: health.aio.HealthServicer
     _server: grpc.aio.Server
@@ -98,7 +98,7 @@ class RunningGateway:
         await self._server.stop(grace)
         await self.provider.close()
         await self.repairs.close()
-        await self.shapes.close()
+        await self.windows.close()
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
@@ -150,7 +150,7 @@ async def build_gateway(
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
     record_clients = _record_clients(policy)
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
-    shapes = ShapeWindows(metrics)
+    windows = CountWindows(metrics.window_counts)
     offenders = OffenderTable(clock)
     validator = Validator(
         policy,
@@ -185,7 +185,7 @@ async def build_gateway(
                 metrics=metrics,
                 provider=provider,
                 policy=policy,
-                shapes=shapes,
+                windows=windows,
                 offenders=offenders,
                 tokens=tokens,
                 clock=clock,
@@ -219,7 +219,7 @@ async def build_gateway(
     else:
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     repairs.start()
-    shapes.start()
+    windows.start()
     expiring = asyncio.get_running_loop().create_task(_expire_overrides(modes))
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -236,7 +236,7 @@ async def build_gateway(
         cache=cache,
         record_clients=record_clients,
         repairs=repairs,
-        shapes=shapes,
+        windows=windows,
         background=[expiring],
         health=health_servicer,
         _server=server,

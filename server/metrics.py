@@ -108,6 +108,9 @@ class _TallyFamily(Collector):
     def labels(self, *values: str) -> _Tally:
         return self._children.setdefault(values, _Tally())
 
+    def children(self) -> list[tuple[tuple[str, ...], _Tally]]:
+        return list(self._children.items())
+
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
         for values, tally in list(self._children.items()):
@@ -178,41 +181,41 @@ class GatewayMetrics:
             ["tool", "argument", "set", "in_set", "in_set_normalised"],
             registry,
         )
-        self.problems = Counter(
+        self.problems = _TallyFamily(
             "tool_argument_problems",
             "Problems found in tool-call arguments, by code.",
             ["tool", "argument", "code"],
-            registry=registry,
+            registry,
         )
-        self.unavailable = Counter(
+        self.unavailable = _TallyFamily(
             "tool_argument_check_unavailable",
             "Checks not carried out because the value set could not be read (failed open or closed).",
             ["tool", "set"],
-            registry=registry,
+            registry,
         )
-        self.repair_started = Counter(
+        self.repair_started = _TallyFamily(
             "tool_argument_repair_started",
             "Calls rejected, each of which starts a repair by the model.",
             ["tool"],
-            registry=registry,
+            registry,
         )
-        self.mismatch_shapes = Counter(
+        self.mismatch_shapes = _TallyFamily(
             "tool_argument_mismatch_shape",
             "Out-of-set values by why they missed: case, separator, retired, invented.",
             ["tool", "argument", "shape"],
-            registry=registry,
+            registry,
         )
-        self.repair_succeeded_total = Counter(
+        self.repair_succeeded_total = _TallyFamily(
             "tool_argument_repair_succeeded",
             "Repairs that worked: after a rejection, a later call of the same tool in the same conversation passed.",
             ["tool"],
-            registry=registry,
+            registry,
         )
-        self.repair_abandoned_total = Counter(
+        self.repair_abandoned_total = _TallyFamily(
             "tool_argument_repair_abandoned",
             "Repairs never completed: no passing call of the tool in the conversation within repair.remember.",
             ["tool"],
-            registry=registry,
+            registry,
         )
         self.repair_attempts = Histogram(
             "tool_argument_repair_attempts",
@@ -296,6 +299,7 @@ class GatewayMetrics:
         self._health = _ValueSetHealthCollector()
         registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._failed_open: dict[tuple[str, str], int] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
@@ -342,23 +346,47 @@ class GatewayMetrics:
     def mismatch_shape(self, tool: str, argument: str, shape: str) -> None:
         self._child(self.mismatch_shapes, tool, argument, shape).inc()
 
-    def shape_counts(self) -> dict[tuple[str, str, str], float]:
-        """Cumulative counts for the shape report: (tool, argument, key) -> count, where key is
-        "checks", "out_of_set", "out_of_set_normalised" or "shape:<shape>"."""
+    def failed_open(self, tool: str, argument: str, value_set: str) -> None:
+        """A check of `argument` skipped (failed open); counted in check_unavailable and, per argument, for
+        the Admin API's windows."""
+        self._child(self.unavailable, tool, value_set).inc()
+        key = (tool, argument)
+        self._failed_open[key] = self._failed_open.get(key, 0) + 1
+
+    def window_counts(self) -> dict[tuple[str, str, str], float]:
+        """Every cumulative count the Admin API's windows use: (tool, argument, what) -> count.
+
+        Per argument: "checks", "out_of_set", "out_of_set_normalised", "shape:<shape>", "problem:<code>",
+        "failed_open". Per tool (argument ""): "calls", "allow", "reject", "repair_started",
+        "repair_succeeded", "repair_abandoned".
+        """
         counts: dict[tuple[str, str, str], float] = {}
 
         def add(key: tuple[str, str, str], amount: float) -> None:
             counts[key] = counts.get(key, 0.0) + amount
 
-        for sample in _samples(self.value_checks):
-            tool, argument = sample.labels["tool"], sample.labels["argument"]
-            add((tool, argument, "checks"), sample.value)
-            if sample.labels["in_set"] == "false":
-                add((tool, argument, "out_of_set"), sample.value)
-            if sample.labels["in_set_normalised"] == "false":
-                add((tool, argument, "out_of_set_normalised"), sample.value)
-        for sample in _samples(self.mismatch_shapes):
-            add((sample.labels["tool"], sample.labels["argument"], "shape:" + sample.labels["shape"]), sample.value)
+        for (tool, argument, _set, in_set, normalised), tally in self.value_checks.children():
+            add((tool, argument, "checks"), tally.value)
+            if in_set == "false":
+                add((tool, argument, "out_of_set"), tally.value)
+            if normalised == "false":
+                add((tool, argument, "out_of_set_normalised"), tally.value)
+        for (tool, _mode, decision), tally in self.decisions.children():
+            add((tool, "", "calls"), tally.value)
+            add((tool, "", decision), tally.value)
+        for (tool, argument, shape), tally in self.mismatch_shapes.children():
+            add((tool, argument, "shape:" + shape), tally.value)
+        for (tool, argument, code), tally in self.problems.children():
+            add((tool, argument, "problem:" + code), tally.value)
+        for family, what in (
+            (self.repair_started, "repair_started"),
+            (self.repair_succeeded_total, "repair_succeeded"),
+            (self.repair_abandoned_total, "repair_abandoned"),
+        ):
+            for (tool,), tally in family.children():
+                add((tool, "", what), tally.value)
+        for (tool, argument), count in list(self._failed_open.items()):
+            add((tool, argument, "failed_open"), count)
         return counts
 
     def repair_succeeded(self, tool: str, attempts: int) -> None:

@@ -182,7 +182,7 @@ class Validator:
         tool = self.policy.tools.get(call.tool)
         known = tool.known_arguments if tool is not None else frozenset()
         for skipped in result.skipped:
-            metrics.check_unavailable(label, skipped.value_set)
+            metrics.failed_open(label, _argument_label(skipped.argument, known), skipped.value_set)
         for problem in problems:
             argument = _argument_label(problem.argument, known)
             metrics.problem(label, argument, problem.code.value)

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
 from argwatch.server import wire
 from argwatch.server.admin_auth import TokenBook
+from argwatch.server.count_windows import CountWindows
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_model import Failure, Policy
-from argwatch.server.shape_report import ShapeWindows, rows_from_counts
+from argwatch.server.shape_report import rows_from_counts
+from argwatch.server.status_windows import Figures, StatusWindows
 from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+MIN_WATCH_INTERVAL = 0.2
 
 
 class AdminServicer(admin_pb2_grpc.AdminServicer):
@@ -30,7 +35,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         metrics: GatewayMetrics,
         provider: ValueSetProvider,
         policy: Policy,
-        shapes: ShapeWindows,
+        windows: CountWindows,
         offenders: OffenderTable | None = None,
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
@@ -41,14 +46,43 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._metrics = metrics
         self._provider = provider
         self._policy = policy
-        self._shapes = shapes
+        self._windows = windows
+        self._status_windows = StatusWindows(policy, windows)
         self._tokens = tokens
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
+        self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
 
     async def GetStatus(
         self, request: admin_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.GetStatusResponse:
+        return self._status()
+
+    async def WatchStatus(
+        self, request: admin_pb2.WatchStatusRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+        interval = request.interval_seconds or 1.0
+        if interval < MIN_WATCH_INTERVAL:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"interval_seconds {interval:g} is below the least allowed, {MIN_WATCH_INTERVAL:g}",
+            )
+        while True:
+            started = time.monotonic()
+            yield self._shared_status(max_age=min(interval / 2, 0.5))
+            # A steady cadence: the time spent building the snapshot comes off the wait.
+            await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
+
+    def _shared_status(self, max_age: float) -> admin_pb2.GetStatusResponse:
+        """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
+        costs ~70 ms of the event loop (bench/status.py), so ten TUIs must not cost ten times that."""
+        now = time.monotonic()
+        if self._last_status is None or now - self._last_status[0] > max_age:
+            self._last_status = (now, self._status())
+        return self._last_status[1]
+
+    def _status(self) -> admin_pb2.GetStatusResponse:
+        figures = self._status_windows.figures()
         totals = self._metrics.tool_totals()
         override = self._modes.global_override
         response = admin_pb2.GetStatusResponse(
@@ -64,9 +98,23 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tool_status.mode_source = source
             if tool_override is not None and tool_override.expires_at is not None:
                 tool_status.mode_expires_at.CopyFrom(wire.timestamp(tool_override.expires_at))
+            _add_tool_windows(tool_status, figures.tools[tool].windows, figures.tools[tool].calls_per_minute)
             response.tools.append(tool_status)
         if UNKNOWN_LABEL in totals:
-            response.tools.append(_tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL]))
+            unknown = _tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL])
+            _add_tool_windows(
+                unknown, figures.tools[UNKNOWN_LABEL].windows, figures.tools[UNKNOWN_LABEL].calls_per_minute
+            )
+            response.tools.append(unknown)
+        for row in figures.arguments:
+            argument = response.arguments.add(
+                tool=row.tool,
+                argument=row.argument,
+                value_set=row.value_set,
+                checks_per_minute=row.checks_per_minute,
+                out_of_set_per_minute=row.out_of_set_per_minute,
+            )
+            argument.windows.extend(_window_to_wire(window) for window in row.windows)
         for state in self._provider.statuses():
             response.value_sets.append(_set_status(state))
         return response
@@ -147,7 +195,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def GetShapeReport(
         self, request: admin_pb2.GetShapeReportRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.GetShapeReportResponse:
-        counts, covered = self._shapes.window(request.window_seconds)
+        counts, covered = self._windows.window(request.window_seconds)
         response = admin_pb2.GetShapeReportResponse(
             window_seconds=request.window_seconds,
             covered_seconds=int(covered),
@@ -167,6 +215,31 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             for shape, count, share in row.shapes:
                 out.shapes.add(shape=shape, count=count, share=share)
         return response
+
+
+def _add_tool_windows(status: admin_pb2.ToolStatus, windows: tuple[Figures, ...], calls_per_minute: list[int]) -> None:
+    status.windows.extend(_window_to_wire(window) for window in windows)
+    status.calls_per_minute.extend(calls_per_minute)
+
+
+def _window_to_wire(figures: Figures) -> admin_pb2.WindowFigures:
+    return admin_pb2.WindowFigures(
+        window_seconds=figures.window_seconds,
+        covered_seconds=figures.covered_seconds,
+        per_second=figures.per_second,
+        calls=figures.calls,
+        rejected=figures.rejected,
+        value_checks=figures.value_checks,
+        out_of_set=figures.out_of_set,
+        out_of_set_rate=figures.out_of_set_rate,
+        out_of_set_normalised=figures.out_of_set_normalised,
+        out_of_set_normalised_rate=figures.out_of_set_normalised_rate,
+        problems=figures.problems,
+        repair_started=figures.repair_started,
+        repair_succeeded=figures.repair_succeeded,
+        repair_abandoned=figures.repair_abandoned,
+        failed_open=figures.failed_open,
+    )
 
 
 def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:

@@ -48,10 +48,10 @@ async def test_a_recent_window_counts_only_what_happened_in_it(gateway_factory: 
     async with channel:
         for code in MIX[:50]:
             await stub.Validate(request("refund_order", {"reason_code": code}), timeout=5)
-        gateway.shapes.sample()  # the periodic copy, taken now
+        gateway.windows.sample()  # the periodic copy, taken now
         for code in MIX[80:]:
             await stub.Validate(request("refund_order", {"reason_code": code}), timeout=5)
-    counts, _ = gateway.shapes.window(0.000001)  # back to the last copy: only the 20 mismatching calls
+    counts, _ = gateway.windows.window(0.000001)  # back to the last copy: only the 20 mismatching calls
     assert counts[("refund_order", "reason_code", "checks")] == 20
     assert counts[("refund_order", "reason_code", "out_of_set")] == 20
 

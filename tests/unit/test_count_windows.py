@@ -1,0 +1,79 @@
+"""CountWindows: a window counts only what happened in it, covers the span it says, and per-minute series add up."""
+
+from __future__ import annotations
+
+from argwatch.server.count_windows import COARSE_SECONDS, FINE_SECONDS, CountWindows
+
+KEY = ("refund_order", "reason_code", "checks")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def windows_over(counts: dict[tuple[str, str, str], float], clock: Clock) -> CountWindows:
+    return CountWindows(lambda: dict(counts), clock)
+
+
+def run(
+    windows: CountWindows, clock: Clock, counts: dict[tuple[str, str, str], float], seconds: float, per_step: int
+) -> None:
+    """Advances `seconds` in sampler steps, adding `per_step` to KEY before each copy."""
+    for _ in range(int(seconds / FINE_SECONDS)):
+        clock.now += FINE_SECONDS
+        counts[KEY] = counts.get(KEY, 0) + per_step
+        windows.sample()
+
+
+def test_a_one_minute_window_excludes_what_happened_before_it() -> None:
+    clock, counts = Clock(), {}
+    windows = windows_over(counts, clock)
+    run(windows, clock, counts, 300, per_step=10)  # 5 minutes at 2/s
+    run(windows, clock, counts, 60, per_step=1)  # then a minute at 0.2/s
+    deltas, covered = windows.window(60)
+    assert deltas[KEY] == 12 and covered == 60
+    whole, covered_all = windows.window(0)
+    assert whole[KEY] == 600 + 12 and covered_all == 360
+
+
+def test_a_window_longer_than_the_uptime_covers_the_uptime() -> None:
+    clock, counts = Clock(), {}
+    windows = windows_over(counts, clock)
+    run(windows, clock, counts, 120, per_step=5)
+    deltas, covered = windows.window(3600)
+    assert deltas[KEY] == 120 and covered == 120
+
+
+def test_the_15_minute_window_uses_the_minute_copies_after_two_minutes() -> None:
+    clock, counts = Clock(), {}
+    windows = windows_over(counts, clock)
+    run(windows, clock, counts, 1800, per_step=1)  # 30 min at 0.2/s
+    deltas, covered = windows.window(900)
+    assert covered == 900 and deltas[KEY] == 180
+
+
+def test_per_minute_series_sum_to_the_hour_and_end_with_the_running_minute() -> None:
+    clock, counts = Clock(), {}
+    windows = windows_over(counts, clock)
+    run(windows, clock, counts, 3 * COARSE_SECONDS, per_step=1)
+    clock.now += 1
+    counts[KEY] += 7  # the minute still running
+    index = windows.index_of(KEY)
+    assert index is not None
+    series = windows.per_minute(windows.live(), index)
+    assert len(series) == 60
+    assert series[-4:] == [12, 12, 12, 7] and sum(series) == 43
+
+
+def test_a_key_that_appears_later_counts_from_zero() -> None:
+    clock, counts = Clock(), {}
+    windows = windows_over(counts, clock)
+    run(windows, clock, counts, 60, per_step=1)
+    counts[("refund_order", "", "calls")] = 5
+    clock.now += 1
+    deltas, _ = windows.window(30)
+    assert deltas[("refund_order", "", "calls")] == 5
