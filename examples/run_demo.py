@@ -1,6 +1,7 @@
-"""`make run`: the demo owning service, the gateway on the demo policy, demo traffic and a live status line.
+"""`make run`: the demo owning service, the gateway on the demo policy, demo traffic, and the TUI on it.
 
-Everything runs on loopback and stops with Ctrl-C. The gateway's logs and the
+Everything runs on loopback and stops when the TUI quits (q) or on Ctrl-C;
+without a terminal a one-line status replaces the TUI. The gateway's logs and the
 sampled offending values go to .demo/ (tail them in another terminal).
 """
 
@@ -98,11 +99,17 @@ def main() -> int:
         )
         print(
             f"argwatch demo: gateway 127.0.0.1:{PORTS['gateway']}, admin :{PORTS['admin']}, "
-            f"metrics http://127.0.0.1:{PORTS['metrics']}/metrics; logs and samples in .demo/. Ctrl-C stops."
+            f"metrics http://127.0.0.1:{PORTS['metrics']}/metrics; logs and samples in .demo/."
         )
-        print("per tool: mode, calls, out-of-set rate as written/after normalisation, rejected, failed open")
-        watch = start([os.path.join(BIN, "argwatch"), "watch", "--admin", f"127.0.0.1:{PORTS['admin']}"])
-        watch.wait()
+        admin = f"127.0.0.1:{PORTS['admin']}"
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            # The TUI in the foreground; quitting it (q) stops the demo.
+            viewer = start([os.path.join(BIN, "argwatch"), "tui", "--target", admin])
+        else:
+            print("no terminal: a status line instead of the TUI (Ctrl-C stops)")
+            print("per tool: mode, calls, out-of-set rate as written/after normalisation, rejected, failed open")
+            viewer = start([os.path.join(BIN, "argwatch"), "watch", "--admin", admin])
+        viewer.wait()
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,4 +1,4 @@
-"""The `argwatch` command: serve, policy check, and watch (a live one-line status)."""
+"""The `argwatch` command: serve, tui, policy check, watch (a live one-line status) and report."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ log = logging.getLogger("argwatch.cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The TUI's options and client only (no Textual, which loads when `argwatch tui` runs).
+    from argwatch.tui.run import add_tui_arguments, connection_from, run_tui
+
     parser = argparse.ArgumentParser(prog="argwatch", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -35,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between lines")
     watch.add_argument("--count", type=int, default=0, help="stop after this many lines (0: never)")
 
+    tui = commands.add_parser("tui", help="the on-call TUI: a gateway's live figures, and mode changes")
+    add_tui_arguments(tui)
+
     report = commands.add_parser("report", help="the mismatch-shape report (from the Admin API or a sampled log)")
     source = report.add_mutually_exclusive_group(required=True)
     source.add_argument("--admin", help="a gateway's Admin API HOST:PORT")
@@ -46,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(parser, args)
     if args.command == "policy":
         return _check_policy(args.file)
+    if args.command == "tui":
+        try:
+            connection = connection_from(args)
+        except ValueError as error:
+            parser.error(str(error))
+        return run_tui(connection, args.interval, args.readonly)
     if args.command == "watch":
         from argwatch.tui.status_line import watch_status  # the TUI package talks only to the Admin API
 

@@ -81,8 +81,8 @@ class ModeStore:
         if global_override is not None:  # the command line wins over a saved global override
             self._overrides[GLOBAL] = Override(global_override, "command line", "--global-mode", clock())
         self._effective: Mapping[str, Mode] = {}
+        self._recompute()  # the saved overrides in force, so an expiry at start says what it reverts from
         self.expire_due()
-        self._recompute()
 
     # ---- reading
 

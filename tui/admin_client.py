@@ -1,31 +1,147 @@
-"""The TUI's only door to the gateway: a thin client of the Admin API."""
+"""The TUI's only door to the gateway: a thin client of the Admin API (token, actor and TLS included)."""
 
 from __future__ import annotations
 
+import getpass
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
 import grpc
 
-from argwatch.v1 import admin_pb2, admin_pb2_grpc
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """How to reach an Admin API: address, optional bearer token, who we are, and TLS files."""
+
+    target: str
+    token: str = ""
+    actor: str = ""  # sent as x-argwatch-actor when the gateway has no tokens (its audit's "who")
+    tls_ca: str = ""  # a CA bundle to verify the gateway with; enables TLS
+    tls_cert: str = ""  # a client certificate and key, for mTLS
+    tls_key: str = ""
+    tls_server_name: str = ""  # the name in the gateway's certificate, when the target's host differs
+
+
+def default_actor() -> str:
+    """user@host: what the audit trail says when the gateway has no tokens to name us by."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+class AdminApi(Protocol):
+    """What the TUI asks of a gateway."""
+
+    target: str
+
+    def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]: ...
+
+    async def set_mode(
+        self, tool: str, mode: gateway_pb2.Mode, reason: str, expires_in_seconds: int
+    ) -> admin_pb2.ModeChange: ...
+
+    async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]: ...
+
+    async def samples(self, tool: str, argument: str, limit: int = 10) -> admin_pb2.ListSamplesResponse: ...
+
+    async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse: ...
+
+    async def refresh(self, value_set: str) -> admin_pb2.ValueSetStatus: ...
+
+    async def close(self) -> None: ...
 
 
 class AdminClient:
-    """Reads the gateway's status over the Admin API."""
+    """The Admin API over gRPC."""
 
-    def __init__(self, target: str, timeout: float = 2.0) -> None:
-        self._channel = grpc.aio.insecure_channel(target)
+    def __init__(self, target: str | Connection, timeout: float = 2.0) -> None:
+        connection = target if isinstance(target, Connection) else Connection(target)
+        self.target = connection.target
+        self._channel = _channel(connection)
         self._stub = admin_pb2_grpc.AdminStub(self._channel)
         self._timeout = timeout
+        metadata = []
+        if connection.token:
+            metadata.append(("authorization", f"Bearer {connection.token}"))
+        if connection.actor:
+            metadata.append(("x-argwatch-actor", connection.actor))
+        self._metadata = tuple(metadata)
 
     async def status(self) -> admin_pb2.GetStatusResponse:
         response: admin_pb2.GetStatusResponse = await self._stub.GetStatus(
-            admin_pb2.GetStatusRequest(), timeout=self._timeout
+            admin_pb2.GetStatusRequest(), timeout=self._timeout, metadata=self._metadata
+        )
+        return response
+
+    async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+        """Snapshots every `interval` seconds until the stream breaks (grpc.aio.AioRpcError) or is closed."""
+        call = self._stub.WatchStatus(admin_pb2.WatchStatusRequest(interval_seconds=interval), metadata=self._metadata)
+        try:
+            async for status in call:
+                yield status
+        finally:
+            call.cancel()
+
+    async def set_mode(
+        self, tool: str, mode: gateway_pb2.Mode, reason: str, expires_in_seconds: int
+    ) -> admin_pb2.ModeChange:
+        response: admin_pb2.SetModeResponse = await self._stub.SetMode(
+            admin_pb2.SetModeRequest(tool=tool, mode=mode, reason=reason, expires_in_seconds=expires_in_seconds),
+            timeout=self._timeout,
+            metadata=self._metadata,
+        )
+        return response.change
+
+    async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]:
+        response: admin_pb2.ListModeChangesResponse = await self._stub.ListModeChanges(
+            admin_pb2.ListModeChangesRequest(limit=limit), timeout=self._timeout, metadata=self._metadata
+        )
+        return list(response.changes)
+
+    async def samples(self, tool: str, argument: str, limit: int = 10) -> admin_pb2.ListSamplesResponse:
+        response: admin_pb2.ListSamplesResponse = await self._stub.ListSamples(
+            admin_pb2.ListSamplesRequest(tool=tool, argument=argument, limit=limit),
+            timeout=self._timeout,
+            metadata=self._metadata,
         )
         return response
 
     async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse:
         response: admin_pb2.GetShapeReportResponse = await self._stub.GetShapeReport(
-            admin_pb2.GetShapeReportRequest(window_seconds=window_seconds), timeout=self._timeout
+            admin_pb2.GetShapeReportRequest(window_seconds=window_seconds),
+            timeout=self._timeout,
+            metadata=self._metadata,
         )
         return response
 
+    async def refresh(self, value_set: str) -> admin_pb2.ValueSetStatus:
+        response: admin_pb2.RefreshValueSetResponse = await self._stub.RefreshValueSet(
+            admin_pb2.RefreshValueSetRequest(name=value_set), timeout=self._timeout * 5, metadata=self._metadata
+        )
+        return response.value_set
+
     async def close(self) -> None:
         await self._channel.close()
+
+
+def _channel(connection: Connection) -> grpc.aio.Channel:
+    if not connection.tls_ca:
+        return grpc.aio.insecure_channel(connection.target)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read(connection.tls_ca),
+        private_key=_read(connection.tls_key) if connection.tls_key else None,
+        certificate_chain=_read(connection.tls_cert) if connection.tls_cert else None,
+    )
+    options = [("grpc.ssl_target_name_override", connection.tls_server_name)] if connection.tls_server_name else []
+    return grpc.aio.secure_channel(connection.target, credentials, options=options)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()

@@ -22,7 +22,9 @@ def test_the_server_does_not_import_textual_or_the_tui() -> None:
 
 
 def test_the_tui_does_not_import_the_server() -> None:
-    modules = loaded_after("import argwatch.tui.status_line, argwatch.tui.admin_client")
+    modules = loaded_after(
+        "import argwatch.tui.app, argwatch.tui.run, argwatch.tui.status_line, argwatch.tui.admin_client"
+    )
     assert not any(m.startswith("argwatch.server") for m in modules)
 
 

@@ -74,10 +74,10 @@ def test_a_restart_keeps_overrides_and_the_audit(tmp_path) -> None:  # type: ign
     again = store(tmp_path, clock)
     assert again.mode_for("refund_order") is Mode.OBSERVE  # the on-call's flip survives
     assert again.mode_for("create_ticket") is Mode.OBSERVE  # expired while down: reverted, and audited
-    assert [(c.target, c.outcome) for c in again.changes()] == [
-        ("create_ticket", "expired"),
-        ("create_ticket", "applied"),
-        ("refund_order", "applied"),
+    assert [(c.target, c.old, c.new, c.outcome) for c in again.changes()] == [
+        ("create_ticket", "reject", "observe", "expired"),  # from the saved override, back to the policy
+        ("create_ticket", "observe", "reject", "applied"),
+        ("refund_order", "reject", "observe", "applied"),
     ]
 
 

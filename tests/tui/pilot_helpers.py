@@ -1,0 +1,32 @@
+"""Helpers for driving the TUI with Pilot: waiting for a condition while the app runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from argwatch.tui.app import ArgwatchApp
+
+
+async def until(pilot: Pilot[None], condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Lets the app run until `condition` holds, for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the TUI did not get there within {seconds}s")
+        await pilot.pause(0.05)
+
+
+def banner(app: ArgwatchApp) -> str:
+    return str(app.query_one("#banner", Static).render())
+
+
+def table_rows(app: ArgwatchApp) -> list[tuple[str, str]]:
+    """The (tool, argument) of each row the table shows, top to bottom."""
+    from textual.widgets import DataTable
+
+    table = app.query_one("#table", DataTable)
+    return [(str(table.get_row_at(i)[1]), str(table.get_row_at(i)[2])) for i in range(table.row_count)]

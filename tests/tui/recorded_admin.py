@@ -1,0 +1,150 @@
+"""Fixed Admin API answers for the TUI's snapshot tests: repeatable screens need fixed data and no clock.
+
+Only the snapshot tests use this; every behaviour test drives the TUI against a
+real gateway (test_tui_pilot.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from argwatch.v1 import admin_pb2
+from argwatch.v1 import gateway_pb2 as pb
+
+AT = 1_796_000_000  # 2026-11-30 00:53:20 UTC
+
+
+def _at(seconds: int) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromSeconds(AT + seconds)
+    return stamp
+
+
+def _windows(calls: int, checks: int, oos: int, norm: int, **extra: int) -> list[admin_pb2.WindowFigures]:
+    """The same mix at three scales: 1 min, 15 min (x12), 1 h (x40)."""
+    figures = []
+    for seconds, scale in ((60, 1), (900, 12), (3600, 40)):
+        problems = {code: count * scale for code, count in extra.items() if code.startswith("p_")}
+        figures.append(
+            admin_pb2.WindowFigures(
+                window_seconds=seconds,
+                covered_seconds=float(seconds),
+                per_second=calls * scale / seconds,
+                calls=calls * scale,
+                rejected=extra.get("rejected", 0) * scale,
+                value_checks=checks * scale,
+                out_of_set=oos * scale,
+                out_of_set_rate=oos / checks if checks else 0.0,
+                out_of_set_normalised=norm * scale,
+                out_of_set_normalised_rate=norm / checks if checks else 0.0,
+                problems={code[2:]: count for code, count in problems.items()},
+                repair_started=extra.get("started", 0) * scale,
+                repair_succeeded=extra.get("succeeded", 0) * scale,
+                repair_abandoned=extra.get("abandoned", 0) * scale,
+                failed_open=extra.get("failed_open", 0) * scale,
+            )
+        )
+    return figures
+
+
+def _series(base: int, rise_from: int = 60, rise: int = 0) -> list[int]:
+    return [base + (i % 5) + (rise if i >= rise_from else 0) for i in range(60)]
+
+
+def recorded_status() -> admin_pb2.GetStatusResponse:
+    status = admin_pb2.GetStatusResponse(
+        replica_id="argwatch-7c9f-0",
+        policy_version="65d9eb6a490b1f2c",
+        global_mode=pb.MODE_UNSPECIFIED,
+        taken_at=_at(0),
+    )
+    refund = status.tools.add(tool="refund_order", mode=pb.MODE_REJECT, mode_source="policy", calls=4800)
+    refund.windows.extend(_windows(1200, 0, 0, 0, rejected=110, started=110, succeeded=88, abandoned=9))
+    refund.calls_per_minute.extend(_series(1180))
+    refund.checks.add(check="set:refunds.reason_codes", argument="reason_code", fails_closed=False)
+    refund.checks.add(check="record:order", argument="order_id", fails_closed=True)
+    ticket = status.tools.add(tool="create_ticket", mode=pb.MODE_OBSERVE, mode_source="override", calls=2400)
+    ticket.mode_expires_at.CopyFrom(_at(1800))
+    ticket.windows.extend(_windows(600, 0, 0, 0, failed_open=31))
+    ticket.calls_per_minute.extend(_series(590))
+    stock = status.tools.add(tool="transfer_stock", mode=pb.MODE_OBSERVE, mode_source="policy", calls=900)
+    stock.windows.extend(_windows(240, 0, 0, 0))
+    stock.calls_per_minute.extend(_series(230))
+
+    def argument(tool: str, name: str, value_set: str, checks: int, oos: int, norm: int, **extra: int) -> None:
+        row = status.arguments.add(tool=tool, argument=name, value_set=value_set)
+        row.windows.extend(_windows(checks, checks, oos, norm, **extra))
+        row.checks_per_minute.extend(_series(checks))
+        row.out_of_set_per_minute.extend(_series(oos // 2, rise_from=40, rise=oos) if oos else [0] * 60)
+
+    argument("refund_order", "reason_code", "refunds.reason_codes", 1200, 113, 80, p_out_of_set=113)
+    argument("refund_order", "order_id", "", 0, 0, 0, p_not_found=14, p_not_owned=3)
+    argument("create_ticket", "assignee", "identity.handles", 600, 0, 0, failed_open=31)
+    argument("transfer_stock", "warehouse_code", "wms.warehouses", 240, 29, 7, p_out_of_set=29)
+    status.value_sets.add(
+        name="refunds.reason_codes", source="owners", available=True, version=41, members=6,
+        confirmed_at=_at(-4), stale=False, age_seconds=4.0, source_connected=True,
+    )  # fmt: skip
+    status.value_sets.add(
+        name="identity.handles", source="directory", available=False, version=7, members=5000,
+        confirmed_at=_at(-5400), stale=True, age_seconds=5400.0, source_connected=False,
+        last_error="UNAVAILABLE: connection refused",
+    )  # fmt: skip
+    status.value_sets.add(
+        name="wms.warehouses", source="local", available=True, version=3, members=3,
+        confirmed_at=_at(-700), stale=True, age_seconds=700.0, source_connected=True,
+    )  # fmt: skip
+    return status
+
+
+class RecordedAdmin:
+    """Answers with the fixed data above; the status stream sends one snapshot, then waits."""
+
+    target = "127.0.0.1:50052"
+
+    async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+        yield recorded_status()
+        await asyncio.Event().wait()
+
+    async def set_mode(self, tool: str, mode: pb.Mode, reason: str, expires_in_seconds: int) -> admin_pb2.ModeChange:
+        raise AssertionError("the snapshot tests change nothing")
+
+    async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]:
+        return [
+            admin_pb2.ModeChange(
+                at=_at(-60), actor="ana@oncall", tool="create_ticket", old_mode="reject", new_mode="observe",
+                reason="INC-7: directory down, false rejects", expires_at=_at(1800), outcome="applied",
+            ),
+            admin_pb2.ModeChange(
+                at=_at(-300), actor="grafana", tool="?", reason="read only",
+                outcome="refused: grafana may look, not change",
+            ),
+        ]  # fmt: skip
+
+    async def samples(self, tool: str, argument: str, limit: int = 10) -> admin_pb2.ListSamplesResponse:
+        response = admin_pb2.ListSamplesResponse(total=113, top_two_share=0.85, clustered=True)
+        for value, count, shape in (('"LOST_IN_TRANSIT"', 71, "retired"), ('"damaged item"', 25, "case"),
+                                    ('"GOODWILL"', 10, "invented"), ('"OTHER"', 7, "invented")):  # fmt: skip
+            response.values.add(value=value, count=count, shape=shape, last_seen=_at(-2))
+        return response
+
+    async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse:
+        response = admin_pb2.GetShapeReportResponse(window_seconds=3600, covered_seconds=3600, taken_at=_at(0))
+        row = response.rows.add(
+            tool="refund_order", argument="reason_code", value_set="refunds.reason_codes", checks=48000,
+            out_of_set=4520, out_of_set_rate=4520 / 48000, out_of_set_normalised=3200,
+            out_of_set_normalised_rate=3200 / 48000,
+        )  # fmt: skip
+        row.shapes.add(shape="retired", count=2840, share=2840 / 4520)
+        row.shapes.add(shape="case", count=1000, share=1000 / 4520)
+        row.shapes.add(shape="invented", count=680, share=680 / 4520)
+        return response
+
+    async def refresh(self, value_set: str) -> admin_pb2.ValueSetStatus:
+        raise AssertionError("the snapshot tests change nothing")
+
+    async def close(self) -> None:
+        return None

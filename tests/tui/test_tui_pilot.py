@@ -1,0 +1,191 @@
+"""The TUI against a real gateway on loopback, driven with Pilot: mode flips, filter, detail, reconnection."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+from prometheus_client import CollectorRegistry
+from textual.widgets import Input, Static
+
+from argwatch.server.app import RunningGateway, build_gateway
+from argwatch.server.policy_model import Mode
+from argwatch.tui.admin_client import AdminClient, Connection
+from argwatch.tui.app import ArgwatchApp
+from argwatch.tui.detail_screen import DetailScreen
+from argwatch.tui.mode_dialog import ModeDialog
+from argwatch.v1 import gateway_pb2 as pb
+from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy
+from tests.service.helpers import gateway_stub, request
+from tests.tui.pilot_helpers import banner, table_rows, until
+
+SIZE = (200, 40)
+
+
+@pytest.fixture
+async def client_for() -> AsyncIterator[object]:
+    clients: list[AdminClient] = []
+
+    def make(target: str) -> AdminClient:
+        client = AdminClient(Connection(target, actor="pilot@oncall"))
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+async def test_a_mode_flip_through_the_dialog_reaches_the_gateway_and_its_audit(
+    gateway_factory: GatewayFactory, client_for
+) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory(refund_mode="reject")
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        assert app.selected_row() is not None and app.selected_row().tool == "refund_order"  # type: ignore[union-attr]
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        assert app.focused is not None and app.focused.id == "cancel"  # a stray Enter changes nothing
+        await pilot.click("#reason")
+        await pilot.press(*"INC-9 false rejects")
+        await pilot.press("tab")  # to the expiry field
+        await pilot.press(*"15m")
+        assert app.screen.query_one("#expiry", Input).value == "15m"
+        await pilot.click("#apply")
+        await until(pilot, lambda: gateway.modes.mode_for("refund_order") is Mode.OBSERVE)
+        await until(
+            pilot,
+            lambda: (
+                ("refund_order", "reason_code") in table_rows(app)
+                and "observe (override)"
+                in str(
+                    app.query_one("#table").get_row_at(0)[3]  # type: ignore[attr-defined]
+                )
+            ),
+        )
+    (change, *_) = gateway.modes.changes()
+    assert (change.actor, change.old, change.new, change.reason, change.outcome) == (
+        "pilot@oncall",
+        "reject",
+        "observe",
+        "INC-9 false rejects",
+        "applied",
+    )
+    assert change.expires_at is not None and 890 <= change.expires_at - change.at <= 900
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        after = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=5)
+    assert after.decision == pb.DECISION_ALLOW
+
+
+async def test_cancelling_the_dialog_changes_nothing(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory(refund_mode="reject")
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        await pilot.press("enter")  # on Cancel
+        await until(pilot, lambda: not isinstance(app.screen, ModeDialog))
+        await pilot.press("g", "escape")  # the global dialog, dismissed with Esc
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ModeDialog)
+    assert gateway.modes.changes() == []
+    assert gateway.modes.mode_for("refund_order") is Mode.REJECT
+
+
+async def test_applying_without_a_reason_is_refused_in_the_dialog(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory(refund_mode="reject")
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        await pilot.click("#apply")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, ModeDialog)
+        assert "a reason is required" in str(app.screen.query_one("#preview", Static).render())
+    assert gateway.modes.changes() == []
+
+
+async def test_the_filter_keeps_matching_rows_and_escape_clears_it(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory()
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(table_rows(app)) >= 3)
+        everything = table_rows(app)
+        await pilot.press("slash", *"stock")
+        await until(pilot, lambda: table_rows(app) == [("transfer_stock", "warehouse_code")])
+        assert "filter 'stock'" in banner(app)
+        await pilot.press("enter")  # keeps the filter, back to the table
+        await pilot.pause(0.5)  # snapshots keep coming; the filter holds
+        assert table_rows(app) == [("transfer_stock", "warehouse_code")]
+        await pilot.press("escape")
+        await until(pilot, lambda: table_rows(app) == everything)
+
+
+async def test_the_detail_view_shows_the_offending_values_and_the_sets_state(
+    gateway_factory: GatewayFactory, client_for
+) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory(refund_mode="observe")
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for code in ["GOODWILL"] * 8 + ["BROKEN"] * 3 + ["DAMAGED_ITEM"] * 5:
+            await stub.Validate(request("refund_order", {"reason_code": code}), timeout=5)
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen))
+        screen = app.screen
+
+        def text(selector: str) -> str:
+            return str(screen.query_one(selector, Static).render())
+
+        await until(pilot, lambda: "GOODWILL" in text("#offenders"))
+        assert "CLUSTERED" in text("#offenders")  # two values hold all 11 misses
+        assert '8  "GOODWILL"  invented' in text("#offenders")
+        assert "retired" in text("#shapes") and "invented" in text("#shapes")
+        assert "refunds.reason_codes from owners: version 1, 4 members" in text("#value-set")
+        assert "fails open" in text("#value-set")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, DetailScreen))
+
+
+async def test_it_says_when_the_gateway_is_lost_and_reconnects_by_itself(
+    gateway_factory: GatewayFactory, source: SourceServer, tmp_path, client_for
+) -> None:  # type: ignore[no-untyped-def]
+    first = await gateway_factory()
+    admin_port = first.admin_port
+    app = ArgwatchApp(client_for(first.admin_target), interval=0.2)
+    second: RunningGateway | None = None
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: banner(app).startswith("LIVE"))
+            await first.stop(0)
+            await until(pilot, lambda: banner(app).startswith("NOT LIVE"))
+            assert "unreachable" in banner(app) and "figures below are" in banner(app)
+            assert app.query_one("#table").has_class("stale")
+            policy = make_policy(str(tmp_path), source.target)
+            settings = replace(loopback_settings(policy.path), admin_listen=f"127.0.0.1:{admin_port}")
+            second = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+            await until(pilot, lambda: banner(app).startswith("LIVE"), seconds=15)
+            assert not app.query_one("#table").has_class("stale")
+    finally:
+        if second is not None:
+            await second.stop(0)
+
+
+async def test_readonly_hides_every_action_that_changes_something(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+    gateway = await gateway_factory(refund_mode="reject")
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2, readonly=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        await pilot.press("m", "g", "r")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ModeDialog)
+        assert [app.check_action(action, ()) for action in ("mode", "global_mode", "refresh_set")] == [False] * 3
+        assert app.check_action("audit", ()) is True  # looking stays allowed
+    assert gateway.modes.changes() == []

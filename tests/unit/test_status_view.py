@@ -1,0 +1,55 @@
+"""The TUI's rows from a snapshot: health in words, figures per window, the filter, sparklines, durations."""
+
+from __future__ import annotations
+
+import pytest
+
+from argwatch.tui.durations import parse_expiry, spoken
+from argwatch.tui.status_view import COLUMNS, build_rows, sparkline
+from tests.tui.recorded_admin import recorded_status
+
+COLUMN = {key: index for index, (_label, key, _width) in enumerate(COLUMNS)}
+
+
+def cells(tool: str, argument: str, window: int = 60) -> dict[str, str]:
+    row = next(r for r in build_rows(recorded_status(), window) if (r.tool, r.argument) == (tool, argument))
+    return {key: row.cells[index] for key, index in COLUMN.items()}
+
+
+def test_an_unhealthy_row_says_why_in_words_and_is_flagged() -> None:
+    assignee = cells("create_ticket", "assignee")
+    assert assignee["flag"] == "!"
+    assert assignee["health"] == "FAIL-OPEN 31 NO-SET SRC-DOWN"
+    assert assignee["mode"] == "observe (override)"
+    assert cells("transfer_stock", "warehouse_code")["health"] == "STALE"
+    healthy = cells("refund_order", "reason_code")
+    assert (healthy["flag"], healthy["health"]) == (" ", "ok")
+
+
+def test_figures_follow_the_window() -> None:
+    minute, hour = cells("refund_order", "reason_code", 60), cells("refund_order", "reason_code", 3600)
+    assert (minute["rate"], minute["oos"], minute["norm"], minute["problems"]) == ("20.0", "9.4", "6.7", "113")
+    assert (hour["rate"], hour["problems"], hour["repair"]) == ("13.3", "4520", "3520/360/4400")
+    assert cells("refund_order", "order_id")["oos"] == "-"  # no value checks: no rate, not 0%
+
+
+def test_the_filter_matches_tool_or_argument_names() -> None:
+    assert [(r.tool, r.argument) for r in build_rows(recorded_status(), 60, "STOCK")] == [
+        ("transfer_stock", "warehouse_code")
+    ]
+    assert [r.argument for r in build_rows(recorded_status(), 60, "order_id")] == ["order_id"]
+    assert build_rows(recorded_status(), 60, "nothing-like-this") == []
+
+
+def test_a_sparkline_scales_to_its_peak_and_leaves_unchecked_steps_blank() -> None:
+    # A quarter of the peak is the third of eight levels.
+    assert sparkline([0, 0, 1, 1, 4, 4], [10, 10, 10, 10, 10, 10], width=3) == "▁▃█"
+    assert sparkline([0, 0, 0, 0], [0, 0, 10, 10], width=2) == " ▁"
+
+
+def test_expiry_durations_parse_and_read_back() -> None:
+    assert [parse_expiry(t) for t in ("", "90", "90s", "30m", "1h30m", "2h")] == [0, 90, 90, 1800, 5400, 7200]
+    assert spoken(5400) == "1h30m" and spoken(120) == "2m"
+    for bad in ("soon", "30x", "-5m", "8d"):
+        with pytest.raises(ValueError):
+            parse_expiry(bad)

@@ -1,0 +1,350 @@
+"""The on-call TUI: a live table per tool and argument, a detail view, and audited mode changes.
+
+It speaks to one gateway's Admin API. Every figure it shows comes from the
+newest snapshot; when snapshots stop (the gateway unreachable, or the stream
+stalled) the banner says NOT LIVE and how old the figures are, the table is
+dimmed, and the feed reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+import grpc
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Input, Static
+
+from argwatch.tui.admin_client import AdminApi
+from argwatch.tui.audit_screen import AuditScreen
+from argwatch.tui.detail_screen import DetailScreen
+from argwatch.tui.feed import Lost, Snapshot, follow
+from argwatch.tui.help_screen import HelpScreen
+from argwatch.tui.mode_dialog import ModeDialog, ModeRequest
+from argwatch.tui.status_view import (
+    COLUMNS,
+    MODE_NAMES,
+    WINDOW_NAMES,
+    WINDOWS,
+    Row,
+    RowSource,
+    Selected,
+    row_cells,
+    row_key,
+    row_sources,
+    summary,
+)
+from argwatch.v1 import admin_pb2
+
+STALLED_AFTER_INTERVALS = 3  # no snapshot for this many intervals: the figures are not live any more
+CHANGING_ACTIONS = frozenset({"mode", "global_mode", "refresh_set"})
+_COLUMN_KEYS = [key for _label, key, _width in COLUMNS]
+VIEW_MARGIN_ROWS = 10  # rows drawn beyond the view, so a short scroll shows drawn rows
+_FLAGGED = {"flag", "health"}
+
+
+class ArgwatchApp(App[None]):
+    """`argwatch tui`: watch one gateway and, unless read-only, change modes on it."""
+
+    TITLE = "argwatch"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "help"),
+        Binding("slash", "filter", "filter"),
+        Binding("w", "next_window", "window"),
+        Binding("m", "mode", "mode"),
+        Binding("g", "global_mode", "global"),
+        Binding("r", "refresh_set", "refresh set"),
+        Binding("a", "audit", "audit"),
+        Binding("escape", "go_back", "back", show=False),
+        Binding("q", "quit", "quit"),
+    ]
+    CSS = """
+    #banner { height: 1; padding: 0 1; background: $success-darken-2; color: $text; }
+    #banner.lost { background: $error; text-style: bold; }
+    #summary { height: 1; padding: 0 1; background: $boost; }
+    #table { height: 1fr; }
+    #table.stale { text-opacity: 55%; }
+    #filter { dock: bottom; display: none; }
+    #filter.shown { display: block; }
+    """
+
+    def __init__(
+        self,
+        api: AdminApi,
+        *,
+        interval: float = 1.0,
+        readonly: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        live_detail: bool = True,
+    ) -> None:
+        super().__init__()
+        self.api = api
+        self.interval = interval
+        self.readonly = readonly
+        self._clock = clock
+        self._live_detail = live_detail
+        self.status: admin_pb2.GetStatusResponse | None = None
+        self.window = WINDOWS[0]
+        self.query_text = ""
+        self._received_at: float | None = None
+        self._lost: Lost | None = None
+        self._lost_at: float | None = None
+        self._keys: list[str] = []
+        self._sources: dict[str, RowSource] = {}
+        self._drawn: dict[str, Row] = {}  # the cells on screen, per row key (rows not yet in view: none)
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"connecting to {self.api.target}..."), id="banner")
+        yield Static("", id="summary")
+        table: DataTable[str | Text] = DataTable(cursor_type="row", id="table")
+        for label, key, width in COLUMNS:
+            table.add_column(label, key=key, width=max(width, len(label)))
+        yield table
+        yield Input(placeholder="filter: part of a tool or argument name (Enter keeps it, Esc clears)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#table", DataTable)
+        table.focus()
+        self.watch(table, "scroll_y", lambda _: self._draw_visible(), init=False)
+        self.run_worker(self._follow(), exclusive=True, group="feed")
+        self.set_interval(0.5, self._show_banner)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._draw_visible)
+
+    async def _follow(self) -> None:
+        async for event in follow(self.api, self.interval):
+            if isinstance(event, Snapshot):
+                self.show_status(event.status)
+            else:
+                self._lose(event)
+
+    # -- what arrives -------------------------------------------------------------------------
+
+    def show_status(self, status: admin_pb2.GetStatusResponse) -> None:
+        """A new snapshot: the table, the summary, the banner and any open detail view follow it."""
+        self.status = status
+        self._received_at = self._clock()
+        self._lost = self._lost_at = None
+        self._render_rows()
+        self.query_one("#summary", Static).update(Text(summary(status)))
+        self._show_banner()
+        for screen in self.screen_stack:
+            if isinstance(screen, DetailScreen):
+                screen.show(status)
+
+    def _lose(self, lost: Lost) -> None:
+        if self._lost_at is None:
+            self._lost_at = self._clock()
+        self._lost = lost
+        self._show_banner()
+
+    def _show_banner(self) -> None:
+        banner = self.query_one("#banner", Static)
+        table = self.query_one("#table", DataTable)
+        now = self._clock()
+        window = f"window {WINDOW_NAMES[self.window]}"
+        shown = f" | filter '{self.query_text}'" if self.query_text else ""
+        age = None if self._received_at is None else now - self._received_at
+        stalled = age is not None and age > STALLED_AFTER_INTERVALS * self.interval
+        if self._lost is None and not stalled:
+            text = (
+                f"connecting to {self.api.target}..."
+                if age is None
+                else f"LIVE  {self.api.target} | {window} | updated {age:.1f}s ago{shown}"
+            )
+            banner.update(Text(text))
+            banner.remove_class("lost")
+            table.remove_class("stale")
+            return
+        figures = "no figures yet" if age is None else f"figures below are {age:.0f}s old"
+        if self._lost is not None:
+            down = now - (self._lost_at or now)
+            why = f"{self.api.target} unreachable for {down:.0f}s ({self._lost.reason}); reconnecting"
+        else:
+            why = f"no update from {self.api.target} for {age:.0f}s"
+        banner.update(Text(f"NOT LIVE: {why} | {figures} | {window}{shown}"))
+        banner.add_class("lost")
+        table.add_class("stale")
+
+    def _render_rows(self) -> None:
+        """Lists every row, but draws cells only for the rows in view (and a margin): at 200 tools x 5
+        arguments, drawing all 1000 rows every second would take most of that second."""
+        if self.status is None:
+            return
+        table = self.query_one("#table", DataTable)
+        sources = row_sources(self.status, self.query_text)
+        keys = [source.key for source in sources]
+        self._sources = {source.key: source for source in sources}
+        if keys != self._keys:
+            selected = self.selected_key()
+            table.clear(columns=True)
+            names = [(source.tool_name, source.argument_name) for source in sources]
+            widths = {
+                "tool": max((len(tool) for tool, _ in names), default=4),
+                "argument": max((len(argument) for _, argument in names), default=8),
+            }
+            for label, key, width in COLUMNS:
+                table.add_column(label, key=key, width=max(width or widths[key], len(label)))
+            blank = [""] * len(COLUMNS)
+            for source in sources:
+                table.add_row(*blank, key=source.key)
+            self._keys, self._drawn = keys, {}
+            if selected in keys:
+                table.move_cursor(row=keys.index(selected))
+        self._draw_visible()
+
+    def _draw_visible(self) -> None:
+        """Fills or updates the cells of the rows in view from the newest snapshot, changed cells only."""
+        if self.status is None or not self._keys:
+            return
+        table = self.query_one("#table", DataTable)
+        first = max(int(table.scroll_y) - VIEW_MARGIN_ROWS, 0)
+        last = min(int(table.scroll_y) + table.size.height + VIEW_MARGIN_ROWS, len(self._keys))
+        for key in self._keys[first:last]:
+            row = row_cells(self._sources[key], self.window)
+            before = self._drawn.get(key)
+            if before is not None and before.cells == row.cells:
+                continue
+            styled = _styled(row)
+            for index, cell in enumerate(row.cells):
+                if before is None or before.cells[index] != cell or before.unhealthy != row.unhealthy:
+                    table.update_cell(key, _COLUMN_KEYS[index], styled[index])
+            self._drawn[key] = row
+
+    # -- selection --------------------------------------------------------------------------------
+
+    def selected_key(self) -> str | None:
+        table = self.query_one("#table", DataTable)
+        if not self._keys or table.cursor_row < 0 or table.cursor_row >= len(self._keys):
+            return None
+        return self._keys[table.cursor_row]
+
+    def selected_row(self) -> Selected | None:
+        """The row in the open detail view, else the table's selected row."""
+        screen = self.screen
+        key = row_key(screen.tool, screen.argument) if isinstance(screen, DetailScreen) else self.selected_key()
+        source = self._sources.get(key) if key is not None else None
+        return Selected.of(source) if source is not None else None
+
+    # -- keys ---------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """--readonly hides every action that changes something."""
+        return not (self.readonly and action in CHANGING_ACTIONS)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.readonly))
+
+    def action_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.add_class("shown")
+        field.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
+        self._render_rows()
+        self._show_banner()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        self.query_one("#table", DataTable).focus()
+
+    def action_go_back(self) -> None:
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+            return
+        field = self.query_one("#filter", Input)
+        if field.has_class("shown"):
+            field.value = ""
+            field.remove_class("shown")
+            self.query_one("#table", DataTable).focus()
+
+    def action_next_window(self) -> None:
+        self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]
+        self._render_rows()
+        self._show_banner()
+
+    @on(DataTable.RowSelected, "#table")
+    def _open_detail(self, event: DataTable.RowSelected) -> None:
+        source = self._sources.get(str(event.row_key.value))
+        if source is None:
+            return
+        row = Selected.of(source)
+        detail = DetailScreen(self.api, row.tool, row.argument, live_side=self._live_detail)
+        self.push_screen(detail)
+        if self.status is not None:
+            detail.call_after_refresh(detail.show, self.status)
+
+    def action_audit(self) -> None:
+        if not isinstance(self.screen, AuditScreen):
+            self.push_screen(AuditScreen(self.api))
+
+    def action_mode(self) -> None:
+        row = self.selected_row()
+        if row is None or self.status is None or row.tool == "_unknown":
+            self.notify("select a tool's row first", severity="warning")
+            return
+        tool = next(t for t in self.status.tools if t.tool == row.tool)
+        until = f"{tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if tool.HasField("mode_expires_at") else ""
+        self.push_screen(
+            ModeDialog(row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until),
+            self._change_mode,
+        )
+
+    def action_global_mode(self) -> None:
+        if self.status is None:
+            self.notify("no status from the gateway yet", severity="warning")
+            return
+        current = MODE_NAMES.get(self.status.global_mode, "none")
+        self.push_screen(
+            ModeDialog("", current, "global override" if current != "none" else "policy"), self._change_mode
+        )
+
+    async def _change_mode(self, request: ModeRequest | None) -> None:
+        if request is None:
+            return
+        try:
+            change = await self.api.set_mode(request.tool, request.mode, request.reason, request.expires_in_seconds)
+        except grpc.aio.AioRpcError as error:
+            self.notify(
+                f"{error.code().name}: {error.details()}", title="mode not changed", severity="error", timeout=10
+            )
+            return
+        target = change.tool or "global override"
+        self.notify(f"{target}: {change.old_mode or 'none'} -> {change.new_mode or 'none'} ({change.outcome})")
+
+    async def action_refresh_set(self) -> None:
+        row = self.selected_row()
+        if row is None or not row.value_set:
+            self.notify("the selected row is not bound to a value set", severity="warning")
+            return
+        try:
+            state = await self.api.refresh(row.value_set)
+        except grpc.aio.AioRpcError as error:
+            self.notify(f"{error.code().name}: {error.details()}", title="not refreshed", severity="error", timeout=10)
+            return
+        outcome = f"version {state.version}, {state.members} members"
+        if state.last_error:
+            outcome += f"; the source did not answer: {state.last_error}"
+        self.notify(f"{state.name}: {outcome}", severity="warning" if state.last_error else "information")
+
+
+def _styled(row: Row) -> list[str | Text]:
+    cells: list[str | Text] = []
+    for key, cell in zip(_COLUMN_KEYS, row.cells, strict=True):
+        if key in _FLAGGED and row.unhealthy:
+            cells.append(Text(cell, style="bold red"))
+        elif key == "spark":
+            cells.append(Text(cell, style="yellow"))
+        elif key in ("rate", "oos", "norm", "problems", "open"):
+            cells.append(Text(cell, justify="right"))
+        else:
+            cells.append(Text(cell))
+    return cells

@@ -1,0 +1,199 @@
+"""The detail view of one row: trend over the hour, figures per window, top offenders, shapes, the set's state."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import grpc
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Sparkline, Static
+
+from argwatch.tui.admin_client import AdminApi
+from argwatch.tui.status_view import (
+    NO_ARGUMENT,
+    WINDOW_NAMES,
+    WINDOWS,
+    age_text,
+    mode_text,
+    per_second,
+    percent,
+    window_of,
+)
+from argwatch.v1 import admin_pb2
+
+OFFENDERS_SHOWN = 10
+SIDE_REFRESH_SECONDS = 5.0  # offenders and shapes: asked for again this often while the view is open
+
+
+class DetailScreen(Screen[None]):
+    """One tool and argument, kept live from the main feed; offenders and shapes asked for separately."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
+    DEFAULT_CSS = """
+    DetailScreen Static { margin: 0 1; }
+    DetailScreen .heading { text-style: bold; margin-top: 1; }
+    DetailScreen Sparkline { height: 3; width: 62; margin: 0 1; }
+    DetailScreen #title { text-style: bold; background: $boost; }
+    """
+
+    def __init__(self, api: AdminApi, tool: str, argument: str, live_side: bool = True) -> None:
+        super().__init__()
+        self.api = api
+        self.tool = tool
+        self.argument = argument
+        self._live_side = live_side
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="title")
+            yield Static("Out-of-set values per minute, last hour", id="trend-oos-title", classes="heading")
+            yield Sparkline([], id="trend-oos")
+            yield Static("Values checked per minute", id="trend-checks-title", classes="heading")
+            yield Sparkline([], id="trend-checks")
+            yield Static(id="figures")
+            yield Static("Top offending values", classes="heading")
+            yield Static("asking the gateway...", id="offenders")
+            yield Static("Why values missed (last hour)", classes="heading")
+            yield Static("asking the gateway...", id="shapes")
+            yield Static("Value set", classes="heading")
+            yield Static(id="value-set")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        await self.refresh_side()
+        if self._live_side:
+            self.set_interval(SIDE_REFRESH_SECONDS, self.refresh_side)
+
+    def show(self, status: admin_pb2.GetStatusResponse) -> None:
+        """Updates the live parts from a new snapshot."""
+        tool = next((t for t in status.tools if t.tool == self.tool), None)
+        argument = next((a for a in status.arguments if (a.tool, a.argument) == (self.tool, self.argument)), None)
+        if tool is None:
+            self.query_one("#title", Static).update(Text(f"{self.tool}: no longer in the gateway's policy"))
+            return
+        value_set_name = argument.value_set if argument is not None else ""
+        title = f"{self.tool} . {self.argument}   mode {mode_text(tool)}"
+        if tool.HasField("mode_expires_at"):
+            title += f" until {tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC"
+        if value_set_name:
+            title += f"   set {value_set_name}"
+        self.query_one("#title", Static).update(Text(title))
+        misses = list(argument.out_of_set_per_minute) if argument is not None else []
+        checked = list(argument.checks_per_minute) if argument is not None else list(tool.calls_per_minute)
+        self.query_one("#trend-oos", Sparkline).data = [float(v) for v in misses]
+        self.query_one("#trend-checks", Sparkline).data = [float(v) for v in checked]
+        self.query_one("#trend-oos-title", Static).update(
+            f"Out-of-set values per minute, last hour, oldest left ({_range(misses)})"
+        )
+        self.query_one("#trend-checks-title", Static).update(
+            f"{'Values checked' if argument is not None else 'Calls'} per minute ({_range(checked)})"
+        )
+        self.query_one("#figures", Static).update(_figures_table(tool, argument))
+        value_set = next((s for s in status.value_sets if s.name == value_set_name), None)
+        self.query_one("#value-set", Static).update(_value_set_text(value_set, tool, self.argument))
+
+    async def refresh_side(self) -> None:
+        """Asks for the offenders and the shape breakdown (they are not in the status stream)."""
+        offenders, shapes = self.query_one("#offenders", Static), self.query_one("#shapes", Static)
+        if self.argument == NO_ARGUMENT:
+            offenders.update("no argument of this tool is checked")
+            shapes.update("-")
+            return
+        try:
+            samples = await self.api.samples(self.tool, self.argument, OFFENDERS_SHOWN)
+            report = await self.api.shape_report(3600)
+        except grpc.aio.AioRpcError as error:
+            offenders.update(Text(f"! the gateway did not answer: {error.code().name}: {error.details()}"))
+            return
+        offenders.update(_offenders_text(samples))
+        row = next((r for r in report.rows if (r.tool, r.argument) == (self.tool, self.argument)), None)
+        shapes.update(_shapes_text(row))
+
+
+def _range(values: list[int]) -> str:
+    """The scale of a sparkline (it stretches lowest to highest, so small wobbles look tall)."""
+    if not values:
+        return "no data"
+    return f"low {min(values)}, peak {max(values)}, this minute {values[-1]}"
+
+
+def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatus | None) -> Table:
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    for column in (
+        "window",
+        "calls/s",
+        "checks",
+        "oos%",
+        "norm%",
+        "rejected",
+        "repair ok/abandoned/started",
+        "fail-open",
+        "problems",
+    ):
+        table.add_column(column, justify="left" if column in ("window", "problems") else "right")
+    for seconds in WINDOWS:
+        tool_figures = window_of(tool, seconds)
+        figures = window_of(argument, seconds) if argument is not None else tool_figures
+        problems = ", ".join(f"{code} {count}" for code, count in sorted(figures.problems.items())) or "-"
+        table.add_row(
+            WINDOW_NAMES[seconds],
+            per_second(tool_figures.per_second),
+            str(figures.value_checks),
+            percent(figures.out_of_set, figures.value_checks),
+            percent(figures.out_of_set_normalised, figures.value_checks),
+            str(tool_figures.rejected),
+            f"{tool_figures.repair_succeeded}/{tool_figures.repair_abandoned}/{tool_figures.repair_started}",
+            str(figures.failed_open),
+            problems,
+        )
+    return table
+
+
+def _offenders_text(samples: admin_pb2.ListSamplesResponse) -> Text:
+    if not samples.total:
+        return Text("none seen")
+    verdict = (
+        f"CLUSTERED: the top two values hold {100 * samples.top_two_share:.0f}% of {samples.total} "
+        "(enum drift: a renamed or retired value the model keeps emitting)"
+        if samples.clustered
+        else f"scattered: the top two hold {100 * samples.top_two_share:.0f}% of {samples.total} (inventions)"
+    )
+    text = Text(verdict + "\n", style="bold" if samples.clustered else "")
+    for value in samples.values:
+        text.append(f"  {value.count:>7}  {value.value}  {value.shape or '-'}\n")
+    return text
+
+
+def _shapes_text(row: admin_pb2.ShapeReportRow | None) -> Text:
+    if row is None or not row.checks:
+        return Text("no value checks in the last hour")
+    shares = ", ".join(f"{s.shape} {100 * s.share:.0f}% ({s.count})" for s in row.shapes) or "no mismatches"
+    return Text(
+        f"{row.checks} checks, out of set {100 * row.out_of_set_rate:.1f}%, "
+        f"after normalisation {100 * row.out_of_set_normalised_rate:.1f}%\n{shares}"
+    )
+
+
+def _value_set_text(value_set: admin_pb2.ValueSetStatus | None, tool: admin_pb2.ToolStatus, argument: str) -> Text:
+    checks = [check for check in tool.checks if check.argument == argument]
+    policy = ", ".join(f"{c.check}: fails {'CLOSED' if c.fails_closed else 'open'}" for c in checks) or "no checks"
+    if value_set is None:
+        return Text(f"not bound to a value set ({policy})")
+    state = []
+    if not value_set.available:
+        state.append("NOT AVAILABLE: checks are skipped")
+    elif value_set.stale:
+        state.append("STALE")
+    state.append("source connected" if value_set.source_connected else "SOURCE DOWN")
+    text = Text(
+        f"{value_set.name} from {value_set.source}: version {value_set.version}, {value_set.members} members, "
+        f"confirmed {age_text(value_set.age_seconds)} ago; {'; '.join(state)}\n{policy}"
+    )
+    if value_set.last_error:
+        text.append(f"\nlast error: {value_set.last_error}")
+    return text

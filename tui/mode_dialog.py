@@ -1,0 +1,128 @@
+"""The mode-change dialog: what will change, a required reason, an optional expiry; focus starts on Cancel."""
+
+from __future__ import annotations
+
+from typing import ClassVar, NamedTuple
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Select, Static
+
+from argwatch.tui.durations import parse_expiry, spoken
+from argwatch.v1 import gateway_pb2
+
+CLEAR = "clear"
+_CHOICES = {
+    "observe": gateway_pb2.MODE_OBSERVE,
+    "reject": gateway_pb2.MODE_REJECT,
+    CLEAR: gateway_pb2.MODE_UNSPECIFIED,
+}
+
+
+class ModeRequest(NamedTuple):
+    """A mode change the on-call confirmed."""
+
+    tool: str  # "" for the global override
+    mode: gateway_pb2.Mode  # MODE_UNSPECIFIED clears the override
+    reason: str
+    expires_in_seconds: int
+
+
+class ModeDialog(ModalScreen[ModeRequest | None]):
+    """Asks before changing a tool's mode (or the global override)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    ModeDialog { align: center middle; }
+    ModeDialog > Vertical { width: 76; height: auto; border: thick $warning; padding: 1 2; background: $surface; }
+    ModeDialog Static { width: 100%; }
+    ModeDialog #preview { margin: 1 0; }
+    ModeDialog Horizontal { height: auto; align-horizontal: right; }
+    ModeDialog Button { margin-left: 2; }
+    """
+
+    def __init__(self, tool: str, current: str, source: str, until: str = "") -> None:
+        """`current` is the mode in force ("observe", "reject", or "none" for an unset global override);
+        `source` where it comes from ("policy", "override", "global"); `until` when that override expires."""
+        super().__init__()
+        self._tool = tool
+        self._current = current
+        self._source = source
+        self._until = until
+
+    def compose(self) -> ComposeResult:
+        target = f"tool {self._tool}" if self._tool else "the global override (every tool)"
+        opposite = "observe" if self._current == "reject" else "reject"
+        clear = "clear the override (back to the policy)" if self._tool else "clear the global override"
+        with Vertical():
+            yield Static(f"[b]Change the mode of {target}[/b]", id="title")
+            until = f", until {self._until}" if self._until else ""
+            yield Static(Text(f"now: {self._current} (from the {self._source}{until})"), id="now")
+            yield Select(
+                [
+                    ("observe: let calls through, record", "observe"),
+                    ("reject: refuse bad calls", "reject"),
+                    (clear, CLEAR),
+                ],
+                value=opposite,
+                allow_blank=False,
+                id="mode",
+            )
+            yield Input(placeholder="reason (required): incident id, what you saw", id="reason")
+            yield Input(placeholder="expires after (optional): 30m, 2h, 1h30m", id="expiry")
+            yield Static(id="preview")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Apply", id="apply", variant="warning")
+
+    def on_mount(self) -> None:
+        self._preview()
+        self.query_one("#cancel", Button).focus()
+
+    @on(Select.Changed)
+    @on(Input.Changed)
+    def _changed(self) -> None:
+        self._preview()
+
+    def _request(self) -> ModeRequest:
+        """The change as typed; ValueError says what is missing or wrong."""
+        choice = str(self.query_one("#mode", Select).value)
+        reason = self.query_one("#reason", Input).value.strip()
+        expires = parse_expiry(self.query_one("#expiry", Input).value)
+        if not reason:
+            raise ValueError("a reason is required (it goes to the audit trail)")
+        return ModeRequest(self._tool, _CHOICES[choice], reason, expires)
+
+    def _preview(self) -> None:
+        choice = str(self.query_one("#mode", Select).value)
+        who = self._tool or "every tool"
+        after = "the policy's mode" if choice == CLEAR else choice
+        line = f"will change: {who}: {self._current} -> {after}"
+        preview = self.query_one("#preview", Static)
+        try:
+            request = self._request()
+        except ValueError as problem:
+            preview.update(Text.assemble(line, "\n", (f"! {problem}", "bold")))
+            return
+        until = (
+            f", reverting by itself after {spoken(request.expires_in_seconds)}" if request.expires_in_seconds else ""
+        )
+        preview.update(Text(f"{line}{until}\nreason: {request.reason}"))
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#apply")
+    def _apply(self) -> None:
+        try:
+            request = self._request()
+        except ValueError:
+            self._preview()
+            self.query_one("#reason", Input).focus()
+            return
+        self.dismiss(request)

@@ -1,0 +1,222 @@
+"""What the TUI's main table shows, computed from one status snapshot: plain rows, no Textual.
+
+Health is spelled out in words (FAIL-OPEN, STALE, SRC-DOWN, NO-SET) in its own
+column and marked with "!" in the first, so it reads on a terminal without
+colour; colour only repeats it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from argwatch.v1 import admin_pb2, gateway_pb2
+
+WINDOWS = (60, 900, 3600)
+WINDOW_NAMES = {60: "1m", 900: "15m", 3600: "1h"}
+SPARK = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 20  # the hour in 3-minute steps
+NO_ARGUMENT = "-"  # the row of a tool the policy checks no argument of
+MODE_NAMES = {gateway_pb2.MODE_OBSERVE: "observe", gateway_pb2.MODE_REJECT: "reject"}
+
+# (header, key, width); 0: as wide as the longest name shown (tool and argument names).
+COLUMNS = (
+    ("!", "flag", 1),
+    ("TOOL", "tool", 0),
+    ("ARGUMENT", "argument", 0),
+    ("MODE", "mode", 18),
+    ("CALLS/S", "rate", 7),
+    ("OOS%", "oos", 5),
+    ("NORM%", "norm", 5),
+    ("PROBLEMS", "problems", 8),
+    ("OOS% LAST HOUR", "spark", SPARK_WIDTH),
+    ("REPAIR ok/abandoned/started", "repair", 27),
+    ("FAIL-OPEN", "open", 9),
+    ("SET AGE", "age", 7),
+    ("HEALTH", "health", 32),
+)
+
+
+class Row(NamedTuple):
+    """One table row: a tool and one of its arguments, each cell as text."""
+
+    key: str
+    tool: str
+    argument: str
+    value_set: str
+    unhealthy: bool
+    cells: tuple[str, ...]  # in COLUMNS order
+
+
+def row_key(tool: str, argument: str) -> str:
+    return f"{tool}\x1f{argument}"
+
+
+def window_of(row: admin_pb2.ToolStatus | admin_pb2.ArgumentStatus, seconds: int) -> admin_pb2.WindowFigures:
+    for figures in row.windows:
+        if figures.window_seconds == seconds:
+            return figures
+    return admin_pb2.WindowFigures(window_seconds=seconds)
+
+
+def mode_text(tool: admin_pb2.ToolStatus) -> str:
+    """ "reject", "observe", with where it comes from when it is not the policy's: "observe (override)"."""
+    name = MODE_NAMES.get(tool.mode, "-")
+    if tool.mode_source in ("override", "global"):
+        return f"{name} ({tool.mode_source})"
+    return name
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}" if whole else "-"
+
+
+def per_second(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 1 or value == 0 else f"{value:.2f}"
+
+
+def age_text(seconds: float) -> str:
+    if seconds < 0:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def sparkline(parts: Sequence[int], wholes: Sequence[int], width: int = SPARK_WIDTH) -> str:
+    """The out-of-set rate per step over the hour: one character per step, blank where nothing was checked.
+
+    Scaled to the highest step so a rise shows, whatever the level; the
+    percentages in the table give the level."""
+    step = max(len(parts) // width, 1)
+    rates: list[float | None] = []
+    for start in range(0, step * width, step):
+        whole = sum(wholes[start : start + step])
+        rates.append(sum(parts[start : start + step]) / whole if whole else None)
+    top = max((rate for rate in rates if rate is not None), default=0.0)
+    line = []
+    for rate in rates:
+        if rate is None:
+            line.append(" ")
+        elif top == 0:
+            line.append(SPARK[0])
+        else:
+            line.append(SPARK[min(int(rate / top * (len(SPARK) - 1) + 0.5), len(SPARK) - 1)])
+    return "".join(line)
+
+
+class RowSource(NamedTuple):
+    """What one row is drawn from: cheap to list for every row, so only the rows in view need cells."""
+
+    key: str
+    tool: admin_pb2.ToolStatus
+    argument: admin_pb2.ArgumentStatus | None  # None: a tool with no checked argument
+    value_set: admin_pb2.ValueSetStatus | None
+
+    @property
+    def tool_name(self) -> str:
+        return self.tool.tool
+
+    @property
+    def argument_name(self) -> str:
+        return self.argument.argument if self.argument is not None else NO_ARGUMENT
+
+
+class Selected(NamedTuple):
+    """The tool, argument and value set of a selected row."""
+
+    tool: str
+    argument: str
+    value_set: str  # "" when not bound to a set
+
+    @classmethod
+    def of(cls, source: RowSource) -> Selected:
+        value_set = source.argument.value_set if source.argument is not None else ""
+        return cls(source.tool_name, source.argument_name, value_set)
+
+
+def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[RowSource]:
+    """Every row, in the gateway's order, keeping those whose tool or argument contains `query`."""
+    tools = {tool.tool: tool for tool in status.tools}
+    sets = {value_set.name: value_set for value_set in status.value_sets}
+    sources = []
+    seen_tools: set[str] = set()
+    for argument in status.arguments:
+        seen_tools.add(argument.tool)
+        tool = tools.get(argument.tool)
+        if tool is not None:
+            sources.append(
+                RowSource(row_key(tool.tool, argument.argument), tool, argument, sets.get(argument.value_set))
+            )
+    for tool in status.tools:
+        if tool.tool not in seen_tools and (tool.tool != "_unknown" or tool.calls):
+            sources.append(RowSource(row_key(tool.tool, NO_ARGUMENT), tool, None, None))
+    needle = query.strip().lower()
+    if needle:
+        sources = [s for s in sources if needle in s.tool_name.lower() or needle in s.argument_name.lower()]
+    return sources
+
+
+def build_rows(status: admin_pb2.GetStatusResponse, window: int, query: str = "") -> list[Row]:
+    """Every row's cells for `window` seconds (the TUI computes only the rows in view: see row_cells)."""
+    return [row_cells(source, window) for source in row_sources(status, query)]
+
+
+def row_cells(source: RowSource, window: int) -> Row:
+    """One row's cells for `window` seconds."""
+    tool, argument, value_set = source.tool, source.argument, source.value_set
+    tool_figures = window_of(tool, window)
+    figures = window_of(argument, window) if argument is not None else tool_figures
+    health = []
+    failed_open = figures.failed_open
+    if failed_open:
+        health.append(f"FAIL-OPEN {failed_open}")
+    if value_set is not None:
+        if not value_set.available:
+            health.append("NO-SET")
+        elif value_set.stale:
+            health.append("STALE")
+        if not value_set.source_connected:
+            health.append("SRC-DOWN")
+    name = argument.argument if argument is not None else NO_ARGUMENT
+    if argument is not None:
+        spark = sparkline(argument.out_of_set_per_minute, argument.checks_per_minute)
+    else:
+        spark = " " * SPARK_WIDTH
+    repair = f"{tool_figures.repair_succeeded}/{tool_figures.repair_abandoned}/{tool_figures.repair_started}"
+    age = age_text(value_set.age_seconds) if value_set is not None and value_set.available else "-"
+    cells = (
+        "!" if health else " ",
+        tool.tool,
+        name,
+        mode_text(tool),
+        per_second(tool_figures.per_second),
+        percent(figures.out_of_set, figures.value_checks) if argument is not None else "-",
+        percent(figures.out_of_set_normalised, figures.value_checks) if argument is not None else "-",
+        str(sum(figures.problems.values())),
+        spark,
+        repair,
+        str(failed_open),
+        age,
+        " ".join(health) or "ok",
+    )
+    return Row(
+        key=source.key,
+        tool=tool.tool,
+        argument=name,
+        value_set=argument.value_set if argument is not None else "",
+        unhealthy=bool(health),
+        cells=cells,
+    )
+
+
+def summary(status: admin_pb2.GetStatusResponse) -> str:
+    """The replica, the policy version, the global override and the sets that need attention."""
+    override = MODE_NAMES.get(status.global_mode, "none")
+    down = [s.name for s in status.value_sets if not s.available or s.stale or not s.source_connected]
+    trouble = f" | sets needing attention: {', '.join(down)}" if down else ""
+    return f"replica {status.replica_id} | policy {status.policy_version[:12]} | global override: {override}{trouble}"
