@@ -45,6 +45,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/validate.py --gate
 	$(BIN)/python bench/gate.py
 	$(BIN)/python bench/refresh.py
+	$(BIN)/python bench/status_tui.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

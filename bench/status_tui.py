@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -32,7 +33,7 @@ from argwatch.server.app import build_gateway
 from argwatch.server.policy_loader import load_policy
 from argwatch.server.settings import Settings
 from argwatch.server.tool_call import ToolCall
-from argwatch.v1 import admin_pb2, admin_pb2_grpc
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 TOOLS, ARGUMENTS, MEMBERS = 200, 5, 50
 
@@ -61,7 +62,7 @@ def summary(values: list[float]) -> str:
     return f"median {statistics.median(ordered):7.2f} ms  p90 {p90:7.2f} ms"
 
 
-async def gateway_side(samples: int) -> admin_pb2.GetStatusResponse:
+async def gateway_side(samples: int, seconds: float) -> admin_pb2.GetStatusResponse:
     with tempfile.TemporaryDirectory() as folder:
         path = write_policy(folder)
         settings = Settings(policy=path, listen="127.0.0.1:0", admin_listen="127.0.0.1:0", metrics_listen="127.0.0.1:0")
@@ -72,6 +73,7 @@ async def gateway_side(samples: int) -> admin_pb2.GetStatusResponse:
                     arguments = {f"arg{a}": f"V{a}_{i}" if (i + a) % 4 else f"v{a}-{i}" for a in range(ARGUMENTS)}
                     await gateway.validator.validate(ToolCall(f"tool{t:03d}", arguments, f"c{t}-{i}"))
             gateway.windows.sample()
+            gc.freeze()  # as `argwatch serve` does once built: long-lived objects leave the collector's scans
             async with grpc.aio.insecure_channel(gateway.admin_target) as channel:
                 admin = admin_pb2_grpc.AdminStub(channel)
                 status = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=30)
@@ -92,9 +94,41 @@ async def gateway_side(samples: int) -> admin_pb2.GetStatusResponse:
             ratio = statistics.median(status_ms) / statistics.median(bare_ms)
             print(f"  snapshot cost: {ratio:.0f}x the bare RPC; at one watcher per second the loop is busy "
                   f"{statistics.median(status_ms) / 10:.1f}% of the time")  # fmt: skip
+            async with grpc.aio.insecure_channel(gateway.admin_target) as channel:
+                await validate_while_watched(channel, gateway.target, seconds)
             return status
         finally:
             await gateway.stop(0)
+
+
+async def validate_while_watched(admin_channel: grpc.aio.Channel, target: str, seconds: float) -> None:
+    """Validate latency (one call in flight) with and without a TUI watching every second, alternating
+    2 s windows so both see the same machine."""
+    admin = admin_pb2_grpc.AdminStub(admin_channel)
+    latencies: dict[bool, list[float]] = {False: [], True: []}
+    request = gateway_pb2.ValidateRequest(tool="tool007", arguments_json=b'{"arg0": "V0_1", "arg1": "v1-9"}')
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        for window in range(int(seconds / 2)):
+            watched = window % 2 == 1
+            stream = admin.WatchStatus(admin_pb2.WatchStatusRequest(interval_seconds=1.0)) if watched else None
+            ends = time.perf_counter() + 2.0
+            while time.perf_counter() < ends:
+                started = time.perf_counter()
+                await stub.Validate(request, timeout=10)
+                latencies[watched].append((time.perf_counter() - started) * 1000)
+            if stream is not None:
+                stream.cancel()
+
+    def line(values: list[float]) -> str:
+        ordered = sorted(values)
+        return (
+            f"p50 {ordered[len(ordered) // 2]:6.2f} ms  p99 {ordered[int(0.99 * (len(ordered) - 1))]:6.2f} ms  "
+            f"max {ordered[-1]:6.2f} ms  ({len(ordered)} calls)"
+        )
+
+    print("  Validate, one in flight, no watcher:      " + line(latencies[False]))
+    print("  Validate, one in flight, a TUI watching:  " + line(latencies[True]))
 
 
 class StaticApi:
@@ -153,8 +187,9 @@ async def tui_side(status: admin_pb2.GetStatusResponse, samples: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--seconds", type=float, default=20.0, help="Validate with and without a watcher")
     args = parser.parse_args()
-    status = asyncio.run(gateway_side(args.samples))
+    status = asyncio.run(gateway_side(args.samples, args.seconds))
     asyncio.run(tui_side(status, args.samples))
 
 

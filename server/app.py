@@ -33,6 +33,7 @@ from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer
 from argwatch.server.settings import Settings
 from argwatch.server.shared_cache import SharedCache, redis_from_url
+from argwatch.server.tls import check_tls_settings, server_credentials
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.file_source import FileSetFetcher
 from argwatch.server.valuesets.grpc_source import GrpcSetFetcher
@@ -130,6 +131,7 @@ async def build_gateway(
     """
     policy = policy or load_policy(settings.policy)
     tokens = _admin_tokens(settings)  # first: a refused configuration opens nothing
+    check_tls_settings(settings)
     registry = registry if registry is not None else CollectorRegistry()
     metrics = GatewayMetrics(registry)
     if cache is None:
@@ -317,11 +319,11 @@ def _listen(
     if extra_services is not None:
         names += extra_services(server)
     reflection.enable_server_reflection(names, server)
-    port = _bind(server, settings.listen)
+    port = _bind(server, settings.listen, server_credentials(settings, admin=False))
 
     admin_pb2_grpc.add_AdminServicer_to_server(admin, admin_server)
     reflection.enable_server_reflection([ADMIN_SERVICE, reflection.SERVICE_NAME], admin_server)
-    admin_port = _bind(admin_server, settings.admin_listen)
+    admin_port = _bind(admin_server, settings.admin_listen, server_credentials(settings, admin=True))
 
     host, metrics_port = _split(settings.metrics_listen)
     try:
@@ -331,10 +333,13 @@ def _listen(
     return port, admin_port, httpd
 
 
-def _bind(server: grpc.aio.Server, address: str) -> int:
+def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
     # grpcio raises RuntimeError on a failed bind (older releases returned 0).
     try:
-        port = int(server.add_insecure_port(address))
+        if credentials is None:
+            port = int(server.add_insecure_port(address))
+        else:
+            port = int(server.add_secure_port(address, credentials))
     except RuntimeError as error:
         raise OSError(f"cannot listen on {address}: {error}") from None
     if port == 0:

@@ -47,6 +47,12 @@ class Settings:
     # serves them as stale); None: not kept.
     snapshot_dir: str | None = None
     log_level: str = "INFO"
+    # PEM certificate chain and key for TLS on the Gateway and Admin listeners; empty: plaintext.
+    tls_cert: str = ""
+    tls_key: str = ""
+    # PEM CA bundle: when set, the listener requires client certificates it signed (mTLS).
+    tls_client_ca: str = ""
+    admin_tls_client_ca: str = ""
 
 
 def parse_address(value: str) -> str:
@@ -113,6 +119,10 @@ SERVE_OPTIONS = (
     _Option("mode_state", "file keeping mode overrides and their audit across restarts (default: memory)"),
     _Option("snapshot_dir", "folder for last-good value-set copies, served stale after a restart (default: none)"),
     _Option("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Option("tls_cert", "PEM certificate chain: TLS on the Gateway and Admin listeners (default: plaintext)"),
+    _Option("tls_key", "PEM private key of --tls-cert"),
+    _Option("tls_client_ca", "PEM CA bundle: the Gateway requires client certificates it signed (mTLS)"),
+    _Option("admin_tls_client_ca", "PEM CA bundle: the Admin API requires client certificates it signed (mTLS)"),
 )
 
 

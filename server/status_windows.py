@@ -6,7 +6,7 @@ so a WatchStatus snapshot of 200 tools x 5 arguments costs one read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from argwatch.server.count_windows import CountCopy, CountWindows, Key
@@ -59,7 +59,8 @@ class ToolFigures(NamedTuple):
 
 class StatusFigures(NamedTuple):
     tools: dict[str, ToolFigures]
-    arguments: list[ArgumentFigures]
+    # Computed as iterated, all from the same copy of the counts, so a caller can yield between rows.
+    arguments: Iterator[ArgumentFigures]
 
 
 class StatusWindows:
@@ -98,23 +99,23 @@ class StatusWindows:
                 ),
                 calls_per_minute=self._series(now, (tool, "", "calls")),
             )
-        arguments = []
-        for tool, argument, value_set in self._rows_with(grouped):
-            counts = grouped.get((tool, argument), empty)
-            arguments.append(
-                ArgumentFigures(
+
+        def arguments() -> Iterator[ArgumentFigures]:
+            for tool, argument, value_set in self._rows_with(grouped):
+                counts = grouped.get((tool, argument), empty)
+                yield ArgumentFigures(
                     tool=tool,
                     argument=argument,
                     value_set=value_set,
                     windows=tuple(
-                        _figures(seconds, covered, counts[slot], [], slot, tool_row=False)
+                        _figures(seconds, covered, counts[slot], (), slot, tool_row=False)
                         for slot, (seconds, _deltas, covered) in enumerate(spans)
                     ),
                     checks_per_minute=self._series(now, (tool, argument, "checks")),
                     out_of_set_per_minute=self._series(now, (tool, argument, "out_of_set")),
                 )
-            )
-        return StatusFigures(tools, arguments)
+
+        return StatusFigures(tools, arguments())
 
     def _series(self, now: CountCopy, key: Key) -> list[int]:
         index = self._windows.index_of(key)
@@ -155,7 +156,7 @@ def _figures(
     tool_row: bool,
 ) -> Figures:
     """One window's figures; a tool row sums its arguments' value checks, problems and fail-opens."""
-    merged = dict(counts)
+    merged = dict(counts) if per_argument else counts
     for argument_counts in per_argument:
         for what, value in argument_counts[slot].items():
             merged[what] = merged.get(what, 0) + value

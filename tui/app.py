@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
 from argwatch.tui.admin_client import AdminApi
@@ -43,6 +44,8 @@ from argwatch.v1 import admin_pb2
 STALLED_AFTER_INTERVALS = 3  # no snapshot for this many intervals: the figures are not live any more
 CHANGING_ACTIONS = frozenset({"mode", "global_mode", "refresh_set"})
 _COLUMN_KEYS = [key for _label, key, _width in COLUMNS]
+FILTER_PAUSE_SECONDS = 0.25
+_BLANK = Text("")
 VIEW_MARGIN_ROWS = 10  # rows drawn beyond the view, so a short scroll shows drawn rows
 _FLAGGED = {"flag", "health"}
 
@@ -95,6 +98,7 @@ class ArgwatchApp(App[None]):
         self._lost_at: float | None = None
         self._keys: list[str] = []
         self._sources: dict[str, RowSource] = {}
+        self._filter_timer: Timer | None = None
         self._drawn: dict[str, Row] = {}  # the cells on screen, per row key (rows not yet in view: none)
 
     def compose(self) -> ComposeResult:
@@ -191,7 +195,7 @@ class ArgwatchApp(App[None]):
             }
             for label, key, width in COLUMNS:
                 table.add_column(label, key=key, width=max(width or widths[key], len(label)))
-            blank = [""] * len(COLUMNS)
+            blank = [_BLANK] * len(COLUMNS)  # one shared Text: a str would be parsed as markup 13,000 times
             for source in sources:
                 table.add_row(*blank, key=source.key)
             self._keys, self._drawn = keys, {}
@@ -248,7 +252,20 @@ class ArgwatchApp(App[None]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        # Rebuilding 1000 rows takes ~0.5 s: apply the filter once typing pauses, not on every key.
         self.query_text = event.value
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        self._filter_timer = self.set_timer(FILTER_PAUSE_SECONDS, self._apply_filter)
+
+    def _apply_filter_now(self) -> None:
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        self.query_text = ""
+        self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        self._filter_timer = None
         self._render_rows()
         self._show_banner()
 
@@ -264,6 +281,7 @@ class ArgwatchApp(App[None]):
         if field.has_class("shown"):
             field.value = ""
             field.remove_class("shown")
+            self._apply_filter_now()
             self.query_one("#table", DataTable).focus()
 
     def action_next_window(self) -> None:

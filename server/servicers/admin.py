@@ -21,6 +21,7 @@ from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 MIN_WATCH_INTERVAL = 0.2
+ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
 
 
 class AdminServicer(admin_pb2_grpc.AdminServicer):
@@ -52,11 +53,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
         self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
+        self._status_lock = asyncio.Lock()
 
     async def GetStatus(
         self, request: admin_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.GetStatusResponse:
-        return self._status()
+        return await self._status()
 
     async def WatchStatus(
         self, request: admin_pb2.WatchStatusRequest, context: grpc.aio.ServicerContext
@@ -69,19 +71,19 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             )
         while True:
             started = time.monotonic()
-            yield self._shared_status(max_age=min(interval / 2, 0.5))
+            yield await self._shared_status(max_age=min(interval / 2, 0.5))
             # A steady cadence: the time spent building the snapshot comes off the wait.
             await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
 
-    def _shared_status(self, max_age: float) -> admin_pb2.GetStatusResponse:
+    async def _shared_status(self, max_age: float) -> admin_pb2.GetStatusResponse:
         """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
-        costs ~70 ms of the event loop (bench/status.py), so ten TUIs must not cost ten times that."""
-        now = time.monotonic()
-        if self._last_status is None or now - self._last_status[0] > max_age:
-            self._last_status = (now, self._status())
-        return self._last_status[1]
+        costs ~70-140 ms of the event loop (bench/status_tui.py), so ten TUIs must not cost ten times that."""
+        async with self._status_lock:  # watchers arriving together wait for one build
+            if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
+                self._last_status = (time.monotonic(), await self._status())
+            return self._last_status[1]
 
-    def _status(self) -> admin_pb2.GetStatusResponse:
+    async def _status(self) -> admin_pb2.GetStatusResponse:
         figures = self._status_windows.figures()
         totals = self._metrics.tool_totals()
         override = self._modes.global_override
@@ -106,7 +108,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 unknown, figures.tools[UNKNOWN_LABEL].windows, figures.tools[UNKNOWN_LABEL].calls_per_minute
             )
             response.tools.append(unknown)
-        for row in figures.arguments:
+        for count, row in enumerate(figures.arguments, start=1):
+            if count % ROWS_PER_SLICE == 0:
+                # Let calls in: a snapshot of 1000 rows is ~100 ms of work, and Validate must not wait for it.
+                await asyncio.sleep(0)
             argument = response.arguments.add(
                 tool=row.tool,
                 argument=row.argument,
