@@ -72,6 +72,7 @@ class RunningGateway:
     windows: CountWindows
     background: list[asyncio.Task[None]]
     health: health.aio.HealthServicer
+    admin: AdminServicer
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
     _metrics_httpd: Any
@@ -95,6 +96,7 @@ class RunningGateway:
         self._stopped = True
         grace = self.settings.grace_seconds if grace is None else grace
         await self.health.enter_graceful_shutdown()
+        self.admin.end_watches()  # a TUI watching must not hold the shutdown for the whole grace period
         await self._admin_server.stop(grace)
         await self._server.stop(grace)
         await self.provider.close()
@@ -166,6 +168,18 @@ async def build_gateway(
         offenders,
     )
 
+    admin = AdminServicer(
+        replica_id=settings.replica_id,
+        policy_version=policy.version,
+        modes=modes,
+        metrics=metrics,
+        provider=provider,
+        policy=policy,
+        windows=windows,
+        offenders=offenders,
+        tokens=tokens,
+        clock=clock,
+    )
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server()
     admin_server = grpc.aio.server(
@@ -180,18 +194,7 @@ async def build_gateway(
             health_servicer,
             extra_services,
             registry,
-            AdminServicer(
-                replica_id=settings.replica_id,
-                policy_version=policy.version,
-                modes=modes,
-                metrics=metrics,
-                provider=provider,
-                policy=policy,
-                windows=windows,
-                offenders=offenders,
-                tokens=tokens,
-                clock=clock,
-            ),
+            admin,
         )
     except BaseException:
         # Release whatever was bound before the failure, so no port or channel outlives it.
@@ -241,6 +244,7 @@ async def build_gateway(
         windows=windows,
         background=[expiring],
         health=health_servicer,
+        admin=admin,
         _server=server,
         _admin_server=admin_server,
         _metrics_httpd=httpd,

@@ -188,11 +188,12 @@ class Validator:
             metrics.problem(label, argument, problem.code.value)
             if problem.shape is not Shape.NONE:
                 metrics.mismatch_shape(label, argument, problem.shape.value)
-            if problem.value and self._offenders is not None:
-                self._offenders.add(label, argument, problem.value, problem.shape.value)
             if problem.code is ProblemCode.CHECK_UNAVAILABLE:
+                # Not the model's fault: the value was never checked, so it is no offender.
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:
+                if self._offenders is not None:
+                    self._offenders.add(label, argument, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
         if decision is Decision.REJECT:
             meters.repair_started.inc()

@@ -169,10 +169,11 @@ class ArgwatchApp(App[None]):
         figures = "no figures yet" if age is None else f"figures below are {age:.0f}s old"
         if self._lost is not None:
             down = now - (self._lost_at or now)
-            why = f"{self.api.target} unreachable for {down:.0f}s ({self._lost.reason}); reconnecting"
+            why = f"{self.api.target} unreachable for {down:.0f}s, reconnecting | {self._lost.reason}"
         else:
             why = f"no update from {self.api.target} for {age:.0f}s"
-        banner.update(Text(f"NOT LIVE: {why} | {figures} | {window}{shown}"))
+        # What matters first: not live, and how old the figures are; the (long) gRPC reason last.
+        banner.update(Text(f"NOT LIVE: {figures} | {window}{shown} | {why}"))
         banner.add_class("lost")
         table.add_class("stale")
 

@@ -175,6 +175,9 @@ def row_cells(source: RowSource, window: int) -> Row:
     failed_open = figures.failed_open
     if failed_open:
         health.append(f"FAIL-OPEN {failed_open}")
+    failed_closed = figures.problems.get("check_unavailable", 0)
+    if failed_closed:
+        health.append(f"FAIL-CLOSED {failed_closed}")
     if value_set is not None:
         if not value_set.available:
             health.append("NO-SET")

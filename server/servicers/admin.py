@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -54,6 +55,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._clock = clock
         self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
         self._status_lock = asyncio.Lock()
+        self._closing = asyncio.Event()
 
     async def GetStatus(
         self, request: admin_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
@@ -69,11 +71,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"interval_seconds {interval:g} is below the least allowed, {MIN_WATCH_INTERVAL:g}",
             )
-        while True:
+        while not self._closing.is_set():
             started = time.monotonic()
             yield await self._shared_status(max_age=min(interval / 2, 0.5))
             # A steady cadence: the time spent building the snapshot comes off the wait.
-            await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(interval - (time.monotonic() - started), 0.0)):
+                    await self._closing.wait()
+
+    def end_watches(self) -> None:
+        """Ends every WatchStatus stream (at shutdown: watchers are not in-flight work to drain)."""
+        self._closing.set()
 
     async def _shared_status(self, max_age: float) -> admin_pb2.GetStatusResponse:
         """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one

@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 from argwatch.server.app import RunningGateway, build_gateway
 from argwatch.server.policy_loader import PolicyError, load_policy, parse_policy
 from argwatch.server.servicers.record_source import RecordStore
+from argwatch.v1 import admin_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
-from argwatch.v1 import sources_pb2_grpc
 from tests.conftest import loopback_settings
-from tests.service.helpers import gateway_stub, value
+from tests.service.helpers import admin_stub, gateway_stub, value
 
 ORDERS = {
     ("order", "ord_1"): {"customer_id": "cus_A", "paid_cents": 4500},
@@ -141,6 +141,11 @@ async def test_a_record_source_down_rejects_where_the_policy_says_closed(start: 
     response = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
     assert response.decision == pb.DECISION_REJECT
     assert found(response) == [(pb.PROBLEM_CODE_CHECK_UNAVAILABLE, "order_id")]
+    # The id was never checked: it is not an offending value, and ListSamples must not show it as one.
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        samples = await admin.ListSamples(admin_pb2.ListSamplesRequest(tool="refund_order", argument="order_id"))
+    assert (samples.total, list(samples.values)) == (0, [])
 
 
 def test_a_bad_rule_is_a_load_error_with_its_location() -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry
 
+from argwatch.server.app import build_gateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
-from tests.conftest import GatewayFactory, SourceServer
+from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy
 from tests.service.helpers import admin_stub, eventually, gateway_stub, request
 
 
@@ -120,3 +125,18 @@ async def test_checks_that_failed_open_show_in_the_argument_row(
     assert reason.failed_open >= 1 and tool.failed_open == reason.failed_open
     value_set = next(s for s in status.value_sets if s.name == "refunds.reason_codes")
     assert not value_set.source_connected
+
+
+async def test_a_watcher_does_not_hold_the_shutdown_for_the_grace_period(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    policy = make_policy(str(tmp_path), source.target)
+    # A long grace: in-flight calls may take it, but a watching TUI is not in-flight work.
+    settings = replace(loopback_settings(policy.path), grace_seconds=120.0)
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    admin_channel, admin = admin_stub(gateway)
+    async with admin_channel:
+        stream = admin.WatchStatus(admin_pb2.WatchStatusRequest(interval_seconds=0.5))
+        assert isinstance(await stream.read(), admin_pb2.GetStatusResponse)
+        async with asyncio.timeout(30):  # far below the grace: the stream is ended, not waited for
+            await gateway.stop()
+            while (message := await stream.read()) is not grpc.aio.EOF:
+                assert isinstance(message, admin_pb2.GetStatusResponse)

@@ -47,7 +47,8 @@ async def test_a_mode_flip_through_the_dialog_reaches_the_gateway_and_its_audit(
         assert app.selected_row() is not None and app.selected_row().tool == "refund_order"  # type: ignore[union-attr]
         await pilot.press("m")
         await until(pilot, lambda: isinstance(app.screen, ModeDialog))
-        assert app.focused is not None and app.focused.id == "cancel"  # a stray Enter changes nothing
+        # Focus starts on Cancel: a stray Enter changes nothing.
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
         await pilot.click("#reason")
         await pilot.press(*"INC-9 false rejects")
         await pilot.press("tab")  # to the expiry field
@@ -86,7 +87,7 @@ async def test_cancelling_the_dialog_changes_nothing(gateway_factory: GatewayFac
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.status is not None)
         await pilot.press("m")
-        await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
         await pilot.press("enter")  # on Cancel
         await until(pilot, lambda: not isinstance(app.screen, ModeDialog))
         await pilot.press("g", "escape")  # the global dialog, dismissed with Esc
@@ -103,10 +104,12 @@ async def test_applying_without_a_reason_is_refused_in_the_dialog(gateway_factor
         await until(pilot, lambda: app.status is not None)
         await pilot.press("m")
         await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        dialog = app.screen
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")  # mounted
         await pilot.click("#apply")
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, ModeDialog)
-        assert "a reason is required" in str(app.screen.query_one("#preview", Static).render())
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "reason")  # sent back to it
+        assert app.screen is dialog
+        assert "a reason is required" in str(dialog.query_one("#preview", Static).render())
     assert gateway.modes.changes() == []
 
 
@@ -117,8 +120,11 @@ async def test_the_filter_keeps_matching_rows_and_escape_clears_it(gateway_facto
         await until(pilot, lambda: len(table_rows(app)) >= 3)
         everything = table_rows(app)
         await pilot.press("slash", *"stock")
-        await until(pilot, lambda: table_rows(app) == [("transfer_stock", "warehouse_code")])
-        assert "filter 'stock'" in banner(app)
+        # The filter applies once typing pauses; wait for the whole word.
+        await until(
+            pilot,
+            lambda: "filter 'stock'" in banner(app) and table_rows(app) == [("transfer_stock", "warehouse_code")],
+        )
         await pilot.press("enter")  # keeps the filter, back to the table
         await pilot.pause(0.5)  # snapshots keep coming; the filter holds
         assert table_rows(app) == [("transfer_stock", "warehouse_code")]
