@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry
 
+from argwatch.server.app import build_gateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
-from tests.conftest import GatewayFactory
-from tests.service.helpers import admin_stub, gateway_stub, request
+from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy
+from tests.service.helpers import admin_stub, eventually, gateway_stub, request
 
 
 async def test_a_flip_takes_effect_on_the_next_validate_and_is_audited(gateway_factory: GatewayFactory) -> None:
@@ -84,3 +88,66 @@ async def test_list_samples_shows_drift_clustered_and_inventions_scattered(gatew
     )
     assert drift.values[0].shape == "invented"
     assert (scattered.total, scattered.clustered) == (12, False)
+
+
+async def test_an_expiring_override_reverts_by_itself_and_says_so(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    channel, stub = gateway_stub(gateway)
+    admin_channel, admin = admin_stub(gateway)
+    async with channel, admin_channel:
+        await admin.SetMode(
+            admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-8", expires_in_seconds=1),
+            timeout=5,
+        )
+        allowed = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=5)
+        assert allowed.decision == pb.DECISION_ALLOW
+
+        async def reverted() -> bool:
+            verdict = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=5)
+            return verdict.decision == pb.DECISION_REJECT
+
+        await eventually(reverted)  # the 1 s expiry, swept every second
+        trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
+        status = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+    expired = trail.changes[0]
+    assert (expired.actor, expired.old_mode, expired.new_mode, expired.outcome) == (
+        "argwatch",
+        "observe",
+        "reject",
+        "expired",
+    )
+    assert "INC-8" in expired.reason
+    refund = next(t for t in status.tools if t.tool == "refund_order")
+    assert refund.mode_source == "policy" and not refund.HasField("mode_expires_at")
+
+
+async def test_overrides_and_their_audit_survive_a_restart(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    policy = make_policy(str(tmp_path), source.target)
+    settings = replace(loopback_settings(policy.path), mode_state=str(tmp_path / "modes.json"))
+    first = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        channel, admin = admin_stub(first)
+        async with channel:
+            await admin.SetMode(
+                admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-9"),
+                metadata=(("x-argwatch-actor", "ana@oncall"),),
+                timeout=5,
+            )
+    finally:
+        await first.stop(0)
+    again = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        channel, stub = gateway_stub(again)
+        admin_channel, admin = admin_stub(again)
+        async with channel, admin_channel:
+            verdict = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=5)
+            trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
+            status = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+    finally:
+        await again.stop(0)
+    # The policy says reject; the on-call's observe survived the restart, and so did the record of it.
+    assert (verdict.decision, verdict.mode) == (pb.DECISION_ALLOW, pb.MODE_OBSERVE)
+    assert [(c.actor, c.tool, c.new_mode, c.reason) for c in trail.changes] == [
+        ("ana@oncall", "refund_order", "observe", "INC-9")
+    ]
+    assert next(t for t in status.tools if t.tool == "refund_order").mode_source == "override"
