@@ -188,6 +188,7 @@ class ArgwatchApp(App[None]):
         self._sources = {source.key: source for source in sources}
         if keys != self._keys:
             selected = self.selected_key()
+            self._keys, self._drawn = [], {}  # clearing scrolls, and a scroll draws: nothing to draw until rebuilt
             table.clear(columns=True)
             names = [(source.tool_name, source.argument_name) for source in sources]
             widths = {
@@ -212,7 +213,10 @@ class ArgwatchApp(App[None]):
         first = max(int(table.scroll_y) - VIEW_MARGIN_ROWS, 0)
         last = min(int(table.scroll_y) + table.size.height + VIEW_MARGIN_ROWS, len(self._keys))
         for key in self._keys[first:last]:
-            row = row_cells(self._sources[key], self.window)
+            source = self._sources.get(key)
+            if source is None:
+                continue
+            row = row_cells(source, self.window)
             before = self._drawn.get(key)
             if before is not None and before.cells == row.cells:
                 continue

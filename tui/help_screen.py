@@ -14,6 +14,7 @@ KEYS = (
     ("?", "this help"),
     ("/", "filter rows by tool or argument (Esc clears)"),
     ("Enter", "detail of the selected row"),
+    ("^Home/^End", "first / last row (PgUp/PgDn page)"),
     ("Esc", "back"),
     ("w", "cycle the window: 1m, 15m, 1h"),
     ("m", "change the selected tool's mode (asks for a reason)"),
@@ -37,7 +38,7 @@ class HelpScreen(ModalScreen[None]):
         self._readonly = readonly
 
     def compose(self) -> ComposeResult:
-        lines = [f"{key:>6}  {what}" for key, what in KEYS if not (self._readonly and key in CHANGING)]
+        lines = [f"{key:>10}  {what}" for key, what in KEYS if not (self._readonly and key in CHANGING)]
         legend = [
             "",
             "A row marked ! needs attention; HEALTH says why:",

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from textual.widgets import Input, Static
 
 from argwatch.server.app import RunningGateway, build_gateway
+from argwatch.server.policy_loader import load_policy
 from argwatch.server.policy_model import Mode
 from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.tui.app import ArgwatchApp
@@ -195,3 +196,27 @@ async def test_readonly_hides_every_action_that_changes_something(gateway_factor
         assert [app.check_action(action, ()) for action in ("mode", "global_mode", "refresh_set")] == [False] * 3
         assert app.check_action("audit", ()) is True  # looking stays allowed
     assert gateway.modes.changes() == []
+
+
+async def test_many_rows_scroll_and_filter_from_the_bottom(tmp_path, client_for) -> None:  # type: ignore[no-untyped-def]
+    """More rows than fit: rows are drawn as they scroll into view, and filtering from the bottom works."""
+    (tmp_path / "sets.yaml").write_text("codes:\n  version: 1\n  members: [A, B, C]\n")
+    tools = "".join(
+        f"  tool{t:02d}:\n    arguments:\n" + "".join(f"      arg{a}: {{value_set: codes}}\n" for a in range(3))
+        for t in range(40)
+    )
+    (tmp_path / "policy.yaml").write_text(
+        "sources: {local: {file: sets.yaml}}\nvalue_sets: {codes: {source: local}}\ntools:\n" + tools
+    )
+    policy = load_policy(str(tmp_path / "policy.yaml"))
+    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    try:
+        app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+        async with app.run_test(size=(200, 30)) as pilot:
+            await until(pilot, lambda: len(app._keys) == 120)
+            await pilot.press("ctrl+end")
+            await until(pilot, lambda: table_rows(app)[-1] == ("tool39", "arg2"))  # drawn once in view
+            await pilot.press("slash", *"tool03")
+            await until(pilot, lambda: [tool for tool, _ in table_rows(app)] == ["tool03"] * 3)
+    finally:
+        await gateway.stop(0)
