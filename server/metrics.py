@@ -427,18 +427,19 @@ class GatewayMetrics:
             totals.setdefault(tool, {}).setdefault(field, 0.0)
             totals[tool][field] += value
 
-        for sample in _samples(self.decisions):
-            add(sample.labels["tool"], "calls", sample.value)
-            add(sample.labels["tool"], sample.labels["decision"], sample.value)
-        for sample in _samples(self.value_checks):
-            tool = sample.labels["tool"]
-            add(tool, "value_checks", sample.value)
-            if sample.labels["in_set"] == "false":
-                add(tool, "out_of_set", sample.value)
-            if sample.labels["in_set_normalised"] == "false":
-                add(tool, "out_of_set_normalised", sample.value)
-        for sample in _samples(self.unavailable):
-            add(sample.labels["tool"], "unavailable", sample.value)
+        # Read from the tallies directly: a Prometheus-style collect() of every series took ~15 ms
+        # at 200 tools x 5 arguments, on the event loop.
+        for (tool, _mode, decision), tally in self.decisions.children():
+            add(tool, "calls", tally.value)
+            add(tool, decision, tally.value)
+        for (tool, _argument, _set, in_set, normalised), tally in self.value_checks.children():
+            add(tool, "value_checks", tally.value)
+            if in_set == "false":
+                add(tool, "out_of_set", tally.value)
+            if normalised == "false":
+                add(tool, "out_of_set_normalised", tally.value)
+        for (tool, _set), tally in self.unavailable.children():
+            add(tool, "unavailable", tally.value)
         return {
             tool: ToolTotals(
                 calls=int(fields.get("calls", 0)),
@@ -455,10 +456,3 @@ class GatewayMetrics:
 
 def _flag(value: bool) -> str:
     return "true" if value else "false"
-
-
-def _samples(metric: Any) -> Iterator[Any]:
-    for family in metric.collect():
-        for sample in family.samples:
-            if sample.name.endswith("_total"):
-                yield sample

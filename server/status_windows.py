@@ -6,11 +6,10 @@ so a WatchStatus snapshot of 200 tools x 5 arguments costs one read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from argwatch.server.count_windows import CountCopy, CountWindows, Key
-from argwatch.server.metrics import UNKNOWN_LABEL
 from argwatch.server.policy_model import Policy
 
 WINDOWS_SECONDS = (60, 900, 3600)
@@ -58,8 +57,10 @@ class ToolFigures(NamedTuple):
 
 
 class StatusFigures(NamedTuple):
-    tools: dict[str, ToolFigures]
-    # Computed as iterated, all from the same copy of the counts, so a caller can yield between rows.
+    """Every row's figures, all from one copy of the counts, computed as asked for (so a caller can
+    yield to the event loop between rows)."""
+
+    tool: Callable[[str], ToolFigures]
     arguments: Iterator[ArgumentFigures]
 
 
@@ -87,11 +88,11 @@ class StatusWindows:
         for (tool, argument), per_window in grouped.items():
             if argument:
                 arguments_of.setdefault(tool, []).append(per_window)
-        tools: dict[str, ToolFigures] = {}
-        for tool in [*self._policy.tools, UNKNOWN_LABEL]:
+
+        def tool_figures(tool: str) -> ToolFigures:
             counts = grouped.get((tool, ""), empty)
             per_argument = arguments_of.get(tool, [])
-            tools[tool] = ToolFigures(
+            return ToolFigures(
                 tool=tool,
                 windows=tuple(
                     _figures(seconds, covered, counts[slot], per_argument, slot, tool_row=True)
@@ -115,7 +116,7 @@ class StatusWindows:
                     out_of_set_per_minute=self._series(now, (tool, argument, "out_of_set")),
                 )
 
-        return StatusFigures(tools, arguments())
+        return StatusFigures(tool_figures, arguments())
 
     def _series(self, now: CountCopy, key: Key) -> list[int]:
         index = self._windows.index_of(key)

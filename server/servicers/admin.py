@@ -93,6 +93,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def _status(self) -> admin_pb2.GetStatusResponse:
         figures = self._status_windows.figures()
+        await asyncio.sleep(0)
         totals = self._metrics.tool_totals()
         override = self._modes.global_override
         response = admin_pb2.GetStatusResponse(
@@ -101,20 +102,22 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             global_mode=wire.MODES[override] if override else gateway_pb2.MODE_UNSPECIFIED,
             taken_at=wire.timestamp(self._clock()),
         )
-        for tool, mode in self._modes.tool_modes().items():
+        for count, (tool, mode) in enumerate(self._modes.tool_modes().items(), start=1):
+            if count % ROWS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # see below
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
             tool_status.checks.extend(self._check_policies(tool))
             source, tool_override = self._modes.source_of(tool)
             tool_status.mode_source = source
             if tool_override is not None and tool_override.expires_at is not None:
                 tool_status.mode_expires_at.CopyFrom(wire.timestamp(tool_override.expires_at))
-            _add_tool_windows(tool_status, figures.tools[tool].windows, figures.tools[tool].calls_per_minute)
+            tool_figures = figures.tool(tool)
+            _add_tool_windows(tool_status, tool_figures.windows, tool_figures.calls_per_minute)
             response.tools.append(tool_status)
         if UNKNOWN_LABEL in totals:
             unknown = _tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL])
-            _add_tool_windows(
-                unknown, figures.tools[UNKNOWN_LABEL].windows, figures.tools[UNKNOWN_LABEL].calls_per_minute
-            )
+            unknown_figures = figures.tool(UNKNOWN_LABEL)
+            _add_tool_windows(unknown, unknown_figures.windows, unknown_figures.calls_per_minute)
             response.tools.append(unknown)
         for count, row in enumerate(figures.arguments, start=1):
             if count % ROWS_PER_SLICE == 0:
