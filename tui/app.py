@@ -315,7 +315,7 @@ class ArgwatchApp(App[None]):
             self.notify("select a tool's row first", severity="warning")
             return
         tool = next(t for t in self.status.tools if t.tool == row.tool)
-        until = f"{tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if tool.HasField("mode_expires_at") else ""
+        until = _until(tool)
         self.push_screen(
             ModeDialog(row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until),
             self._change_mode,
@@ -326,9 +326,10 @@ class ArgwatchApp(App[None]):
             self.notify("no status from the gateway yet", severity="warning")
             return
         current = MODE_NAMES.get(self.status.global_mode, "none")
-        self.push_screen(
-            ModeDialog("", current, "global override" if current != "none" else "policy"), self._change_mode
-        )
+        # The global override's expiry shows on every tool it forces.
+        forced = next((t for t in self.status.tools if t.mode_source == "global"), None)
+        until = _until(forced) if forced is not None else ""
+        self.push_screen(ModeDialog("", current, "global override", until), self._change_mode)
 
     async def _change_mode(self, request: ModeRequest | None) -> None:
         if request is None:
@@ -357,6 +358,11 @@ class ArgwatchApp(App[None]):
         if state.last_error:
             outcome += f"; the source did not answer: {state.last_error}"
         self.notify(f"{state.name}: {outcome}", severity="warning" if state.last_error else "information")
+
+
+def _until(tool: admin_pb2.ToolStatus) -> str:
+    """When the override in force on `tool` expires, in UTC; "" if never."""
+    return f"{tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if tool.HasField("mode_expires_at") else ""
 
 
 def _styled(row: Row) -> list[str | Text]:

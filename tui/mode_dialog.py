@@ -55,20 +55,29 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
         self._until = until
 
     def compose(self) -> ComposeResult:
-        target = f"tool {self._tool}" if self._tool else "the global override (every tool)"
-        opposite = "observe" if self._current == "reject" else "reject"
+        title = f"Change the mode of tool {self._tool}" if self._tool else "Set the global override (forces every tool)"
+        # Under an override, undoing it is the likely wish; otherwise, the other mode.
+        default = (
+            CLEAR
+            if self._source in ("override", "global override") and self._current != "none"
+            else ("observe" if self._current == "reject" else "reject")
+        )
         clear = "clear the override (back to the policy)" if self._tool else "clear the global override"
         with Vertical():
-            yield Static(f"[b]Change the mode of {target}[/b]", id="title")
+            yield Static(Text(title, style="bold"), id="title")
             until = f", until {self._until}" if self._until else ""
-            yield Static(Text(f"now: {self._current} (from the {self._source}{until})"), id="now")
+            if self._tool or self._current != "none":
+                now = f"now: {self._current} (from the {self._source}{until})"
+            else:
+                now = "now: no global override (each tool runs in its own mode)"
+            yield Static(Text(now), id="now")
             yield Select(
                 [
                     ("observe: let calls through, record", "observe"),
                     ("reject: refuse bad calls", "reject"),
                     (clear, CLEAR),
                 ],
-                value=opposite,
+                value=default,
                 allow_blank=False,
                 id="mode",
             )
@@ -111,7 +120,10 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
         until = (
             f", reverting by itself after {spoken(request.expires_in_seconds)}" if request.expires_in_seconds else ""
         )
-        preview.update(Text(f"{line}{until}\nreason: {request.reason}"))
+        text = Text(f"{line}{until}\nreason: {request.reason}")
+        if self._tool and self._source == "global":
+            text.append("\n! the global override wins: this takes effect once it is cleared", style="bold")
+        preview.update(text)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
