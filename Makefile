@@ -28,13 +28,19 @@ $(VENV)/typecheck/argwatch: $(BIN)/python
 	ln -sfn $(CURDIR)/server $@/server
 	ln -sfn $(CURDIR)/tui $@/tui
 
-# System packages the tests use as real parts: redis-server (started by the tests on a
-# free loopback port). Installed with apt when missing (CI and developers run as root).
+# System packages the tests use as real parts, installed with apt when missing (CI and
+# developers run as root): redis-server (started by the tests on a free loopback port) and
+# promtool (Debian's prometheus package) for the alert rules.
+APT_DEPS := redis-server:redis-server promtool:prometheus
+
 system-deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-	  echo "installing redis-server with apt-get"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
-	  || { echo "redis-server is missing and apt-get failed: install it (Debian: apt-get install redis-server)"; exit 1; }
+	@missing=""; for pair in $(APT_DEPS); do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing with apt-get"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+	  || { echo "missing$$missing and apt-get failed: install them (Debian: apt-get install$$missing)"; exit 1; }; \
+	fi
 
 test: system-deps $(VENV)/.installed typecheck
 	$(BIN)/ruff check .

@@ -190,7 +190,7 @@ async def build_gateway(
             settings,
             server,
             admin_server,
-            validator,
+            GatewayServicer(validator, metrics.validate_seconds.observe),
             health_servicer,
             extra_services,
             registry,
@@ -310,14 +310,14 @@ def _listen(
     settings: Settings,
     server: grpc.aio.Server,
     admin_server: grpc.aio.Server,
-    validator: Validator,
+    gateway: GatewayServicer,
     health_servicer: health.aio.HealthServicer,
     extra_services: Callable[[grpc.aio.Server], list[str]] | None,
     registry: CollectorRegistry,
     admin: AdminServicer,
 ) -> tuple[int, int, Any]:
     """Registers the servicers and binds the three listeners; raises OSError naming an address it cannot use."""
-    gateway_pb2_grpc.add_GatewayServicer_to_server(GatewayServicer(validator), server)
+    gateway_pb2_grpc.add_GatewayServicer_to_server(gateway, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
     if extra_services is not None:

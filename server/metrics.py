@@ -9,12 +9,13 @@ inventing tool names adds no series. Children are memoised per label tuple:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from argwatch.server.policy_model import Mode
@@ -44,10 +45,11 @@ class ValueSetHealth(NamedTuple):
     age_seconds: float  # inf when never loaded
     stale: bool
     available: bool
+    version: int = -1  # -1 when never loaded
 
 
 class _ValueSetHealthCollector(Collector):
-    """argwatch_value_set_{age_seconds,stale,available}, computed at scrape time from the provider's state."""
+    """argwatch_value_set_{age_seconds,stale,available,version}, computed at scrape time from the provider's state."""
 
     def __init__(self) -> None:
         self._sources: list[Callable[[], Iterable[ValueSetHealth]]] = []
@@ -71,14 +73,21 @@ class _ValueSetHealthCollector(Collector):
             "1 while the set can be checked against; 0 when never loaded or older than max_staleness.",
             labels=["set"],
         )
+        version = GaugeMetricFamily(
+            "argwatch_value_set_version",
+            "The version of the value set's copy in use (-1: never loaded); replicas should agree.",
+            labels=["set"],
+        )
         for source in self._sources:
             for health in source():
+                version.add_metric([health.name], float(health.version))
                 age.add_metric([health.name], health.age_seconds)
                 stale.add_metric([health.name], 1.0 if health.stale else 0.0)
                 available.add_metric([health.name], 1.0 if health.available else 0.0)
         yield age
         yield stale
         yield available
+        yield version
 
 
 class _Tally:
@@ -119,6 +128,32 @@ class _TallyFamily(Collector):
 
     def describe(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+
+
+class _TallyHistogram(Collector):
+    """A label-less histogram for the hot path: a bisect and two adds an observation (~0.2 us), where
+    prometheus_client's Histogram takes a lock per observation. Only the event loop thread observes."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry) -> None:
+        self._name, self._documentation = name, documentation
+        self._bounds = tuple(sorted(buckets))
+        self._counts = [0] * (len(self._bounds) + 1)  # the last: above every bound
+        self._sum = 0.0
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        cumulative, buckets = 0, []
+        for bound, count in zip((*self._bounds, float("inf")), list(self._counts), strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        yield HistogramMetricFamily(self._name, self._documentation, buckets=buckets, sum_value=self._sum)
+
+    def describe(self) -> Iterator[HistogramMetricFamily]:
+        yield HistogramMetricFamily(self._name, self._documentation)
 
 
 class _CallbackCounter(Collector):
@@ -295,6 +330,13 @@ class GatewayMetrics:
             "Calls judged in observe mode instead of reject because a set was stale and on_stale is observe.",
             ["tool", "set"],
             registry=registry,
+        )
+        self.validate_seconds = _TallyHistogram(
+            "argwatch_validate_seconds",
+            "Time to judge one call, from the request decoded to the response built (the gRPC transport not "
+            "included): Validate and each ValidateStream message.",
+            (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry,
         )
         self._health = _ValueSetHealthCollector()
         registry.register(self._health)

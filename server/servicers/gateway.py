@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from time import perf_counter
 
 import grpc
 
@@ -14,14 +15,18 @@ from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     """Answers every call with a verdict; status codes only for protocol errors."""
 
-    def __init__(self, validator: Validator) -> None:
+    def __init__(self, validator: Validator, observe_seconds: Callable[[float], None] | None = None) -> None:
         self._validator = validator
+        self._observe = observe_seconds if observe_seconds is not None else _ignore
 
     async def Validate(
         self, request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext
     ) -> gateway_pb2.ValidateResponse:
+        started = perf_counter()
         verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
-        return wire.verdict_to_response(verdict)
+        response = wire.verdict_to_response(verdict)
+        self._observe(perf_counter() - started)
+        return response
 
     async def ValidateStream(
         self,
@@ -31,8 +36,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # One at a time, in order: a check awaits only the in-memory cache, so
         # concurrency inside one stream would add scheduling cost and no speed.
         async for request in request_iterator:
+            started = perf_counter()
             verdict = await self._validator.validate(wire.call_from_request(request))
-            yield wire.verdict_to_response(verdict)
+            response = wire.verdict_to_response(verdict)
+            self._observe(perf_counter() - started)
+            yield response
 
     async def Repair(
         self, request: gateway_pb2.RepairRequest, context: grpc.aio.ServicerContext
@@ -48,3 +56,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             )
         assert advice is not None  # abort raises
         return wire.advice_to_response(advice)
+
+
+def _ignore(seconds: float) -> None:
+    return None

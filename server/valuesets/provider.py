@@ -531,7 +531,13 @@ class ValueSetProvider:
 
     def _health(self) -> list[ValueSetHealth]:
         return [
-            ValueSetHealth(status.config.name, status.age_seconds, status.stale, status.available)
+            ValueSetHealth(
+                status.config.name,
+                status.age_seconds,
+                status.stale,
+                status.available,
+                status.snapshot.version if status.snapshot is not None else -1,
+            )
             for status in self.statuses()
         ]
 
