@@ -30,8 +30,9 @@ $(VENV)/typecheck/argwatch: $(BIN)/python
 
 # System packages the tests use as real parts, installed with apt when missing (CI and
 # developers run as root): redis-server (started by the tests on a free loopback port) and
-# promtool (Debian's prometheus package) for the alert rules.
-APT_DEPS := redis-server:redis-server promtool:prometheus
+# promtool (Debian's prometheus package) for the alert rules, kubectl (Debian's
+# kubernetes-client) to render the kustomize manifests.
+APT_DEPS := redis-server:redis-server promtool:prometheus kubectl:kubernetes-client
 
 system-deps:
 	@missing=""; for pair in $(APT_DEPS); do \
