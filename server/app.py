@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from argwatch.server.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.count_windows import CountWindows
 from argwatch.server.metrics import GatewayMetrics
+from argwatch.server.mode_control import LocalModes, ModeControl
 from argwatch.server.modes import ModeStore
 from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_loader import load_policy
@@ -33,6 +34,7 @@ from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer
 from argwatch.server.settings import Settings
 from argwatch.server.shared_cache import SharedCache, redis_from_url
+from argwatch.server.shared_modes import SharedModes
 from argwatch.server.tls import check_tls_settings, server_credentials
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.file_source import FileSetFetcher
@@ -64,6 +66,7 @@ class RunningGateway:
     metrics_port: int
     registry: CollectorRegistry
     modes: ModeStore
+    control: ModeControl
     provider: ValueSetProvider
     validator: Validator
     cache: Any
@@ -102,6 +105,7 @@ class RunningGateway:
         await self.provider.close()
         await self.repairs.close()
         await self.windows.close()
+        await self.control.close()
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
@@ -151,6 +155,17 @@ async def build_gateway(
     )
     modes = ModeStore(policy, settings.global_mode, state_file=settings.mode_state, clock=clock)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
+    control: ModeControl = (
+        SharedModes(
+            modes,
+            settings.redis,
+            metrics,
+            replica_id=settings.replica_id,
+            report=_replica_report(policy, modes, provider),
+        )
+        if settings.redis
+        else LocalModes(modes)
+    )
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
     record_clients = _record_clients(policy)
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
@@ -172,6 +187,7 @@ async def build_gateway(
         replica_id=settings.replica_id,
         policy_version=policy.version,
         modes=modes,
+        control=control,
         metrics=metrics,
         provider=provider,
         policy=policy,
@@ -179,11 +195,12 @@ async def build_gateway(
         offenders=offenders,
         tokens=tokens,
         clock=clock,
+        mode_state_file=settings.mode_state,
     )
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server()
     admin_server = grpc.aio.server(
-        interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, modes))] if tokens else None
+        interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None
     )
     try:
         port, admin_port, httpd = _listen(
@@ -225,7 +242,9 @@ async def build_gateway(
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     repairs.start()
     windows.start()
-    expiring = asyncio.get_running_loop().create_task(_expire_overrides(modes))
+    if isinstance(control, SharedModes):
+        await control.start()  # the fleet's modes before the first call (Redis down: the last known, reported)
+    expiring = asyncio.get_running_loop().create_task(_expire_overrides(control))
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
@@ -236,6 +255,7 @@ async def build_gateway(
         metrics_port=httpd.server_port,
         registry=registry,
         modes=modes,
+        control=control,
         provider=provider,
         validator=validator,
         cache=cache,
@@ -273,7 +293,7 @@ def _admin_tokens(settings: Settings) -> TokenBook | None:
     return None
 
 
-def _refusal_recorder(metrics: GatewayMetrics, modes: ModeStore) -> Callable[[str, str, Any], None]:
+def _refusal_recorder(metrics: GatewayMetrics, modes: ModeControl) -> Callable[[str, str, Any], None]:
     known = {f"/{ADMIN_SERVICE}/{name}" for name in admin_pb2.DESCRIPTOR.services_by_name["Admin"].methods_by_name}
 
     def record(method: str, reason: str, metadata: Any) -> None:
@@ -285,11 +305,31 @@ def _refusal_recorder(metrics: GatewayMetrics, modes: ModeStore) -> Callable[[st
     return record
 
 
-async def _expire_overrides(modes: ModeStore) -> None:
+async def _expire_overrides(modes: ModeControl) -> None:
     """Reverts expired mode overrides within a second of their expiry (each audited)."""
     while True:
         await asyncio.sleep(1.0)
-        modes.expire_due()
+        await modes.expire_due()
+
+
+def _replica_report(policy: Policy, modes: ModeStore, provider: ValueSetProvider) -> Callable[[], dict[str, Any]]:
+    """This replica's report for the fleet view: what it enforces and what it holds."""
+
+    def report() -> dict[str, Any]:
+        statuses = provider.statuses()
+        sources: dict[str, bool] = {}
+        for state in statuses:
+            sources[state.config.source] = sources.get(state.config.source, True) and state.source_connected
+        override = modes.global_override
+        return {
+            "policy_version": policy.version,
+            "global_mode": override.value if override else "",
+            "modes": {tool: mode.value for tool, mode in modes.tool_modes().items()},
+            "value_sets": {s.config.name: s.snapshot.version if s.snapshot is not None else -1 for s in statuses},
+            "sources": sources,
+        }
+
+    return report
 
 
 def _record_clients(policy: Policy) -> dict[str, RecordClient]:

@@ -338,6 +338,11 @@ class GatewayMetrics:
             (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
             registry,
         )
+        self.mode_store = Gauge(
+            "argwatch_mode_store_connected",
+            "1 while the shared mode store (Redis) answers; 0 while this replica enforces the last modes it knew.",
+            registry=registry,
+        )
         self._health = _ValueSetHealthCollector()
         registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -359,6 +364,9 @@ class GatewayMetrics:
 
     def check_unavailable(self, tool: str, value_set: str) -> None:
         self._child(self.unavailable, tool, value_set).inc()
+
+    def mode_store_connected(self, up: bool) -> None:
+        self.mode_store.set(1 if up else 0)
 
     def mode_in_force(self, tool: str, rejecting: bool) -> None:
         self._child(self.mode, tool).set(1 if rejecting else 0)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
+from typing import Any
 
 import orjson
 
@@ -76,6 +77,8 @@ class ModeStore:
         self._overrides: dict[str, Override] = {}
         self._audit: list[ModeChange] = []
         self._listeners: list[ModeListener] = []
+        # Bumped by every audited change; with a shared store, the newer of two states wins.
+        self.version = 0
         if state_file is not None:
             self._load(state_file)
         if global_override is not None:  # the command line wins over a saved global override
@@ -137,6 +140,28 @@ class ModeStore:
         change = ModeChange(now, actor, target, old, self._described(target), reason, expires_at, outcome)
         self._record(change)
         return change
+
+    def has_due(self) -> bool:
+        """Whether some override's expiry has passed (a cheap check before expire_due)."""
+        now = self._clock()
+        return any(o.expires_at is not None and o.expires_at <= now for o in self._overrides.values())
+
+    def export(self, audit_keep: int = AUDIT_KEEP) -> dict[str, object]:
+        """The state as a JSON-able document: version, overrides, the newest `audit_keep` audit entries."""
+        return {
+            "version": self.version,
+            "overrides": {target: {**asdict(o), "mode": o.mode.value} for target, o in self._overrides.items()},
+            "audit": [asdict(change) for change in self._audit[-audit_keep:]],
+        }
+
+    def adopt(self, document: Mapping[str, object]) -> None:
+        """Replaces the state with `document` (from export, possibly another replica's); nothing is audited,
+        since the changes were audited where they were made."""
+        self._read_document(document)
+        self.version = int(document.get("version", 0))  # type: ignore[call-overload]
+        self._recompute()
+        if self._state_file is not None:
+            self._save(self._state_file)
 
     def record_refusal(self, actor: str, reason: str) -> None:
         """Audits a mode change refused before it was read (no token, or a read-only token)."""
@@ -208,6 +233,7 @@ class ModeStore:
                 listener(tool, mode)
 
     def _record(self, change: ModeChange) -> None:
+        self.version += 1
         self._audit.append(change)
         del self._audit[:-AUDIT_KEEP]
         log.warning(
@@ -223,11 +249,7 @@ class ModeStore:
             self._save(self._state_file)
 
     def _save(self, path: str) -> None:
-        document = {
-            "overrides": {target: {**asdict(o), "mode": o.mode.value} for target, o in self._overrides.items()},
-            "audit": [asdict(change) for change in self._audit],
-        }
-        write_atomically(path, orjson.dumps(document))
+        write_atomically(path, orjson.dumps(self.export()))
 
     def _load(self, path: str) -> None:
         try:
@@ -238,13 +260,19 @@ class ModeStore:
         except (OSError, orjson.JSONDecodeError) as error:
             # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
             raise ModeRefused(f"cannot read the mode state file {path}: {error}") from None
+        self._read_document(document)
+        self.version = int(document.get("version", len(self._audit)))
+
+    def _read_document(self, document: Mapping[str, Any]) -> None:
+        overrides: dict[str, Override] = {}
         for target, saved in document.get("overrides", {}).items():
             if target != GLOBAL and target not in self._policy_modes:
                 log.warning("dropping the saved override of %r: the policy has no such tool", target)
                 continue
-            self._overrides[target] = Override(
+            overrides[target] = Override(
                 Mode(saved["mode"]), saved["actor"], saved["reason"], saved["set_at"], saved.get("expires_at")
             )
+        self._overrides = overrides
         self._audit = [ModeChange(**entry) for entry in document.get("audit", [])]
 
 

@@ -25,13 +25,15 @@ class RedisProcess:
             self.process.wait(timeout=10)
 
 
-def start_redis(folder: str) -> RedisProcess:
+def start_redis(folder: str, port: int = 0) -> RedisProcess:
+    """A redis-server without persistence on `port` (0: a free one); a restart on the same port starts empty."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed: `make test` installs it with apt-get")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    if not port:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", folder],
         stdout=subprocess.DEVNULL,

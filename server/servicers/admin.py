@@ -13,10 +13,12 @@ from argwatch.server import wire
 from argwatch.server.admin_auth import TokenBook
 from argwatch.server.count_windows import CountWindows
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
+from argwatch.server.mode_control import LocalModes, ModeControl
 from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_model import Failure, Policy
 from argwatch.server.shape_report import rows_from_counts
+from argwatch.server.shared_modes import SharedModes
 from argwatch.server.status_windows import Figures, StatusWindows
 from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -34,6 +36,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         replica_id: str,
         policy_version: str,
         modes: ModeStore,
+        control: ModeControl | None = None,
         metrics: GatewayMetrics,
         provider: ValueSetProvider,
         policy: Policy,
@@ -41,10 +44,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         offenders: OffenderTable | None = None,
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
+        mode_state_file: str | None = None,
     ) -> None:
         self._replica_id = replica_id
         self._policy_version = policy_version
         self._modes = modes
+        self._control: ModeControl = control if control is not None else LocalModes(modes)
         self._metrics = metrics
         self._provider = provider
         self._policy = policy
@@ -53,6 +58,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._tokens = tokens
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
+        self._mode_state_file = mode_state_file
         self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -133,6 +139,23 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
         for state in self._provider.statuses():
             response.value_sets.append(_set_status(state))
+        connected, error = self._control.status()
+        response.mode_store = (
+            "redis" if isinstance(self._control, SharedModes) else ("file" if self._mode_state_file else "memory")
+        )
+        response.mode_store_connected, response.mode_store_error = connected, error
+        now = self._clock()
+        for report in self._control.fleet():
+            replica = response.replicas.add(
+                replica_id=str(report.get("replica_id", "")),
+                policy_version=str(report.get("policy_version", "")),
+                seconds_since_report=max(now - float(report.get("seen_at", now)), 0.0),
+                reporting=bool(report.get("reporting")),
+                global_mode=str(report.get("global_mode", "")),
+            )
+            replica.modes.update({str(k): str(v) for k, v in dict(report.get("modes", {})).items()})
+            replica.value_set_versions.update({str(k): int(v) for k, v in dict(report.get("value_sets", {})).items()})
+            replica.sources_connected.update({str(k): bool(v) for k, v in dict(report.get("sources", {})).items()})
         return response
 
     async def SetMode(
@@ -140,7 +163,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.SetModeResponse:
         mode = wire.MODES_FROM_WIRE.get(request.mode)
         try:
-            change = self._modes.set_mode(
+            change = await self._control.set_mode(
                 request.tool,
                 mode,
                 actor=self._actor(context),
