@@ -140,7 +140,9 @@ class SharedModes:
         now = self._clock()
         listed = []
         for report in self._fleet.values():
-            listed.append({**report, "reporting": now - report["seen_at"] <= REPORT_TTL_SECONDS})
+            # This replica is alive whatever Redis says; the others are as last seen.
+            fresh = now - report["seen_at"] <= REPORT_TTL_SECONDS or report.get("replica_id") == self._replica_id
+            listed.append({**report, "reporting": fresh})
         return sorted(listed, key=lambda r: r.get("replica_id", ""))
 
     # ---- following the shared state

@@ -68,7 +68,7 @@ class ArgwatchApp(App[None]):
     CSS = """
     #banner { height: 1; padding: 0 1; background: $success-darken-2; color: $text; }
     #banner.lost { background: $error; text-style: bold; }
-    #summary { height: 1; padding: 0 1; background: $boost; }
+    #summary { height: auto; max-height: 4; padding: 0 1; background: $boost; }
     #table { height: 1fr; }
     #table.stale { text-opacity: 55%; }
     #filter { dock: bottom; display: none; }

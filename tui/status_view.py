@@ -7,7 +7,7 @@ colour; colour only repeats it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from argwatch.v1 import admin_pb2, gateway_pb2
@@ -218,8 +218,45 @@ def row_cells(source: RowSource, window: int) -> Row:
 
 
 def summary(status: admin_pb2.GetStatusResponse) -> str:
-    """The replica, the policy version, the global override and the sets that need attention."""
+    """The replica, the policy version, the global override, the mode store, the fleet, and what needs attention."""
     override = MODE_NAMES.get(status.global_mode, "none")
+    parts = [f"replica {status.replica_id}", f"policy {status.policy_version[:12]}", f"global override: {override}"]
+    if status.mode_store and not status.mode_store_connected:
+        parts.append(f"MODE STORE ({status.mode_store}) UNREACHABLE: enforcing the last modes known")
+        if status.replicas:
+            parts.append("fleet view unknown while the store is unreachable")
+    else:
+        if status.mode_store:
+            parts.append(f"modes: {status.mode_store}")
+        parts.extend(fleet_summary(status))
     down = [s.name for s in status.value_sets if not s.available or s.stale or not s.source_connected]
-    trouble = f" | sets needing attention: {', '.join(down)}" if down else ""
-    return f"replica {status.replica_id} | policy {status.policy_version[:12]} | global override: {override}{trouble}"
+    if down:
+        parts.append(f"sets needing attention: {', '.join(down)}")
+    return " | ".join(parts)
+
+
+def fleet_summary(status: admin_pb2.GetStatusResponse) -> list[str]:
+    """With a shared store: how many replicas report, which stopped, and where they disagree (version skew)."""
+    if not status.replicas:
+        return []
+    live = [r for r in status.replicas if r.reporting]
+    parts = [f"fleet: {len(live)} replica{'s' if len(live) != 1 else ''} reporting"]
+    stopped = [f"{r.replica_id} ({r.seconds_since_report:.0f}s)" for r in status.replicas if not r.reporting]
+    if stopped:
+        parts.append("STOPPED REPORTING: " + ", ".join(stopped))
+    for name in sorted({n for r in live for n in r.value_set_versions}):
+        versions = _tally(str(r.value_set_versions[name]) for r in live if name in r.value_set_versions)
+        if len(versions) > 1:
+            parts.append(f"SKEW {name}: " + ", ".join(f"v{v} on {n}" for v, n in versions))
+    for tool in sorted({t for r in live for t in r.modes}):
+        modes = _tally(r.modes[tool] for r in live if tool in r.modes)
+        if len(modes) > 1:
+            parts.append(f"SKEW mode of {tool}: " + ", ".join(f"{m} on {n}" for m, n in modes))
+    return parts
+
+
+def _tally(values: Iterable[str]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))

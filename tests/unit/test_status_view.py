@@ -53,3 +53,26 @@ def test_expiry_durations_parse_and_read_back() -> None:
     for bad in ("soon", "30x", "-5m", "8d"):
         with pytest.raises(ValueError):
             parse_expiry(bad)
+
+
+def test_the_summary_shows_the_fleet_its_skew_and_a_replica_that_stopped() -> None:
+    from argwatch.tui.status_view import summary
+    from argwatch.v1 import admin_pb2
+
+    status = recorded_status()
+    status.mode_store, status.mode_store_connected = "redis", True
+    for name, version, mode, reporting in (("r-0", 41, "reject", True), ("r-1", 41, "reject", True),
+                                           ("r-2", 40, "observe", True), ("r-3", 41, "reject", False)):  # fmt: skip
+        replica = status.replicas.add(replica_id=name, reporting=reporting, seconds_since_report=0 if reporting else 35)
+        replica.value_set_versions["refunds.reason_codes"] = version
+        replica.modes["refund_order"] = mode
+    line = summary(status)
+    assert "modes: redis" in line and "fleet: 3 replicas reporting" in line
+    assert "STOPPED REPORTING: r-3 (35s)" in line
+    assert "SKEW refunds.reason_codes: v41 on 2, v40 on 1" in line
+    assert "SKEW mode of refund_order: reject on 2, observe on 1" in line
+    status.mode_store_connected = False
+    assert "MODE STORE (redis) UNREACHABLE" in summary(status)
+    assert "fleet view unknown" in summary(status) and "STOPPED" not in summary(status)
+    assert admin_pb2.GetStatusResponse().replicas == []  # no shared store: no fleet part
+    assert "fleet" not in summary(recorded_status())
