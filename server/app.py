@@ -198,9 +198,10 @@ async def build_gateway(
         mode_state_file=settings.mode_state,
     )
     health_servicer = health.aio.HealthServicer()
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
     admin_server = grpc.aio.server(
-        interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None
+        options=[("grpc.so_reuseport", 0)],
+        interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None,
     )
     try:
         port, admin_port, httpd = _listen(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from argwatch.server.durations import parse_duration
 from argwatch.server.policy_loader import PolicyError, load_policy
 from argwatch.server.settings import Settings, add_serve_arguments, settings_from
+from argwatch.server.workers import check_workers, run_workers
 
 log = logging.getLogger("argwatch.cli")
 
@@ -64,9 +65,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(watch_status(args.admin, args.interval, args.count))
     try:
         settings = settings_from(args, os.environ)
+        check_workers(settings)
     except ValueError as error:
         parser.error(str(error))
+    if settings.workers > 1:
+        if _check_policy_quietly(settings.policy):
+            return 2
+        logging.basicConfig(
+            level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        return run_workers(list(sys.argv[1:] if argv is None else argv), settings)
     return _serve(settings)
+
+
+def _check_policy_quietly(path: str) -> int:
+    """Before starting workers: an invalid policy is reported once, not by every worker."""
+    try:
+        load_policy(path)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        print("argwatch: refusing to start with an invalid policy", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

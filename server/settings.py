@@ -53,6 +53,12 @@ class Settings:
     # PEM CA bundle: when set, the listener requires client certificates it signed (mTLS).
     tls_client_ca: str = ""
     admin_tls_client_ca: str = ""
+    # Gateway processes on this host sharing the Gateway port (SO_REUSEPORT); see workers.py.
+    workers: int = 1
+    # Let other processes listen on the Gateway port too (SO_REUSEPORT): set for --workers'
+    # workers. Off otherwise, so a second gateway on a port in use fails instead of silently
+    # taking half the connections.
+    reuse_port: bool = False
 
 
 def parse_address(value: str) -> str:
@@ -78,6 +84,20 @@ def _redis_url(value: str) -> str:
     if not value.startswith(("redis://", "rediss://")):
         raise ValueError(f"expected redis://host:port[/db], got {value!r}")
     return value
+
+
+def _boolean(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {value!r}")
+    return int(value)
 
 
 def _log_level(value: str) -> str:
@@ -123,6 +143,13 @@ SERVE_OPTIONS = (
     _Option("tls_key", "PEM private key of --tls-cert"),
     _Option("tls_client_ca", "PEM CA bundle: the Gateway requires client certificates it signed (mTLS)"),
     _Option("admin_tls_client_ca", "PEM CA bundle: the Admin API requires client certificates it signed (mTLS)"),
+    _Option(
+        "workers",
+        "gateway processes sharing the Gateway port (SO_REUSEPORT); each has its own Admin and metrics port, "
+        "counting up from the given ones; needs --redis",
+        _positive_int,
+    ),
+    _Option("reuse_port", "true: share the Gateway port with other processes (what --workers sets)", _boolean),
 )
 
 
