@@ -53,6 +53,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/gate.py
 	$(BIN)/python bench/refresh.py
 	$(BIN)/python bench/status_tui.py
+	$(BIN)/python bench/mode_propagation.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -75,6 +75,8 @@ class SharedModes:
         # No read timeout on the subscriber: it waits for announcements.
         self._subscriber = aioredis.Redis.from_url(url, socket_connect_timeout=TIMEOUT_SECONDS)
         self._lock = asyncio.Lock()  # one transaction at a time from this replica
+        self._subscribed = asyncio.Event()
+        self._rereading = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self.connected = False
         self.last_error = ""
@@ -88,6 +90,10 @@ class SharedModes:
         await self.reread()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._listen_forever()), loop.create_task(self._reread_forever())]
+        # Serve only once subscribed, or a change made right after start waits for the periodic re-read.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2 * TIMEOUT_SECONDS):
+                await self._subscribed.wait()
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -150,6 +156,11 @@ class SharedModes:
     async def reread(self) -> None:
         """Adopts a newer shared state, writes ours back if Redis holds an older one (or none), reports
         this replica and reads the others' reports."""
+        # One at a time, each with a fresh read: an overlapping one would judge by a read older than the other's.
+        async with self._rereading:
+            await self._reread()
+
+    async def _reread(self) -> None:
         try:
             raw = await self._redis.get(KEY)
             shared = orjson.loads(raw) if raw else None
@@ -226,6 +237,7 @@ class SharedModes:
             try:
                 async with self._subscriber.pubsub() as pubsub:
                     await pubsub.subscribe(CHANNEL)
+                    self._subscribed.set()
                     delay = 0.2
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
