@@ -50,7 +50,9 @@ test: system-deps $(VENV)/.installed typecheck
 bench: $(VENV)/.installed
 	$(BIN)/python bench/validate.py
 	$(BIN)/python bench/validate.py --gate
+	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/gate.py
+	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/refresh.py
 	$(BIN)/python bench/status_tui.py
 	$(BIN)/python bench/mode_propagation.py
