@@ -51,6 +51,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/validate.py
 	$(BIN)/python bench/validate.py --gate
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/profile_server.py
 	$(BIN)/python bench/gate.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/refresh.py
