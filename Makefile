@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps
+.PHONY: run test bench lint typecheck clean system-deps bench-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,9 +47,15 @@ test: system-deps $(VENV)/.installed typecheck
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.installed
+# h2load (Debian's nghttp2-client) drives gRPC natively for bench/h2load.py.
+bench-deps:
+	@command -v h2load >/dev/null 2>&1 || { echo "installing nghttp2-client (h2load) with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null; }
+
+bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/validate.py
 	$(BIN)/python bench/validate.py --gate
+	$(BIN)/python bench/h2load.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/profile_server.py
 	$(BIN)/python bench/gate.py
