@@ -113,6 +113,15 @@ class SharedCache:
         if self.remote_healthy:
             await self._remote_call("set", key, value, ttl=ttl)
 
+    async def publish(self, channel: str, message: str) -> None:
+        """Announces `message` to every replica (best effort, within the same deadline as any operation)."""
+        if self.remote_healthy:
+            await self._remote_call("publish", channel, message)
+
+    def pubsub(self) -> Any:
+        """A redis-py PubSub on the shared Redis (its own connection), or None without Redis."""
+        return self._remote.client.pubsub() if self._remote is not None else None
+
     async def close(self) -> None:
         if self._remote is not None:
             # The redis-py client directly: aiocache 0.12's close() calls the deprecated
@@ -129,7 +138,10 @@ class SharedCache:
     async def _remote_call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         try:
             async with asyncio.timeout(self._timeout):
-                return await getattr(self._remote, operation)(*args, **kwargs)
+                # publish is redis-py's own (aiocache has none); the rest go through aiocache.
+                remote: Any = self._remote
+                target = remote.client if operation == "publish" else remote
+                return await getattr(target, operation)(*args, **kwargs)
         except Exception as error:
             if self._monotonic() >= self._skip_until:
                 log.warning(

@@ -123,3 +123,54 @@ async def test_redis_killed_mid_traffic_loses_no_call_and_blocks_none(
     # Not a speed test: a hang detector. A Redis operation is bounded at 50 ms, then skipped for 1 s.
     assert slowest < 2.0, f"a call waited {slowest:.2f}s"
     await asyncio.sleep(0)
+
+
+async def test_passing_calls_ask_redis_nothing_unless_a_repair_is_open_somewhere(
+    tmp_path, source: SourceServer, redis: RedisProcess
+) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    import redis as redis_client
+
+    from tests.service.helpers import eventually
+
+    policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
+    first, second = [
+        await build_gateway(replace(loopback_settings(policy.path), redis=redis.url, replica_id=name), policy=policy,
+                            registry=CollectorRegistry())
+        for name in ("a", "b")
+    ]  # fmt: skip
+    counter = redis_client.Redis(port=redis.port)
+
+    def gets() -> int:
+        stats = counter.info("commandstats").get("cmdstat_get", {})
+        return int(stats.get("calls", 0))
+
+    try:
+
+        async def following() -> bool:
+            return first.repairs._following and second.repairs._following
+
+        await eventually(following, seconds=5)
+        channel, stub = gateway_stub(second)
+        async with channel:
+            before = gets()
+            for n in range(50):  # passing calls in conversations with no open repair
+                await stub.Validate(request("refund_order", {"reason_code": "DAMAGED_ITEM"}, conversation=f"c{n}"))
+            assert gets() == before  # not one round trip to Redis
+            rejected_channel, rejecting = gateway_stub(first)
+            async with rejected_channel:
+                await rejecting.Validate(request("refund_order", {"reason_code": "MADE_UP"}, conversation="c7"))
+
+            async def announced() -> bool:
+                return "c7\0refund_order" in second.repairs._open_anywhere
+
+            await eventually(announced, seconds=5)
+            before_repair = gets()
+            await stub.Validate(request("refund_order", {"reason_code": "DAMAGED_ITEM"}, conversation="c7"))
+        assert value(second.registry, "tool_argument_repair_succeeded_total", tool="refund_order") == 1
+        assert gets() == before_repair + 1  # one look-up: for the repair it knew was open elsewhere
+    finally:
+        counter.close()
+        await first.stop(0)
+        await second.stop(0)
