@@ -1,4 +1,4 @@
-# The two commands: `make run` (gateway + demo owning service + traffic, with a live status)
+# The two commands: `make run` (gateway + demo owning service + traffic, with the TUI on it)
 # and `make test` (the whole suite). Both set up everything they need first.
 
 PYTHON ?= python3
