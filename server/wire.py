@@ -84,6 +84,38 @@ def _value(value: struct_pb2.Value) -> object:
 
 
 def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
+    """The response for `verdict`. A verdict with no problem and no skipped check (the common case) is
+    copied from a prototype built once per (decision, mode, versions, ...) and given its call id: a
+    CopyFrom costs ~1 us here, building the message with its value-set versions ~3-4 us."""
+    if verdict.problems or verdict.skipped:
+        return _built(verdict)
+    readings = verdict.readings_used
+    key = (
+        verdict.decision,
+        verdict.mode,
+        verdict.policy_version,
+        verdict.downgraded_by_staleness,
+        verdict.give_up,
+        verdict.repair_attempt,
+        # Readings are reused until their set changes; the cache holds them, so their ids stay theirs.
+        *map(id, readings),
+    )
+    found = _prototypes.get(key)
+    if (
+        found is None
+        or len(found[0]) != len(readings)
+        or any(a is not b for a, b in zip(found[0], readings, strict=True))
+    ):
+        if len(_prototypes) > 1024:  # a new entry per set version, mode or policy: drop the old ones
+            _prototypes.clear()
+        found = _prototypes[key] = (readings, _built(verdict._replace(call_id="")))
+    response = pb.ValidateResponse()
+    response.CopyFrom(found[1])
+    response.call_id = verdict.call_id
+    return response
+
+
+def _built(verdict: Verdict) -> pb.ValidateResponse:
     response = pb.ValidateResponse(
         call_id=verdict.call_id,
         decision=DECISIONS[verdict.decision],
@@ -100,6 +132,9 @@ def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
     for reading in verdict.readings_used:
         response.value_sets.append(_version(reading))
     return response
+
+
+_prototypes: dict[tuple[object, ...], tuple[tuple[SetReading, ...], pb.ValidateResponse]] = {}
 
 
 def problem_to_wire(problem: Problem) -> pb.Problem:
