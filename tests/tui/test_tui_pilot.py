@@ -91,9 +91,10 @@ async def test_cancelling_the_dialog_changes_nothing(gateway_factory: GatewayFac
         await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
         await pilot.press("enter")  # on Cancel
         await until(pilot, lambda: not isinstance(app.screen, ModeDialog))
-        await pilot.press("g", "escape")  # the global dialog, dismissed with Esc
-        await pilot.pause(0.2)
-        assert not isinstance(app.screen, ModeDialog)
+        await pilot.press("g")  # the global dialog, dismissed with Esc
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, ModeDialog))
     assert gateway.modes.changes() == []
     assert gateway.modes.mode_for("refund_order") is Mode.REJECT
 
@@ -127,8 +128,11 @@ async def test_the_filter_keeps_matching_rows_and_escape_clears_it(gateway_facto
             lambda: "filter 'stock'" in banner(app) and table_rows(app) == [("transfer_stock", "warehouse_code")],
         )
         await pilot.press("enter")  # keeps the filter, back to the table
-        await pilot.pause(0.5)  # snapshots keep coming; the filter holds
-        assert table_rows(app) == [("transfer_stock", "warehouse_code")]
+        for _ in range(2):  # new snapshots keep coming; the filter holds through them
+            seen = app.status
+            await until(pilot, lambda: app.status is not seen)  # noqa: B023 (checked before the next loop)
+            await pilot.pause()
+            assert table_rows(app) == [("transfer_stock", "warehouse_code")]
         await pilot.press("escape")
         await until(pilot, lambda: table_rows(app) == everything)
 
@@ -191,7 +195,7 @@ async def test_readonly_hides_every_action_that_changes_something(gateway_factor
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.status is not None)
         await pilot.press("m", "g", "r")
-        await pilot.pause(0.2)
+        await pilot.pause()  # every key handled (no wait on a clock: the message queue drains)
         assert not isinstance(app.screen, ModeDialog)
         assert [app.check_action(action, ()) for action in ("mode", "global_mode", "refresh_set")] == [False] * 3
         assert app.check_action("audit", ()) is True  # looking stays allowed

@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
 
 from argwatch.tui.app import ArgwatchApp
+from argwatch.tui.audit_screen import AuditScreen
+from argwatch.tui.detail_screen import DetailScreen
+from tests.tui.pilot_helpers import until
 from tests.tui.recorded_admin import RecordedAdmin
 
 SIZE = (200, 32)
+
+
+def offenders(pilot: Pilot[None]) -> str:
+    return str(pilot.app.screen.query_one("#offenders", Static).render())
+
+
 SnapCompare = Callable[..., bool]
 
 
@@ -17,15 +27,17 @@ def recorded_app() -> ArgwatchApp:
     return ArgwatchApp(RecordedAdmin(), interval=1.0, clock=lambda: 1000.0, live_detail=False)
 
 
+async def settled(pilot: Pilot[None], condition: Callable[[], bool]) -> None:
+    """Lets the app run until `condition` holds (at most 10 s), then until its message queue drains."""
+    await until(pilot, condition)
+    await pilot.pause()
+
+
 async def shown(pilot: Pilot[None]) -> None:
     """Waits until the recorded snapshot is in the table."""
     app = pilot.app
     assert isinstance(app, ArgwatchApp)
-    for _ in range(100):
-        if app.status is not None:
-            break
-        await pilot.pause(0.02)
-    await pilot.pause()
+    await settled(pilot, lambda: app.status is not None)
 
 
 def test_main_screen(snap_compare: SnapCompare) -> None:
@@ -36,7 +48,7 @@ def test_detail_view(snap_compare: SnapCompare) -> None:
     async def open_detail(pilot: Pilot[None]) -> None:
         await shown(pilot)
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await settled(pilot, lambda: isinstance(pilot.app.screen, DetailScreen) and "CLUSTERED" in offenders(pilot))
 
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_detail)
 
@@ -45,7 +57,7 @@ def test_mode_dialog(snap_compare: SnapCompare) -> None:
     async def open_dialog(pilot: Pilot[None]) -> None:
         await shown(pilot)
         await pilot.press("down", "down", "m")  # create_ticket, under an on-call override
-        await pilot.pause(0.2)
+        await settled(pilot, lambda: pilot.app.focused is not None and pilot.app.focused.id == "cancel")
 
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_dialog)
 
@@ -54,6 +66,9 @@ def test_audit_trail(snap_compare: SnapCompare) -> None:
     async def open_audit(pilot: Pilot[None]) -> None:
         await shown(pilot)
         await pilot.press("a")
-        await pilot.pause(0.2)
+        await settled(
+            pilot,
+            lambda: isinstance(pilot.app.screen, AuditScreen) and pilot.app.screen.query_one(DataTable).row_count == 2,
+        )
 
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_audit)
