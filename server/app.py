@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
 from argwatch.server.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
+from argwatch.server.background import cancel_and_wait
 from argwatch.server.count_windows import CountWindows
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.mode_control import LocalModes, ModeControl
@@ -106,9 +107,7 @@ class RunningGateway:
         await self.repairs.close()
         await self.windows.close()
         await self.control.close()
-        for task in self.background:
-            task.cancel()
-        await asyncio.gather(*self.background, return_exceptions=True)
+        await cancel_and_wait(self.background)
         for client in self.record_clients.values():
             await client.close()
         if hasattr(self.cache, "close"):
@@ -164,7 +163,7 @@ async def build_gateway(
             report=_replica_report(policy, modes, provider),
         )
         if settings.redis
-        else LocalModes(modes)
+        else LocalModes(modes, "file" if settings.mode_state else "memory")
     )
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
     record_clients = _record_clients(policy)
@@ -195,7 +194,6 @@ async def build_gateway(
         offenders=offenders,
         tokens=tokens,
         clock=clock,
-        mode_state_file=settings.mode_state,
     )
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
@@ -243,8 +241,7 @@ async def build_gateway(
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     repairs.start()
     windows.start()
-    if isinstance(control, SharedModes):
-        await control.start()  # the fleet's modes before the first call (Redis down: the last known, reported)
+    await control.start()  # with Redis: the fleet's modes before the first call (Redis down: the last known, reported)
     expiring = asyncio.get_running_loop().create_task(_expire_overrides(control))
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -14,12 +14,13 @@ arguments x ~8 keys, 86 copies take ~5 MB instead of ~80 MB.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
+
+from argwatch.server.background import cancel_and_wait
 
 FINE_SECONDS = 5.0
 FINE_KEEP_SECONDS = 120.0
@@ -62,10 +63,7 @@ class CountWindows:
         self._task = asyncio.get_running_loop().create_task(self._sample_forever())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait([self._task])
 
     def sample(self) -> None:
         """Takes a copy now (the background task calls this every FINE_SECONDS)."""

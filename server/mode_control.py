@@ -11,6 +11,10 @@ from argwatch.server.policy_model import Mode
 class ModeControl(Protocol):
     """What changes modes; the ModeStore itself is what every call reads."""
 
+    kind: str  # where modes are kept: "memory", "file" or "redis"
+
+    async def start(self) -> None: ...
+
     async def set_mode(
         self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
     ) -> ModeChange: ...
@@ -33,8 +37,12 @@ class ModeControl(Protocol):
 class LocalModes:
     """Modes on this replica only (in memory, or the --mode-state file)."""
 
-    def __init__(self, store: ModeStore) -> None:
+    def __init__(self, store: ModeStore, kind: str = "memory") -> None:
         self._store = store
+        self.kind = kind
+
+    async def start(self) -> None:
+        return None
 
     async def set_mode(
         self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from redis.exceptions import RedisError
 
+from argwatch.server.background import cancel_and_wait
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.shared_cache import SharedCache
 
@@ -71,11 +72,7 @@ class RepairTracker:
             self._tasks.append(loop.create_task(self._follow_forever()))
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
 
     async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None:
         """A rejection in `conversation` opens (or continues) the repair of `tool`."""

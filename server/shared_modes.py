@@ -33,6 +33,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
+from argwatch.server.background import cancel_and_wait
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy_model import Mode
@@ -69,6 +70,7 @@ class SharedModes:
         self._replica_id = replica_id
         self._report = report
         self._clock = clock
+        self.kind = "redis"
         self._redis = aioredis.Redis.from_url(
             url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
         )
@@ -96,11 +98,7 @@ class SharedModes:
                 await self._subscribed.wait()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         with contextlib.suppress(RedisError, OSError):
             await self._redis.delete(REPLICA_PREFIX + self._replica_id)  # leave the fleet view at once
         await self._redis.aclose()

@@ -18,7 +18,6 @@ from argwatch.server.modes import ModeChange, ModeRefused, ModeStore
 from argwatch.server.offenders import OffenderTable
 from argwatch.server.policy_model import Failure, Policy
 from argwatch.server.shape_report import rows_from_counts
-from argwatch.server.shared_modes import SharedModes
 from argwatch.server.status_windows import Figures, StatusWindows
 from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -44,7 +43,6 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         offenders: OffenderTable | None = None,
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
-        mode_state_file: str | None = None,
     ) -> None:
         self._replica_id = replica_id
         self._policy_version = policy_version
@@ -58,7 +56,6 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._tokens = tokens
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
-        self._mode_state_file = mode_state_file
         self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -140,9 +137,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         for state in self._provider.statuses():
             response.value_sets.append(_set_status(state))
         connected, error = self._control.status()
-        response.mode_store = (
-            "redis" if isinstance(self._control, SharedModes) else ("file" if self._mode_state_file else "memory")
-        )
+        response.mode_store = self._control.kind
         response.mode_store_connected, response.mode_store_error = connected, error
         now = self._clock()
         for report in self._control.fleet():

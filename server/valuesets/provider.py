@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from argwatch.server.background import cancel_and_wait
 from argwatch.server.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Normalisation, Policy, ValueSetConfig
 from argwatch.server.valuesets import persist
@@ -204,9 +205,7 @@ class ValueSetProvider:
 
     async def close(self) -> None:
         self._closing = True  # loops also check this, so no lost cancellation can keep one alive
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         await asyncio.gather(*(fetcher.close() for fetcher in self._fetchers.values()))
 

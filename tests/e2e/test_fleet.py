@@ -8,8 +8,7 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -19,6 +18,7 @@ import pytest
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.e2e.test_serve_process import ARGWATCH, EXAMPLES, read_until
+from tests.e2e.waiting import until
 from tests.redis_server import RedisProcess, start_redis
 
 pytestmark = pytest.mark.e2e
@@ -74,13 +74,6 @@ def admin_call(target: str, method: str, message: object) -> object:
     with grpc.insecure_channel(target) as channel:
         stub = admin_pb2_grpc.AdminStub(channel)
         return getattr(stub, method)(message, timeout=5, metadata=(("x-argwatch-actor", "ana@oncall"),))
-
-
-def until(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds}s"
-        time.sleep(0.1)
 
 
 @pytest.fixture

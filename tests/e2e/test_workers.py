@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -25,6 +24,7 @@ from argwatch.server.settings import Settings
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.e2e.test_serve_process import ARGWATCH, EXAMPLES
+from tests.e2e.waiting import until as wait_until
 from tests.redis_server import RedisProcess, start_redis
 
 pytestmark = pytest.mark.e2e
@@ -54,15 +54,7 @@ def free_run(count: int) -> int:
 
 
 def until(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if condition():
-                return
-        except (grpc.RpcError, OSError):
-            pass
-        assert time.monotonic() < deadline, f"{what}: not within {seconds}s"
-        time.sleep(0.1)
+    wait_until(condition, seconds, what, tolerate=(grpc.RpcError, OSError))
 
 
 @pytest.fixture
