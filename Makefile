@@ -61,6 +61,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/gate.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/refresh.py
+	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/status_tui.py
 	$(BIN)/python bench/mode_propagation.py
 

@@ -80,6 +80,22 @@ def _wait_for_eof(loop: asyncio.AbstractEventLoop, stopping: asyncio.Event) -> N
     loop.call_soon_threadsafe(stopping.set)
 
 
+async def echo_only() -> None:
+    """Only the Echo baseline on a bare grpc.aio server: the same process and imports, no gateway."""
+    server = grpc.aio.server()
+    add_echo(server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    gc.freeze()
+    print(port, flush=True)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    threading.Thread(target=_wait_for_eof, args=(loop, stopping), daemon=True).start()
+    await stopping.wait()
+    await server.stop(1.0)
+
+
 async def main(policy: str, gate: bool) -> None:
     records = None
     if gate:  # the full gate: the policy is written for a record source started here
@@ -104,7 +120,13 @@ async def main(policy: str, gate: bool) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--policy", required=True)
+    parser.add_argument("--policy")
+    parser.add_argument("--echo-only", action="store_true", help="a bare grpc.aio server with only the Echo baseline")
     parser.add_argument("--gate", action="store_true", help="the full gate: schema, record look-up, CEL rules")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.policy, arguments.gate))
+    if arguments.echo_only:
+        asyncio.run(echo_only())
+    elif arguments.policy:
+        asyncio.run(main(arguments.policy, arguments.gate))
+    else:
+        parser.error("--policy is required (or --echo-only)")

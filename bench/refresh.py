@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry
 from argwatch.server.app import make_fetcher
 from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.policy_loader import parse_policy
-from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.provider import RELEASE_AFTER_SECONDS, ValueSetProvider
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -159,6 +159,7 @@ async def measure_size(source: Source, provider: ValueSetProvider, name: str, si
 
     applied, stall = await timed(f"publish {name} {size}", size)
     delta_applied, delta_stall = await timed(f"add {name} delta-value", size + 1)
+    await asyncio.sleep(RELEASE_AFTER_SECONDS + 0.5)  # the provider hands freed memory back to the OS by then
     gc.collect()
     return {
         "members": size,

@@ -66,6 +66,9 @@ class GrpcSetFetcher:
                     whole = assembler.add(message.snapshot)
                     if whole is not None:
                         yield SnapshotUpdate(whole)
+                        # Held past this point, the assembled parts would keep the set's whole wire
+                        # copy alive until the next snapshot (~66 bytes a member at 1M members).
+                        whole = None
                 elif kind == "delta":
                     delta = message.delta
                     yield DeltaUpdate(
@@ -127,10 +130,10 @@ class _PartAssembler:
         if len(self._members) < value_set.parts:
             return None
         payload = payload_from_wire(first, first.name)
-        self._first = None
-        return SetPayload(
-            payload.name, payload.version, MemberParts(self._members), payload.retired, payload.retirements
-        )
+        # Let go of the parts here: held until the next snapshot, they would keep the whole
+        # wire copy of the set alive (~66 bytes a member at 1M) long after it was indexed.
+        parts, self._first, self._members = self._members, None, []
+        return SetPayload(payload.name, payload.version, MemberParts(parts), payload.retired, payload.retirements)
 
 
 def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:

@@ -52,6 +52,7 @@ from argwatch.server.valuesets.payload import (
     Update,
     WatchUnsupported,
 )
+from argwatch.server.valuesets.release_memory import release_free_memory
 from argwatch.server.valuesets.sharded import SHARD_ABOVE
 from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, ValueTooLong, make_snapshot_async
 from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
@@ -64,6 +65,9 @@ FILE_POLL_SECONDS = 1.0
 SAVE_INTERVAL_SECONDS = 30.0
 # A watch stream silent this long is presumed dead and reconnected (sources heartbeat every few seconds).
 WATCH_IDLE_SECONDS = 30.0
+# After a large set is installed, free memory goes back to the OS this much later: by then
+# the update that carried it has been dropped and readers of the replaced version are done.
+RELEASE_AFTER_SECONDS = 1.0
 
 
 class _Shared(NamedTuple):
@@ -156,6 +160,7 @@ class ValueSetProvider:
         self._source_up: dict[str, bool] = {name: False for name in policy.sources}
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._release_pending = False  # a release of free memory is scheduled (after a large set)
         self._outage_logged: dict[str, float] = {}
         metrics.watch_value_sets(self._health)
 
@@ -279,6 +284,7 @@ class ValueSetProvider:
                         attempt = 0
                         self._set_source(source, True, "")
                     await self._apply(source, update, by_name)
+                    del update  # not held while waiting for the next one: a snapshot's wire copy is large
             except WatchUnsupported:
                 log.info("source %s cannot stream (UNIMPLEMENTED): pulling its sets every TTL/2", source)
                 for state in states:
@@ -460,6 +466,9 @@ class ValueSetProvider:
             # random. Snapshots hold no reference cycles, so reference counting frees them when
             # replaced; moving them out of the cycle collector's sight costs nothing.
             gc.freeze()
+            if not self._release_pending:
+                self._release_pending = True
+                self._spawn(self._release_memory_soon())
         state.snapshot = snapshot
         log.info("value set %s: version %d, %d members", snapshot.name, snapshot.version, snapshot.size)
         self._metrics.value_set_refreshed(snapshot.name, snapshot.size)
@@ -468,6 +477,12 @@ class ValueSetProvider:
         if persist_copy and self._snapshot_dir is not None and not state.save_pending:
             state.save_pending = True
             self._spawn(self._save_soon(state, self._snapshot_dir))
+
+    async def _release_memory_soon(self) -> None:
+        """Once the wire copy and the replaced version are gone, gives the memory they held back to the OS."""
+        await asyncio.sleep(RELEASE_AFTER_SECONDS)
+        self._release_pending = False
+        await asyncio.to_thread(release_free_memory)
 
     async def _save_soon(self, state: _SetState, folder: str) -> None:
         """Saves the latest version, at most once per SAVE_INTERVAL per set (a delta a second on a

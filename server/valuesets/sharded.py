@@ -1,4 +1,4 @@
-"""Set and index types for very large value sets, split into shards by hash.
+"""The member set type for very large value sets, split into shards by hash (their indexes: compact_index.py).
 
 CPython grows a set or dict by rehashing every entry in one C call: at a
 million members that is a 20-60 ms stall of the event loop, several times
@@ -9,7 +9,7 @@ the entries. A look-up pays one hash (cached on str) and a method call, about
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Iterator, Set
 from itertools import chain
 
 SHARDS = 64
@@ -30,32 +30,19 @@ class ShardedSet(Set[str]):
         for value in values:
             shards[hash(value) & _MASK].add(value)
 
+    def compact_steps(self) -> Iterator[None]:
+        """Copies each shard into a table sized for what it holds, one shard a step.
+
+        A set grown one add at a time quadruples its table while small, so a shard may
+        end up to 4x its entries; a copy sizes the table at 2-4x (e.g. 84 -> 42 bytes a
+        member at 100k members). ~0.3 ms a shard at a million members.
+        """
+        for index, shard in enumerate(self._shards):
+            self._shards[index] = set(shard)
+            yield
+
     def __contains__(self, value: object) -> bool:
         return value in self._shards[hash(value) & _MASK]
-
-    def __iter__(self) -> Iterator[str]:
-        return chain.from_iterable(self._shards)
-
-    def __len__(self) -> int:
-        return sum(len(shard) for shard in self._shards)
-
-
-class ShardedIndex(Mapping[str, str]):
-    """normalised form -> member, held in SHARDS dicts. Built by `setdefault`, then never mutated."""
-
-    __slots__ = ("_shards",)
-
-    def __init__(self) -> None:
-        self._shards: list[dict[str, str]] = [{} for _ in range(SHARDS)]
-
-    def setdefault(self, key: str, value: str) -> str:
-        return self._shards[hash(key) & _MASK].setdefault(key, value)
-
-    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        return self._shards[hash(key) & _MASK].get(key, default)
-
-    def __getitem__(self, key: str) -> str:
-        return self._shards[hash(key) & _MASK][key]
 
     def __iter__(self) -> Iterator[str]:
         return chain.from_iterable(self._shards)

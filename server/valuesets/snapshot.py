@@ -16,15 +16,16 @@ million members, 2,048 29-57 ms, 1,024 24-36 ms). Each chunk costs a loop turn
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterable, Mapping, Sequence, Set
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
 from argwatch.server.normalise import LOOSE, normaliser
 from argwatch.server.policy_model import Normalisation
+from argwatch.server.valuesets.compact_index import CompactIndex
 from argwatch.server.valuesets.payload import Retirement
-from argwatch.server.valuesets.sharded import SHARD_ABOVE, ShardedIndex, ShardedSet
+from argwatch.server.valuesets.sharded import SHARD_ABOVE, ShardedSet
 
 CHUNK = 1024
 MAX_VALUE_CHARS = 1024
@@ -132,8 +133,8 @@ async def make_snapshot_async(
         await asyncio.sleep(0)
 
 
-def _read_only(index: dict[str, str] | ShardedIndex) -> Mapping[str, str]:
-    return index if isinstance(index, ShardedIndex) else MappingProxyType(index)
+def _read_only(index: dict[str, str] | CompactIndex) -> Mapping[str, str]:
+    return index if isinstance(index, CompactIndex) else MappingProxyType(index)
 
 
 def _sequence(members: Iterable[str]) -> Sequence[str]:
@@ -150,18 +151,57 @@ def _build(
     retirements: Mapping[str, Retirement] | None,
     excluded: Set[str],
 ) -> Generator[None, None, ValueSetSnapshot]:
+    other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
+    if len(members) > SHARD_ABOVE:
+        return (
+            yield from _build_large(name, version, members, retired, received_at, other_rules, retirements, excluded)
+        )
     loose = normaliser(LOOSE)
-    other_rules = {rule for rule in rules if rule != LOOSE}
-    large = len(members) > SHARD_ABOVE
-    member_set: set[str] | ShardedSet = ShardedSet() if large else set()
-    add_members = member_set.add_all if isinstance(member_set, ShardedSet) else member_set.update
-
-    def new_index() -> dict[str, str] | ShardedIndex:
-        return ShardedIndex() if large else {}
-
-    loose_index = new_index()
-    rule_indexes = {rule: new_index() for rule in other_rules}
+    member_set: set[str] = set()
+    loose_index: dict[str, str] = {}
+    rule_indexes: dict[Normalisation, dict[str, str]] = {rule: {} for rule in other_rules}
     appliers = [(normaliser(rule), rule_indexes[rule]) for rule in other_rules]
+    for chunk in _chunks(name, members, excluded):
+        member_set.update(chunk)
+        for member in chunk:
+            # The first member in the source's order wins a collision: deterministic for a given source.
+            loose_index.setdefault(loose(member), member)
+            for apply, index in appliers:
+                index.setdefault(apply(member), member)
+        yield
+    return _snapshot(name, version, member_set, retired, received_at, retirements, loose_index, rule_indexes)
+
+
+def _build_large(
+    name: str,
+    version: int,
+    members: Sequence[str],
+    retired: Iterable[str],
+    received_at: float,
+    other_rules: list[Normalisation],
+    retirements: Mapping[str, Retirement] | None,
+    excluded: Set[str],
+) -> Generator[None, None, ValueSetSnapshot]:
+    """Sharded members and compact indexes (no normalised strings kept): ~64 bytes a member over the strings."""
+    member_set = ShardedSet()
+    ordered: list[str] = []  # the members in source order, which the compact indexes point into
+    loose_index = CompactIndex(normaliser(LOOSE), ordered, len(members))
+    rule_indexes = {rule: CompactIndex(normaliser(rule), ordered, len(members)) for rule in other_rules}
+    indexes = [loose_index, *rule_indexes.values()]
+    for chunk in _chunks(name, members, excluded):
+        member_set.add_all(chunk)
+        start = len(ordered)
+        ordered.extend(chunk)
+        for index in indexes:
+            for position in range(start, len(ordered)):
+                index.add(position)
+        yield
+    yield from member_set.compact_steps()
+    return _snapshot(name, version, member_set, retired, received_at, retirements, loose_index, rule_indexes)
+
+
+def _chunks(name: str, members: Sequence[str], excluded: Set[str]) -> Iterator[list[str]]:
+    """The members CHUNK at a time, as str, without the excluded ones; refuses an over-long member."""
     for start in range(0, len(members), CHUNK):
         # Slicing also converts a protobuf repeated field to str objects a chunk at a time.
         chunk = list(members[start : start + CHUNK])
@@ -169,13 +209,20 @@ def _build(
             chunk = [member for member in chunk if member not in excluded]
         if max(map(len, chunk), default=0) > MAX_VALUE_CHARS:
             raise ValueTooLong(f"{name}: a member is longer than {MAX_VALUE_CHARS} characters")
-        add_members(chunk)
-        for member in chunk:
-            # The first member in the source's order wins a collision: deterministic for a given source.
-            loose_index.setdefault(loose(member), member)
-            for apply, index in appliers:
-                index.setdefault(apply(member), member)
-        yield
+        yield chunk
+
+
+def _snapshot(
+    name: str,
+    version: int,
+    member_set: Set[str],
+    retired: Iterable[str],
+    received_at: float,
+    retirements: Mapping[str, Retirement] | None,
+    loose_index: dict[str, str] | CompactIndex,
+    rule_indexes: Mapping[Normalisation, dict[str, str] | CompactIndex],
+) -> ValueSetSnapshot:
+    loose = normaliser(LOOSE)
     details = dict(retirements or {})
     retired_set = frozenset(value for value in (*retired, *details) if value not in member_set)
     return ValueSetSnapshot(

@@ -252,6 +252,31 @@ async def test_a_large_snapshot_sent_in_parts_arrives_whole(tmp_path, source: So
         await provider.close()
 
 
+async def test_a_snapshot_sent_in_parts_is_let_go_once_handed_over(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    """The parts are the set's whole wire copy (~66 bytes a member): held after the hand-over,
+    a million-member set cost its size twice until the next snapshot (found by bench/memory.py)."""
+    from argwatch.server.servicers.value_set_source import PART_MEMBERS
+    from argwatch.server.valuesets.payload import SnapshotUpdate
+
+    source.catalog.publish("identity.handles", [f"user{i:07d}" for i in range(2 * PART_MEMBERS + 1)])
+    policy = make_policy(str(tmp_path), source.target)
+    fetcher = make_fetcher(policy.sources["owners"])
+    stream = fetcher.watch(["identity.handles"])
+    try:
+        update = await anext(stream)
+        while not isinstance(update, SnapshotUpdate) or update.payload.name != "identity.handles":
+            update = await anext(stream)
+        assert len(update.payload.members) == 2 * PART_MEMBERS + 1
+        del update
+        await anext(stream)  # the next update (a heartbeat): the stream has moved on
+        frame = stream.ag_frame  # type: ignore[attr-defined]
+        assert frame.f_locals["whole"] is None
+        assert frame.f_locals["assembler"]._members == []
+    finally:
+        await stream.aclose()
+        await fetcher.close()
+
+
 async def test_a_restart_with_the_source_down_serves_the_saved_copy_as_stale(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
     saved = tmp_path / "snapshots"
     policy = make_policy(str(tmp_path), source.target, ttl="1s", max_staleness="1h")
