@@ -90,6 +90,10 @@ class Rule:
     # The argument fields it reads (args.<name>): only these are handed to CEL, whose
     # per-call conversion of its variables costs in proportion to their size.
     arguments: frozenset[str] = frozenset()
+    # The same rule over plain variables (cel_flatten.py), and where each variable's value
+    # comes from: (variable, (root, field, ...)). None where the rewrite does not apply.
+    flat_program: Any = field(default=None, compare=False, repr=False)
+    flat_paths: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +106,7 @@ class ToolPolicy:
     description: str = ""
     # The arguments' JSON Schema (draft 2020-12), inline or from imported tool definitions.
     schema: Mapping[str, Any] | None = None
-    # Its compiled jsonschema validator (read-only after load).
+    # Its compiled validators, a schema_check.CompiledSchema (read-only after load).
     schema_validator: Any = field(default=None, compare=False, repr=False)
     # Argument names the policy knows (bound ones and the schema's properties): only these
     # become metric labels; any other name the model writes is `_unknown`.
