@@ -18,6 +18,7 @@ import cel
 import yaml
 from jsonschema.exceptions import SchemaError
 
+from argwatch.server.cel_flatten import flatten
 from argwatch.server.durations import parse_duration
 from argwatch.server.policy_model import (
     ArgumentBinding,
@@ -392,12 +393,18 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
         fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code"})
         expression = reader.required_str(fields, "expr", where)
         code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
-        program = None
+        program = flat_program = None
+        flat = flatten(expression)
         if expression:
             try:
                 program = cel.compile(expression)
             except ValueError as error:
                 reader.fail(f"{where}.expr", f"not a valid CEL expression: {error}")
+        if program is not None and flat is not None:
+            try:
+                flat_program = cel.compile(flat.expression)
+            except ValueError:  # the rewrite is an optimisation: the nested program stands alone
+                flat = None
         referenced = frozenset(_RECORD_REFERENCE.findall(expression))
         for unknown in sorted(referenced - records):
             reader.fail(f"{where}.expr", f"refers to record.{unknown}, which this tool's records do not define")
@@ -409,6 +416,8 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
                 argument=reader.value(fields, "argument", where, _string, ""),
                 code=code,
                 program=program,
+                flat_program=flat_program,
+                flat_paths=flat.paths if flat is not None and flat_program is not None else (),
                 records=referenced,
                 arguments=frozenset(_ARGUMENT_REFERENCE.findall(expression))
                 | frozenset(_ARGUMENT_REFERENCE.findall(reader.value(fields, "message", where, _string, ""))),

@@ -42,6 +42,11 @@ class RecordClient:
         self._monotonic = monotonic
         self._cache: dict[tuple[str, str], tuple[Lookup, float]] = {}
 
+    def cached(self, kind: str, record_id: str) -> Lookup | None:
+        """The cached answer, if one is fresh: no await, so a cache hit costs no trip through the event loop."""
+        cached = self._cache.get((kind, record_id))
+        return cached[0] if cached is not None and cached[1] > self._monotonic() else None
+
     async def lookup(self, kind: str, record_id: str, deadline: float | None) -> Lookup:
         """The record; `deadline` is the seconds the caller has left (None: the source's timeout only)."""
         key = (kind, record_id)
