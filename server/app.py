@@ -32,7 +32,7 @@ from argwatch.server.rejections import RejectionLog
 from argwatch.server.repair_tracker import RepairTracker
 from argwatch.server.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.servicers.admin import AdminServicer
-from argwatch.server.servicers.gateway import GatewayServicer
+from argwatch.server.servicers.gateway import GatewayServicer, add_gateway_to_server
 from argwatch.server.settings import Settings
 from argwatch.server.shared_cache import SharedCache, redis_from_url
 from argwatch.server.shared_modes import SharedModes
@@ -42,7 +42,7 @@ from argwatch.server.valuesets.file_source import FileSetFetcher
 from argwatch.server.valuesets.grpc_source import GrpcSetFetcher
 from argwatch.server.valuesets.payload import SetFetcher
 from argwatch.server.valuesets.provider import ValueSetProvider
-from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 log = logging.getLogger("argwatch.server")
 
@@ -355,7 +355,7 @@ def _listen(
     admin: AdminServicer,
 ) -> tuple[int, int, Any]:
     """Registers the servicers and binds the three listeners; raises OSError naming an address it cannot use."""
-    gateway_pb2_grpc.add_GatewayServicer_to_server(gateway, server)
+    add_gateway_to_server(gateway, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
     if extra_services is not None:

@@ -84,11 +84,20 @@ def _value(value: struct_pb2.Value) -> object:
 
 
 def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
-    """The response for `verdict`. A verdict with no problem and no skipped check (the common case) is
-    copied from a prototype built once per (decision, mode, versions, ...) and given its call id: a
-    CopyFrom costs ~1 us here, building the message with its value-set versions ~3-4 us."""
+    """The response for `verdict`, as a message (Repair's tests and tools; the servicer sends `verdict_to_wire`)."""
+    return pb.ValidateResponse.FromString(verdict_to_wire(verdict))
+
+
+def verdict_to_wire(verdict: Verdict) -> bytes:
+    """The serialized response for `verdict`.
+
+    A verdict with no problem and no skipped check (the common case) is a prototype's
+    bytes, serialized once per (decision, mode, versions, ...), followed by the call id
+    as field 1: protobuf parsers accept fields in any order, so this is the same message
+    as building and serializing it (~0.6 us against ~1.5 us, and no message object).
+    """
     if verdict.problems or verdict.skipped:
-        return _built(verdict)
+        return _built(verdict).SerializeToString()
     readings = verdict.readings_used
     key = (
         verdict.decision,
@@ -108,11 +117,23 @@ def verdict_to_response(verdict: Verdict) -> pb.ValidateResponse:
     ):
         if len(_prototypes) > 1024:  # a new entry per set version, mode or policy: drop the old ones
             _prototypes.clear()
-        found = _prototypes[key] = (readings, _built(verdict._replace(call_id="")))
-    response = pb.ValidateResponse()
-    response.CopyFrom(found[1])
-    response.call_id = verdict.call_id
-    return response
+        found = _prototypes[key] = (readings, _built(verdict._replace(call_id="")).SerializeToString())
+    call_id = verdict.call_id.encode()
+    return found[1] + _CALL_ID_TAG + _varint(len(call_id)) + call_id
+
+
+_CALL_ID_TAG = bytes([1 << 3 | 2])  # field 1, length-delimited
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _built(verdict: Verdict) -> pb.ValidateResponse:
@@ -134,7 +155,7 @@ def _built(verdict: Verdict) -> pb.ValidateResponse:
     return response
 
 
-_prototypes: dict[tuple[object, ...], tuple[tuple[SetReading, ...], pb.ValidateResponse]] = {}
+_prototypes: dict[tuple[object, ...], tuple[tuple[SetReading, ...], bytes]] = {}
 
 
 def problem_to_wire(problem: Problem) -> pb.Problem:

@@ -11,6 +11,8 @@ from argwatch.server import wire
 from argwatch.server.validator import Validator
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
+SERVICE = "argwatch.v1.Gateway"
+
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     """Answers every call with a verdict; status codes only for protocol errors."""
@@ -19,12 +21,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._validator = validator
         self._observe = observe_seconds if observe_seconds is not None else _ignore
 
-    async def Validate(
-        self, request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext
-    ) -> gateway_pb2.ValidateResponse:
+    async def Validate(self, request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext) -> bytes:
         started = perf_counter()
         verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
-        response = wire.verdict_to_response(verdict)
+        response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
         return response
 
@@ -32,13 +32,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self,
         request_iterator: AsyncIterator[gateway_pb2.ValidateRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[gateway_pb2.ValidateResponse]:
+    ) -> AsyncIterator[bytes]:
         # One at a time, in order: a check awaits only the in-memory cache, so
         # concurrency inside one stream would add scheduling cost and no speed.
         async for request in request_iterator:
             started = perf_counter()
             verdict = await self._validator.validate(wire.call_from_request(request))
-            response = wire.verdict_to_response(verdict)
+            response = wire.verdict_to_wire(verdict)
             self._observe(perf_counter() - started)
             yield response
 
@@ -56,6 +56,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             )
         assert advice is not None  # abort raises
         return wire.advice_to_response(advice)
+
+
+def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
+    """Registers the Gateway service as the generated code would, except that Validate and
+    ValidateStream answer with bytes already serialized (wire.verdict_to_wire)."""
+    validate_request = gateway_pb2.ValidateRequest.FromString
+    handlers = {
+        "Validate": grpc.unary_unary_rpc_method_handler(
+            servicer.Validate, request_deserializer=validate_request, response_serializer=_as_bytes
+        ),
+        "ValidateStream": grpc.stream_stream_rpc_method_handler(
+            servicer.ValidateStream, request_deserializer=validate_request, response_serializer=_as_bytes
+        ),
+        "Repair": grpc.unary_unary_rpc_method_handler(
+            servicer.Repair,
+            request_deserializer=gateway_pb2.RepairRequest.FromString,
+            response_serializer=gateway_pb2.RepairResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
+
+
+def _as_bytes(response: bytes) -> bytes:
+    return response
 
 
 def _ignore(seconds: float) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from argwatch.server import wire
+from argwatch.server.findings import Problem, ProblemCode
 from argwatch.server.policy_model import Mode
 from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
 from argwatch.server.verdict import Decision, Verdict
+from argwatch.v1 import gateway_pb2 as pb
 
 
 def verdict(call_id: str, reading: SetReading) -> Verdict:
@@ -31,3 +33,20 @@ def test_a_new_version_or_a_stale_copy_is_reported_as_it_is() -> None:
     stale = newer._replace(stale=True)
     assert wire.verdict_to_response(verdict("call-2", newer)).value_sets[0].version == 5
     assert wire.verdict_to_response(verdict("call-3", stale)).value_sets[0].stale is True
+
+
+def test_the_serialized_prototype_is_the_message_built_in_full() -> None:
+    reading = SetReading(make_snapshot("codes", 4, ["A", "B"], received_at=100.0), 100.0, True)
+    for call_id in ("c", "x" * 127, "y" * 128, "z" * 20_000, "appel-été-✓"):
+        clean = verdict(call_id, reading)
+        sent = wire.verdict_to_wire(clean)
+        assert pb.ValidateResponse.FromString(sent) == wire._built(clean), call_id
+
+
+def test_a_verdict_with_problems_is_built_in_full() -> None:
+    reading = SetReading(make_snapshot("codes", 4, ["A"], received_at=100.0), 100.0, False)
+    problem = Problem(ProblemCode.OUT_OF_SET, "code: 'Z' is not in codes", argument="code", value='"Z"')
+    rejected = verdict("call-9", reading)._replace(decision=Decision.REJECT, mode=Mode.REJECT, problems=(problem,))
+    response = pb.ValidateResponse.FromString(wire.verdict_to_wire(rejected))
+    assert response.call_id == "call-9" and response.decision == pb.DECISION_REJECT
+    assert [(p.argument, p.value) for p in response.problems] == [("code", '"Z"')]
