@@ -27,7 +27,8 @@ from argwatch.server.policy_loader import load_policy
 from argwatch.v1 import gateway_pb2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CALLS = 20_000
+CALLS = 4_000
+REPEATS = 5
 
 
 async def per_call(policy_path: str, strip: tuple[str, ...] = ()) -> tuple[float, int]:
@@ -46,12 +47,15 @@ async def per_call(policy_path: str, strip: tuple[str, ...] = ()) -> tuple[float
     call = wire.call_from_request(gateway_pb2.ValidateRequest.FromString(payload()))
     verdict = await gateway.validator.validate(call)  # warms the look-up cache
     gc.collect()
-    started = time.perf_counter()
-    for _ in range(CALLS):
-        await gateway.validator.validate(call)
-    elapsed = time.perf_counter() - started
+    # The best of REPEATS, as timeit advises: on a shared machine noise only ever adds time.
+    best = float("inf")
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        for _ in range(CALLS):
+            await gateway.validator.validate(call)
+        best = min(best, time.perf_counter() - started)
     await gateway.stop(0)
-    return elapsed / CALLS * 1e6, len(verdict.problems)
+    return best / CALLS * 1e6, len(verdict.problems)
 
 
 async def main() -> None:
@@ -69,7 +73,7 @@ async def main() -> None:
         ]
     finally:
         await records.stop(0)
-    print(f"{'the gate, per call (in-process, no RPC)':<58} {'us':>7}  problems")
+    print(f"{'the gate, per call (in-process, no RPC; best of 5 x 4,000)':<58} {'us':>7}  problems")
     for label, (micros, problems) in rows:
         print(f"{label:<58} {micros:>7.1f}  {problems}")
     assert all(problems == 0 for _, (_, problems) in rows), "the benchmark call must pass every check"

@@ -2,7 +2,7 @@
 
 Each row builds a real gateway (build_gateway) on a generated policy whose
 sets stream from an in-process ValueSetSource, then times the Validator on one
-decoded call (no RPC), 5,000 calls after a warm-up. Membership is a hash
+decoded call (no RPC): the best of 5 runs of 2,000 calls, after a warm-up. Membership is a hash
 look-up, so the figures should stay flat in the number of tools and the size
 of sets, and grow with the arguments a call carries (each one is checked).
 A miss (a value not in its set) also classifies why it missed; that is timed too.
@@ -36,7 +36,8 @@ from argwatch.server.tool_call import ToolCall
 from tests.conftest import start_source
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CALLS = 5_000
+CALLS = 2_000
+REPEATS = 5
 
 
 def policy_text(target: str, tools: int, arguments: int) -> str:
@@ -80,10 +81,14 @@ async def per_call(tools: int, arguments: int, members: int, miss: bool = False)
             for _ in range(500):
                 await gateway.validator.validate(call)
             gc.collect()
-            started = time.perf_counter()
-            for _ in range(CALLS):
-                await gateway.validator.validate(call)
-            return (time.perf_counter() - started) / CALLS * 1e6
+            # The best of REPEATS, as timeit advises: on a shared machine noise only ever adds time.
+            best = float("inf")
+            for _ in range(REPEATS):
+                started = time.perf_counter()
+                for _ in range(CALLS):
+                    await gateway.validator.validate(call)
+                best = min(best, time.perf_counter() - started)
+            return best / CALLS * 1e6
         finally:
             await gateway.stop(0)
     finally:
@@ -112,7 +117,8 @@ async def main(out: str) -> None:
         )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, time.strftime("growth-%Y%m%dT%H%M%S.json"))
-    write(path, json.dumps({"python": platform.python_version(), "calls": CALLS, "rows": rows}, indent=2))
+    record = {"python": platform.python_version(), "calls": CALLS, "repeats": REPEATS, "rows": rows}
+    write(path, json.dumps(record, indent=2))
     print(f"written: {path}")
 
 

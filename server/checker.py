@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import NamedTuple, cast
 
 import orjson
 
@@ -21,6 +22,35 @@ from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot
 MAX_VALUE_CHARS = 200
 _MISSING = object()
 _loose = normaliser(LOOSE)
+
+
+class MembersPlan(NamedTuple):
+    """A tool's bound arguments, prepared once for the common case: every value present and in its set."""
+
+    bindings: tuple[tuple[str, str], ...]  # (argument, value set), in policy order
+    checks: tuple[ValueCheck, ...]  # what check_arguments reports when every value is in its set
+
+
+def members_plan(tool: ToolPolicy) -> MembersPlan:
+    return MembersPlan(
+        tuple((binding.name, binding.value_set) for binding in tool.arguments),
+        tuple(ValueCheck(binding.name, binding.value_set, True, True) for binding in tool.arguments),
+    )
+
+
+def all_in_sets(
+    plan: MembersPlan, arguments: Mapping[str, object], readings: Mapping[str, SetReading | None]
+) -> CheckResult | None:
+    """check_arguments' result when every bound value is present and in its set, built from `plan`
+    (no per-argument objects); None otherwise, and check_arguments then says what is wrong.
+    `readings` must hold the tool's sets in order of first binding, as the validator builds it."""
+    for argument, value_set in plan.bindings:
+        reading = readings[value_set]
+        value = arguments.get(argument)
+        if reading is None or value.__class__ is not str or value not in reading.snapshot.members:
+            return None
+    # Each of the tool's sets is bound by one of these arguments, so none of them is None here.
+    return CheckResult((), (), plan.checks, tuple(cast(Mapping[str, SetReading], readings).values()))
 
 
 def check_arguments(

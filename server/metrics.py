@@ -174,6 +174,7 @@ class ToolMeters:
     """
 
     def __init__(self, metrics: GatewayMetrics, tool: str, bindings: Iterable[tuple[str, str]]) -> None:
+        bindings = list(bindings)
         self.tool = tool
         self.decisions = {
             (mode, decision): metrics.decisions.labels(tool, mode.value, decision.value)
@@ -188,6 +189,8 @@ class ToolMeters:
             for argument, value_set in bindings
             for in_set, normalised in ((True, True), (False, True), (False, False))
         }
+        # Every bound value in its set (checker.all_in_sets), in binding order.
+        self.all_in_set = tuple(self.value_checks[argument, True, True] for argument, _ in bindings)
         self.repair_started = metrics.repair_started.labels(tool)
         # Chosen by identity in `decided`: hashing an Enum is a Python-level call, twice a call.
         self._observe_allow = self.decisions[Mode.OBSERVE, Decision.ALLOW]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from argwatch.server.checker import as_json_text, check_arguments
+from argwatch.server.checker import all_in_sets, as_json_text, check_arguments, members_plan
 from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
@@ -65,6 +65,7 @@ class Validator:
             for name, tool in policy.tools.items()
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
+        self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
 
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
         """The verdict on `call`; `deadline` is the seconds the caller has left (bounds record look-ups)."""
@@ -83,7 +84,9 @@ class Validator:
             readings = {}
             for name in self._sets_by_tool[tool.name]:  # a loop: a comprehension is a nested call
                 readings[name] = read(name)
-            result = check_arguments(tool, call.arguments, readings, self._failures)
+            plan = self._plans[tool.name]
+            fast = all_in_sets(plan, call.arguments, readings)
+            result = fast if fast is not None else check_arguments(tool, call.arguments, readings, self._failures)
             if tool.schema_validator is not None:
                 problems.extend(_merged(schema_problems(tool.schema_validator, call.arguments), result.problems))
             else:
@@ -174,8 +177,13 @@ class Validator:
         call: ToolCall,
     ) -> None:
         meters.decided(mode, decision)
-        for check in result.value_checks:
-            meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
+        plan = self._plans.get(meters.tool)
+        if plan is not None and plan.checks and result.value_checks is plan.checks:
+            for counter in meters.all_in_set:  # every value in its set: counters resolved in advance
+                counter.inc()
+        else:
+            for check in result.value_checks:
+                meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
         if not problems and not result.skipped:
             return
         metrics, label = self._metrics, meters.tool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from argwatch.server.checker import check_arguments, classify_shape
+from argwatch.server.checker import all_in_sets, check_arguments, classify_shape, members_plan
 from argwatch.server.findings import ProblemCode, Shape
 from argwatch.server.policy_model import (
     ArgumentBinding,
@@ -183,3 +183,46 @@ def test_a_retired_value_names_when_and_what_replaced_it_where_the_source_said()
 def test_a_retired_value_that_is_a_member_again_counts_as_a_member() -> None:
     snap = make_snapshot("s", 1, ["A"], ["A", "B"], received_at=0.0)
     assert snap.retired == frozenset({"B"})
+
+
+def two_set_tool() -> ToolPolicy:
+    """Three arguments over two sets, the second set bound twice."""
+    return tool(
+        binding("reason_code"),
+        ArgumentBinding(name="from_code", value_set="other.codes", normalisation=LOOSE_RULE, required=False),
+        ArgumentBinding(name="to_code", value_set="other.codes", normalisation=LOOSE_RULE),
+    )
+
+
+def readings_for(available: bool = True) -> dict[str, SetReading | None]:
+    other = make_snapshot("other.codes", 1, ["A", "B"], received_at=1000.0)
+    return {  # in order of first binding, as the validator builds it
+        "refunds.reason_codes": SetReading(snapshot(), 1000.0, False),
+        "other.codes": SetReading(other, 1000.0, True) if available else None,
+    }
+
+
+def test_the_all_in_sets_path_reports_what_the_full_checker_reports() -> None:
+    checked, readings = two_set_tool(), readings_for()
+    arguments = {"reason_code": "WRONG_ITEM", "from_code": "A", "to_code": "B", "note": "free text"}
+    fast = all_in_sets(members_plan(checked), arguments, readings)
+    assert fast is not None
+    assert fast == check_arguments(checked, arguments, readings, {})
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"reason_code": "WRONG_ITEM", "to_code": "B"},  # an optional argument absent
+        {"reason_code": "WRONG_ITEM", "from_code": "a", "to_code": "B"},  # a slip
+        {"reason_code": "WRONG_ITEM", "from_code": 1, "to_code": "B"},  # not a string
+        {"reason_code": "WRONG_ITEM", "from_code": "A"},  # a required argument absent
+    ],
+)
+def test_anything_but_every_value_in_its_set_goes_to_the_full_checker(arguments: dict[str, object]) -> None:
+    assert all_in_sets(members_plan(two_set_tool()), arguments, readings_for()) is None
+
+
+def test_an_unavailable_set_goes_to_the_full_checker() -> None:
+    arguments = {"reason_code": "WRONG_ITEM", "from_code": "A", "to_code": "B"}
+    assert all_in_sets(members_plan(two_set_tool()), arguments, readings_for(available=False)) is None
