@@ -24,6 +24,9 @@ from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 MIN_WATCH_INTERVAL = 0.2
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
+# The status feed's share of the event loop, at most: a snapshot that took 100 ms to build is
+# shared for at least 2 s, whatever interval watchers ask for. Its taken_at says how old it is.
+STATUS_LOOP_SHARE = 0.05
 
 
 class AdminServicer(admin_pb2_grpc.AdminServicer):
@@ -57,6 +60,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
         self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
+        self._build_seconds = 0.0  # how long the last snapshot took to build (wall clock, yields included)
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
 
@@ -90,8 +94,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
         costs ~70-140 ms of the event loop (bench/status_tui.py), so ten TUIs must not cost ten times that."""
         async with self._status_lock:  # watchers arriving together wait for one build
+            max_age = max(max_age, self._build_seconds / STATUS_LOOP_SHARE)
             if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
-                self._last_status = (time.monotonic(), await self._status())
+                started = time.monotonic()
+                status = await self._status()
+                self._build_seconds = time.monotonic() - started
+                self._last_status = (time.monotonic(), status)
             return self._last_status[1]
 
     async def _status(self) -> admin_pb2.GetStatusResponse:

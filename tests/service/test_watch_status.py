@@ -89,9 +89,28 @@ async def test_watch_status_streams_snapshots_that_follow_the_traffic(gateway_fa
         while window(next(t for t in seen.tools if t.tool == "refund_order"), 60).calls < 5:
             snapshot = await stream.read()
             assert isinstance(snapshot, admin_pb2.GetStatusResponse)
-            assert snapshot.taken_at.ToNanoseconds() > seen.taken_at.ToNanoseconds()
+            # Equal when a snapshot is shared again (its build's share of the loop is capped).
+            assert snapshot.taken_at.ToNanoseconds() >= seen.taken_at.ToNanoseconds()
             seen = snapshot
         assert window(argument_row(seen, "refund_order", "reason_code"), 60).out_of_set == 5
+        stream.cancel()
+
+
+async def test_a_snapshot_slow_to_build_is_shared_longer_and_watchers_keep_getting_it(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory()
+    admin_channel, admin = admin_stub(gateway)
+    async with admin_channel:
+        stream = admin.WatchStatus(admin_pb2.WatchStatusRequest(interval_seconds=0.2), timeout=10)
+        first = await stream.read()
+        assert isinstance(first, admin_pb2.GetStatusResponse)
+        # As if that build had taken 100 ms: for the next 100 ms / STATUS_LOOP_SHARE (2 s) it is shared.
+        gateway.admin._build_seconds = 0.1
+        started = asyncio.get_running_loop().time()
+        shared = [await stream.read() for _ in range(4)]  # one every 0.2 s: the stream keeps its cadence
+        assert asyncio.get_running_loop().time() - started < 1.9
+        assert {s.taken_at.ToNanoseconds() for s in shared} == {first.taken_at.ToNanoseconds()}  # type: ignore[union-attr]
         stream.cancel()
 
 
