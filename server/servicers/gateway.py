@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from time import perf_counter
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from argwatch.server import wire
 from argwatch.server.validator import Validator
@@ -21,22 +22,28 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._validator = validator
         self._observe = observe_seconds if observe_seconds is not None else _ignore
 
-    async def Validate(self, request: gateway_pb2.ValidateRequest, context: grpc.aio.ServicerContext) -> bytes:
+    async def Validate(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
         started = perf_counter()
+        try:
+            request = _parse(body)
+        except DecodeError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
         verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
         response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
         return response
 
     async def ValidateStream(
-        self,
-        request_iterator: AsyncIterator[gateway_pb2.ValidateRequest],
-        context: grpc.aio.ServicerContext,
+        self, bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         # One at a time, in order: a check awaits only the in-memory cache, so
         # concurrency inside one stream would add scheduling cost and no speed.
-        async for request in request_iterator:
+        async for body in bodies:
             started = perf_counter()
+            try:
+                request = _parse(body)
+            except DecodeError as error:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
             verdict = await self._validator.validate(wire.call_from_request(request))
             response = wire.verdict_to_wire(verdict)
             self._observe(perf_counter() - started)
@@ -60,15 +67,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
 def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
     """Registers the Gateway service as the generated code would, except that Validate and
-    ValidateStream answer with bytes already serialized (wire.verdict_to_wire)."""
-    validate_request = gateway_pb2.ValidateRequest.FromString
+    ValidateStream take and give bytes: they parse the request themselves (an undecodable one is
+    INVALID_ARGUMENT, with why) and answer with bytes already serialized (wire.verdict_to_wire),
+    so gRPC calls no Python (de)serializer for them."""
     handlers = {
-        "Validate": grpc.unary_unary_rpc_method_handler(
-            servicer.Validate, request_deserializer=validate_request, response_serializer=_as_bytes
-        ),
-        "ValidateStream": grpc.stream_stream_rpc_method_handler(
-            servicer.ValidateStream, request_deserializer=validate_request, response_serializer=_as_bytes
-        ),
+        "Validate": grpc.unary_unary_rpc_method_handler(servicer.Validate),
+        "ValidateStream": grpc.stream_stream_rpc_method_handler(servicer.ValidateStream),
         "Repair": grpc.unary_unary_rpc_method_handler(
             servicer.Repair,
             request_deserializer=gateway_pb2.RepairRequest.FromString,
@@ -79,8 +83,7 @@ def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) ->
     server.add_registered_method_handlers(SERVICE, handlers)
 
 
-def _as_bytes(response: bytes) -> bytes:
-    return response
+_parse = gateway_pb2.ValidateRequest.FromString
 
 
 def _ignore(seconds: float) -> None:

@@ -286,3 +286,24 @@ async def test_file_source_sets_are_checked_with_retired_values(observe_gateway)
     response = await validate(observe_gateway, request("transfer_stock", {"warehouse_code": "LHR-1"}))
     assert [(p.shape, p.value_set) for p in response.problems] == [(pb.SHAPE_RETIRED, "wms.warehouses")]
     assert [(v.name, v.version) for v in response.value_sets] == [("wms.warehouses", 3)]
+
+
+async def test_bytes_that_are_not_a_validate_request_get_invalid_argument_and_the_server_serves_on(
+    observe_gateway,  # type: ignore[no-untyped-def]
+) -> None:
+    garbage = b"\x0a\xff\xff\xff\xff\x0f"  # field 1 (tool) claiming a length far past the end
+    async with grpc.aio.insecure_channel(observe_gateway.target) as channel:
+        validate_raw = channel.unary_unary("/argwatch.v1.Gateway/Validate")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await validate_raw(garbage, timeout=5)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "not a ValidateRequest" in (refused.value.details() or "")
+        stream = channel.stream_stream("/argwatch.v1.Gateway/ValidateStream")(timeout=5)
+        await stream.write(request("refund_order", {"reason_code": REASON_CODES[0]}).SerializeToString())
+        assert pb.ValidateResponse.FromString(await stream.read()).decision == pb.DECISION_ALLOW
+        await stream.write(garbage)
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await stream.read()
+        assert ended.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    response = await validate(observe_gateway, request("refund_order", {"reason_code": REASON_CODES[0]}))
+    assert response.decision == pb.DECISION_ALLOW
