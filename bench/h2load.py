@@ -5,9 +5,10 @@ gRPC body: the same ~260-byte ValidateRequest the Python benchmarks use. A
 native client leaves the server more of the two cores than a Python one does.
 
 1. One bench server (bench_server.py) serves Validate and the raw-bytes Echo.
-   Rounds alternate Validate and Echo (`--rounds` each, `--requests` per
-   round) at 4 connections x 16 streams = 64 in flight. Per side: requests/s,
-   p50 and p99 of h2load's per-request times, and server CPU per call (the
+   At 1, 16 and 64 calls in flight (1x1, 4x4 and 4x16 connections x streams),
+   rounds alternate Validate and Echo (`--rounds` each, `--requests` per round,
+   a fifth of it at 1 in flight). Per side: requests/s, p50 and p99 of the
+   per-request times (h2load's --log-file), and server CPU per call (the
    server's own CPU time). The Validate/Echo ratios are taken per adjacent
    pair, and their median is printed.
 2. `argwatch serve --workers N` for N = 1, 2 on one port, sharing a real
@@ -47,32 +48,32 @@ CONNECTIONS, STREAMS = 4, 16
 ARGWATCH = os.path.join(os.path.dirname(sys.executable), "argwatch")
 
 
-def h2load(target: str, path: str, body_file: str, requests: int) -> dict[str, float]:
+def h2load(
+    target: str, path: str, body_file: str, requests: int, connections: int = CONNECTIONS, streams: int = STREAMS
+) -> dict[str, float]:
+    """One h2load run: requests/s, and p50/p99/max of its per-request times (from its --log-file)."""
     binary = shutil.which("h2load")
     if binary is None:
         raise SystemExit("h2load is missing: apt-get install nghttp2-client (make bench installs it)")
-    out = subprocess.run(
-        [binary, "-n", str(requests), "-c", str(CONNECTIONS), "-m", str(STREAMS),
-         "-H", "content-type: application/grpc", "-H", "te: trailers", "-d", body_file, f"http://{target}{path}"],
-        capture_output=True, text=True, timeout=300, check=True,
-    ).stdout  # fmt: skip
+    with tempfile.TemporaryDirectory() as folder:
+        log = os.path.join(folder, "requests.tsv")
+        out = subprocess.run(
+            [binary, "-n", str(requests), "-c", str(connections), "-m", str(streams), "--log-file", log,
+             "-H", "content-type: application/grpc", "-H", "te: trailers", "-d", body_file, f"http://{target}{path}"],
+            capture_output=True, text=True, timeout=300, check=True,
+        ).stdout  # fmt: skip
+        with open(log) as handle:  # start (us since epoch), status, us until the end of the response
+            latencies = sorted(int(line.split("\t")[2]) / 1000 for line in handle if line.strip())
     done = re.search(r"(\d+) succeeded, (\d+) failed", out)
     rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out)
-    times = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", out)
-    if not (done and rate and times) or int(done.group(2)):
+    if not (done and rate and latencies) or int(done.group(2)):
         raise SystemExit(f"h2load failed:\n{out}")
-    return {"requests_per_second": float(rate.group(1)), "mean_ms": _ms(times.group(3)), "max_ms": _ms(times.group(2))}
-
-
-def _ms(text: str) -> float:
-    value = float(re.sub(r"[a-z]+$", "", text))
-    return (
-        value / 1000
-        if text.endswith("us")
-        else value * 1000
-        if text.endswith("s") and not text.endswith("ms")
-        else value
-    )
+    return {
+        "requests_per_second": float(rate.group(1)),
+        "p50_ms": latencies[len(latencies) // 2],
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "max_ms": latencies[-1],
+    }
 
 
 def body_file(folder: str) -> str:
@@ -83,42 +84,53 @@ def body_file(folder: str) -> str:
     return path
 
 
+# In flight: (connections, streams per connection), as the Python benchmark's 1, 16 and 64.
+LEVELS = {1: (1, 1), 16: (4, 4), 64: (CONNECTIONS, STREAMS)}
+
+
 def compare_with_echo(body: str, rounds: int, requests: int) -> dict[str, object]:
+    """Per level of calls in flight: rounds alternating Validate and the raw echo on one server."""
     server, target = start_server()
-    sides: dict[str, list[dict[str, float]]] = {"validate": [], "echo": []}
+    results: dict[str, object] = {}
+    paths = {"validate": "/argwatch.v1.Gateway/Validate", "echo": "/argwatch.bench.Echo/Echo"}
+    print(f"h2load, {rounds} rounds per side and level; medians over the rounds")
+    print(f"{'in flight':>9} {'side':<9} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU us/call':>12}  ratio (goal)")
     try:
-        for path in ("/argwatch.v1.Gateway/Validate", "/argwatch.bench.Echo/Echo"):
+        for path in paths.values():
             h2load(target, path, body, requests // 4)  # warm-up
-        for _ in range(rounds):
-            for name, path in (("validate", "/argwatch.v1.Gateway/Validate"), ("echo", "/argwatch.bench.Echo/Echo")):
-                before = server_cpu_seconds(server.pid)
-                result = h2load(target, path, body, requests)
-                result["server_cpu_us_per_call"] = 1e6 * (server_cpu_seconds(server.pid) - before) / requests
-                sides[name].append(result)
+        for in_flight, (connections, streams) in LEVELS.items():
+            count = requests if in_flight > 1 else max(requests // 5, 1000)  # one in flight is ~5x slower
+            sides: dict[str, list[dict[str, float]]] = {"validate": [], "echo": []}
+            for _ in range(rounds):
+                for name, path in paths.items():
+                    before = server_cpu_seconds(server.pid)
+                    result = h2load(target, path, body, count, connections, streams)
+                    result["server_cpu_us_per_call"] = 1e6 * (server_cpu_seconds(server.pid) - before) / count
+                    sides[name].append(result)
+            pairs = [v["requests_per_second"] / e["requests_per_second"] for v, e in zip(*sides.values(), strict=True)]
+            cpu = [
+                v["server_cpu_us_per_call"] / e["server_cpu_us_per_call"] for v, e in zip(*sides.values(), strict=True)
+            ]
+            for name, runs in sides.items():
+                row = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+                throughput, cpu_ratio = statistics.median(pairs), statistics.median(cpu)
+                ratio = (
+                    f"  throughput {throughput:.3f} (>= 0.90), CPU {cpu_ratio:.2f}x (<= 1.15)"
+                    if name == "validate"
+                    else ""
+                )
+                print(f"{in_flight:>9} {name:<9} {row['requests_per_second']:>7.0f} {row['p50_ms']:>7.2f} "
+                      f"{row['p99_ms']:>7.2f} {row['server_cpu_us_per_call']:>12.0f}{ratio}")  # fmt: skip
+            results[str(in_flight)] = {
+                "sides": sides,
+                "throughput_ratio": statistics.median(pairs),
+                "cpu_ratio": statistics.median(cpu),
+            }
     finally:
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=30)
-    pairs = [
-        v["requests_per_second"] / e["requests_per_second"]
-        for v, e in zip(sides["validate"], sides["echo"], strict=True)
-    ]
-    cpu = [
-        v["server_cpu_us_per_call"] / e["server_cpu_us_per_call"]
-        for v, e in zip(sides["validate"], sides["echo"], strict=True)
-    ]
-
-    def median(name: str, key: str) -> float:
-        return statistics.median(r[key] for r in sides[name])
-
-    print(f"h2load, {CONNECTIONS} connections x {STREAMS} streams, {rounds} rounds of {requests} requests per side")
-    print(f"{'side':<10} {'req/s':>8} {'mean ms':>8} {'server CPU us/call':>19}")
-    for name in sides:
-        print(f"{name:<10} {median(name, 'requests_per_second'):>8.0f} {median(name, 'mean_ms'):>8.2f} "
-              f"{median(name, 'server_cpu_us_per_call'):>19.0f}")  # fmt: skip
-    print(f"Validate / echo throughput: {statistics.median(pairs):.3f} (goal >= 0.90); "
-          f"CPU per call: {statistics.median(cpu):.2f}x (goal <= 1.15)")  # fmt: skip
-    return {"sides": sides, "throughput_ratio": statistics.median(pairs), "cpu_ratio": statistics.median(cpu)}
+    return results
 
 
 def free_port() -> int:
