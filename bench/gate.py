@@ -14,11 +14,11 @@ import asyncio
 import gc
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_server import bench_settings
 from gate_policy import start_records, write_policy
+from timing import best_micros
 from validate import payload
 
 from argwatch.server import wire
@@ -47,15 +47,9 @@ async def per_call(policy_path: str, strip: tuple[str, ...] = ()) -> tuple[float
     call = wire.call_from_request(gateway_pb2.ValidateRequest.FromString(payload()))
     verdict = await gateway.validator.validate(call)  # warms the look-up cache
     gc.collect()
-    # The best of REPEATS, as timeit advises: on a shared machine noise only ever adds time.
-    best = float("inf")
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        for _ in range(CALLS):
-            await gateway.validator.validate(call)
-        best = min(best, time.perf_counter() - started)
+    micros = await best_micros(lambda: gateway.validator.validate(call), CALLS, REPEATS)
     await gateway.stop(0)
-    return best / CALLS * 1e6, len(verdict.problems)
+    return micros, len(verdict.problems)
 
 
 async def main() -> None:

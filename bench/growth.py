@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_server import bench_settings
+from timing import best_micros
 
 from argwatch.server.app import build_gateway
 from argwatch.server.policy_loader import parse_policy
@@ -81,14 +82,7 @@ async def per_call(tools: int, arguments: int, members: int, miss: bool = False)
             for _ in range(500):
                 await gateway.validator.validate(call)
             gc.collect()
-            # The best of REPEATS, as timeit advises: on a shared machine noise only ever adds time.
-            best = float("inf")
-            for _ in range(REPEATS):
-                started = time.perf_counter()
-                for _ in range(CALLS):
-                    await gateway.validator.validate(call)
-                best = min(best, time.perf_counter() - started)
-            return best / CALLS * 1e6
+            return await best_micros(lambda: gateway.validator.validate(call), CALLS, REPEATS)
         finally:
             await gateway.stop(0)
     finally:

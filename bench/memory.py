@@ -30,17 +30,12 @@ import tempfile
 import time
 
 import grpc
-from aiocache import SimpleMemoryCache
-from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_server import ECHO_METHOD
-from refresh import Source, policy_text, rss_bytes
-from validate import payload
+from refresh import Source, rss_bytes, started_provider
+from validate import payload, start_bench_server
 
-from argwatch.server.app import make_fetcher
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.policy_loader import parse_policy
 from argwatch.server.valuesets.compact_index import CompactIndex
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.sharded import ShardedSet
@@ -65,21 +60,6 @@ def process_memory(pid: int) -> dict[str, int]:
             if key in ("VmRSS", "VmHWM"):
                 found[key] = int(line.split()[1]) * 1024
     return found
-
-
-def start_bench_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "bench_server.py"), *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    port = process.stdout.readline().strip()
-    if not port.isdigit():
-        process.kill()
-        raise SystemExit(f"bench server {args} did not start")
-    return process, f"127.0.0.1:{port}"
 
 
 def stop(process: subprocess.Popen[str]) -> None:
@@ -191,14 +171,7 @@ async def large_sets(sizes: list[int]) -> list[dict[str, object]]:
     source = Source()
     names = [f"bench.s{size}" for size in sizes]
     try:
-        policy = parse_policy(policy_text(source.target, names).encode(), os.path.join(tempfile.mkdtemp(), "p.yaml"))
-        provider = ValueSetProvider(
-            policy,
-            {name: make_fetcher(config) for name, config in policy.sources.items()},
-            SimpleMemoryCache(timeout=None),
-            GatewayMetrics(CollectorRegistry()),
-        )
-        await provider.start(0.5)  # the sets do not exist yet
+        provider = await started_provider(source, names)
         rows = []
         for size, name in zip(sizes, names, strict=True):
             gc.collect()

@@ -92,6 +92,7 @@ def sampled(spy: str, pid: int, target: str, seconds: float, in_flight: int, met
 def handler_in_process(repeats: int = 5, calls: int = 4000) -> float:
     """Microseconds per call of the same handler on the same payload, in a tight loop (best of `repeats`)."""
     from bench_server import bench_settings
+    from timing import best_micros
 
     from argwatch.server.app import build_gateway
     from argwatch.server.servicers.gateway import GatewayServicer
@@ -104,13 +105,7 @@ def handler_in_process(repeats: int = 5, calls: int = 4000) -> float:
         gateway = await build_gateway(bench_settings(os.path.join(os.path.dirname(__file__), "policy.yaml")))
         try:
             servicer, body, context = GatewayServicer(gateway.validator), payload(), Context()
-            best = float("inf")
-            for _ in range(repeats):
-                started = time.perf_counter()
-                for _ in range(calls):
-                    await servicer.Validate(body, context)  # type: ignore[arg-type]
-                best = min(best, time.perf_counter() - started)
-            return best / calls * 1e6
+            return await best_micros(lambda: servicer.Validate(body, context), calls, repeats)  # type: ignore[arg-type]
         finally:
             await gateway.stop(0)
 

@@ -171,9 +171,8 @@ async def measure_size(source: Source, provider: ValueSetProvider, name: str, si
     }
 
 
-async def apply_large(source: Source, sizes: list[int]) -> list[dict[str, float]]:
-    """Per size: publication to usable, the longest loop stall meanwhile, and RSS per member."""
-    names = [f"bench.s{size}" for size in sizes]
+async def started_provider(source: Source, names: list[str]) -> ValueSetProvider:
+    """A gateway-side provider in this process, watching `names` (not published yet) at `source`."""
     policy = parse_policy(policy_text(source.target, names).encode(), os.path.join(tempfile.mkdtemp(), "p.yaml"))
     provider = ValueSetProvider(
         policy,
@@ -182,6 +181,13 @@ async def apply_large(source: Source, sizes: list[int]) -> list[dict[str, float]
         GatewayMetrics(CollectorRegistry()),
     )
     await provider.start(0.5)  # the sets do not exist yet
+    return provider
+
+
+async def apply_large(source: Source, sizes: list[int]) -> list[dict[str, float]]:
+    """Per size: publication to usable, the longest loop stall meanwhile, and RSS per member."""
+    names = [f"bench.s{size}" for size in sizes]
+    provider = await started_provider(source, names)
     results = [await measure_size(source, provider, name, size) for size, name in zip(sizes, names, strict=True)]
     await provider.close()
     return results

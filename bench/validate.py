@@ -153,9 +153,13 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def start_server(gate: bool = False) -> tuple[subprocess.Popen[str], str]:
+    return start_bench_server("--policy", os.path.join(HERE, "policy.yaml"), *(["--gate"] if gate else []))
+
+
+def start_bench_server(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """bench_server.py with `args`, once it serves: the process (it stops when its stdin closes) and its target."""
     process = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "bench_server.py"), "--policy", os.path.join(HERE, "policy.yaml")]
-        + (["--gate"] if gate else []),
+        [sys.executable, os.path.join(HERE, "bench_server.py"), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -164,7 +168,7 @@ def start_server(gate: bool = False) -> tuple[subprocess.Popen[str], str]:
     port = process.stdout.readline().strip()
     if not port.isdigit():
         process.kill()
-        raise SystemExit("bench server did not start")
+        raise SystemExit(f"bench server {args} did not start")
     return process, f"127.0.0.1:{port}"
 
 
