@@ -25,8 +25,28 @@ from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 MIN_WATCH_INTERVAL = 0.2
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
 # The status feed's share of the event loop, at most: a snapshot that took 100 ms to build is
-# shared for at least 2 s, whatever interval watchers ask for. Its taken_at says how old it is.
+# shared for at least 2 s, whatever interval watchers ask for (but never longer than
+# MAX_SHARED_SECONDS). Its taken_at says how old it is.
 STATUS_LOOP_SHARE = 0.05
+MAX_SHARED_SECONDS = 10.0
+
+
+class _SliceClock:
+    """The time a sliced build spends in its own slices, leaving out what other tasks do between them."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._since = time.perf_counter()
+
+    async def pause(self) -> None:
+        """Lets other tasks run (Validate must not wait for a whole snapshot)."""
+        self.spent += time.perf_counter() - self._since
+        await asyncio.sleep(0)
+        self._since = time.perf_counter()
+
+    def stop(self) -> float:
+        self.spent += time.perf_counter() - self._since
+        return self.spent
 
 
 class AdminServicer(admin_pb2_grpc.AdminServicer):
@@ -60,7 +80,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
         self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
-        self._build_seconds = 0.0  # how long the last snapshot took to build (wall clock, yields included)
+        self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
 
@@ -94,17 +114,15 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
         costs ~70-140 ms of the event loop (bench/status_tui.py), so ten TUIs must not cost ten times that."""
         async with self._status_lock:  # watchers arriving together wait for one build
-            max_age = max(max_age, self._build_seconds / STATUS_LOOP_SHARE)
+            max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
             if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
-                started = time.monotonic()
-                status = await self._status()
-                self._build_seconds = time.monotonic() - started
-                self._last_status = (time.monotonic(), status)
+                self._last_status = (time.monotonic(), await self._status())
             return self._last_status[1]
 
     async def _status(self) -> admin_pb2.GetStatusResponse:
+        clock = _SliceClock()
         figures = self._status_windows.figures()
-        await asyncio.sleep(0)
+        await clock.pause()
         totals = self._metrics.tool_totals()
         override = self._modes.global_override
         response = admin_pb2.GetStatusResponse(
@@ -115,7 +133,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         )
         for count, (tool, mode) in enumerate(self._modes.tool_modes().items(), start=1):
             if count % ROWS_PER_SLICE == 0:
-                await asyncio.sleep(0)  # see below
+                await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
             tool_status.checks.extend(self._check_policies(tool))
             source, tool_override = self._modes.source_of(tool)
@@ -133,7 +151,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         for count, row in enumerate(figures.arguments, start=1):
             if count % ROWS_PER_SLICE == 0:
                 # Let calls in: a snapshot of 1000 rows is ~100 ms of work, and Validate must not wait for it.
-                await asyncio.sleep(0)
+                await clock.pause()
             argument = response.arguments.add(
                 tool=row.tool,
                 argument=row.argument,
@@ -159,6 +177,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             replica.modes.update({str(k): str(v) for k, v in dict(report.get("modes", {})).items()})
             replica.value_set_versions.update({str(k): int(v) for k, v in dict(report.get("value_sets", {})).items()})
             replica.sources_connected.update({str(k): bool(v) for k, v in dict(report.get("sources", {})).items()})
+        self._build_seconds = clock.stop()
         return response
 
     async def SetMode(
