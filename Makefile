@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps bench-deps
+.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,13 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/status_tui.py
 	$(BIN)/python bench/mode_propagation.py
+
+# After a release: the released contract becomes the current protos (buf breaking compares with it).
+proto-release: $(VENV)/.installed
+	$(BIN)/buf lint
+	$(BIN)/buf build --exclude-source-info -o proto/released/argwatch-v1.json
+	$(BIN)/python -c "import json, pathlib; p = pathlib.Path('proto/released/argwatch-v1.json'); \
+	  p.write_text(json.dumps(json.loads(p.read_text()), indent=1, sort_keys=True) + '\n')"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
