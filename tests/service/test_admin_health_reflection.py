@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -101,3 +104,38 @@ async def test_in_flight_calls_are_answered_during_the_grace_period(gateway_fact
         assert answer.call_id == "during" and len(answer.problems) == 1
         await stream.done_writing()
         await stopping
+
+
+def _call_validate_as_a_generic_client(target: str, arguments: dict[str, object]) -> dict[str, object]:
+    """What grpcurl, Postman or evans do: no generated code, only what reflection says. Blocking (run in a thread)."""
+    from google.protobuf import descriptor_pool, json_format, message_factory
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    with grpc.insecure_channel(target) as channel:
+        pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
+        service = pool.FindServiceByName("argwatch.v1.Gateway")
+        method = service.methods_by_name["Validate"]
+        request_class = message_factory.GetMessageClass(method.input_type)
+        response_class = message_factory.GetMessageClass(method.output_type)
+        # As JSON, the way a generic client takes it from its user: bytes fields are base64.
+        body = {"tool": "refund_order", "argumentsJson": base64.b64encode(json.dumps(arguments).encode()).decode()}
+        request = json_format.ParseDict(body, request_class())
+        call = channel.unary_unary(
+            f"/{service.full_name}/{method.name}",
+            request_serializer=request_class.SerializeToString,
+            response_deserializer=response_class.FromString,
+        )
+        response = call(request, timeout=5)
+        assert type(response).__module__ != pb.__name__  # built from reflection, not the generated module
+        return json_format.MessageToDict(response)
+
+
+async def test_a_generic_client_calls_validate_from_what_reflection_describes(gateway_factory: GatewayFactory) -> None:
+    import asyncio
+
+    gateway = await gateway_factory(refund_mode="reject")
+    clean = await asyncio.to_thread(_call_validate_as_a_generic_client, gateway.target, {"reason_code": "DAMAGED_ITEM"})
+    assert clean["decision"] == "DECISION_ALLOW" and "problems" not in clean
+    invented = await asyncio.to_thread(_call_validate_as_a_generic_client, gateway.target, {"reason_code": "MADE_UP"})
+    assert invented["decision"] == "DECISION_REJECT"
+    assert [(p["argument"], p["code"]) for p in invented["problems"]] == [("reason_code", "PROBLEM_CODE_OUT_OF_SET")]
