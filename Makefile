@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release
+.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,9 @@ $(VENV)/typecheck/argwatch: $(BIN)/python
 # System packages the tests use as real parts, installed with apt when missing (CI and
 # developers run as root): redis-server (started by the tests on a free loopback port) and
 # promtool (Debian's prometheus package) for the alert rules, kubectl (Debian's
-# kubernetes-client) to render the kustomize manifests.
-APT_DEPS := redis-server:redis-server promtool:prometheus kubectl:kubernetes-client
+# kubernetes-client) to render the kustomize manifests, Node.js and npm (nodejs, npm) for the
+# TypeScript client test.
+APT_DEPS := redis-server:redis-server promtool:prometheus kubectl:kubernetes-client node:nodejs npm:npm
 
 system-deps:
 	@missing=""; for pair in $(APT_DEPS); do \
@@ -43,7 +44,19 @@ system-deps:
 	  || { echo "missing$$missing and apt-get failed: install them (Debian: apt-get install$$missing)"; exit 1; }; \
 	fi
 
-test: system-deps $(VENV)/.installed typecheck
+# The TypeScript client (examples/typescript): its npm packages as locked, then its build
+# (types generated from the .proto files, then tsc), redone when any of them changes.
+TS := examples/typescript
+$(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+	touch $@
+
+$(TS)/dist/check.js: $(TS)/node_modules/.installed $(TS)/tsconfig.json $(wildcard $(TS)/src/*.ts) $(wildcard proto/argwatch/v1/*.proto)
+	cd $(TS) && npm run build
+
+ts-client: system-deps $(TS)/dist/check.js
+
+test: system-deps $(VENV)/.installed typecheck ts-client
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
@@ -80,4 +93,5 @@ typecheck: $(VENV)/.installed $(VENV)/typecheck/argwatch
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info proto/argwatch/v1/*_pb2*.py proto/argwatch/v1/*_pb2*.pyi
+	rm -rf $(VENV) build *.egg-info proto/argwatch/v1/*_pb2*.py proto/argwatch/v1/*_pb2*.pyi \
+	  $(TS)/node_modules $(TS)/dist $(TS)/src/generated

@@ -1,0 +1,89 @@
+// An agent-side argwatch client: check a tool call before it runs, and get the
+// model-facing error when the gateway refuses it.
+//
+// The .proto files are loaded at run time with @grpc/proto-loader (the same
+// files the gateway is built from, no protoc plugin); `npm run gen` writes
+// TypeScript types for them with proto-loader-gen-types, so calls are typed.
+import * as path from "path";
+import { readFileSync } from "fs";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import type { ProtoGrpcType } from "./generated/gateway";
+import type { GatewayClient } from "./generated/argwatch/v1/Gateway";
+import type { ValidateResponse__Output } from "./generated/argwatch/v1/ValidateResponse";
+import type { RepairResponse__Output } from "./generated/argwatch/v1/RepairResponse";
+
+const PROTO_ROOT = path.resolve(__dirname, "../../../proto");
+
+// Deadlines and retries as published with the protos: 2 s per Validate, and
+// retries on UNAVAILABLE only (a rejection is a verdict, never an error).
+const SERVICE_CONFIG = readFileSync(path.join(PROTO_ROOT, "argwatch/v1/service_config.json"), "utf8");
+
+export interface ToolCall {
+  tool: string;
+  arguments: Record<string, unknown>;
+  callId?: string;
+  conversationId?: string;
+  customerId?: string;
+}
+
+export function connect(target: string): GatewayClient {
+  const definition = protoLoader.loadSync("argwatch/v1/gateway.proto", {
+    includeDirs: [PROTO_ROOT],
+    keepCase: true, // field names as in the .proto (call_id), as in every other language's docs
+    longs: String,
+    enums: String, // "DECISION_ALLOW", not 1
+    defaults: true,
+    oneofs: true,
+  });
+  const proto = grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType;
+  return new proto.argwatch.v1.Gateway(target, grpc.credentials.createInsecure(), {
+    "grpc.service_config": SERVICE_CONFIG,
+  });
+}
+
+function request(call: ToolCall) {
+  return {
+    tool: call.tool,
+    // JSON bytes exactly as the model wrote them: the gateway parses them itself.
+    arguments_json: Buffer.from(JSON.stringify(call.arguments)),
+    call_id: call.callId ?? "",
+    conversation_id: call.conversationId ?? "",
+    session: { customer_id: call.customerId ?? "" },
+  };
+}
+
+export function validate(client: GatewayClient, call: ToolCall): Promise<ValidateResponse__Output> {
+  return new Promise((resolve, reject) => {
+    client.Validate(request(call), (error, response) => (error || !response ? reject(error) : resolve(response)));
+  });
+}
+
+export function repair(client: GatewayClient, callId: string): Promise<RepairResponse__Output> {
+  return new Promise((resolve, reject) => {
+    client.Repair({ call_id: callId }, (error, response) => (error || !response ? reject(error) : resolve(response)));
+  });
+}
+
+// Many calls over one stream; answers are matched to calls by call_id (they may come in any order).
+export function validateMany(client: GatewayClient, calls: ToolCall[]): Promise<Map<string, ValidateResponse__Output>> {
+  return new Promise((resolve, reject) => {
+    const answers = new Map<string, ValidateResponse__Output>();
+    const stream = client.ValidateStream({ deadline: Date.now() + 10_000 });
+    stream.on("data", (response: ValidateResponse__Output) => {
+      answers.set(response.call_id, response);
+      if (answers.size === calls.length) stream.end();
+    });
+    stream.on("error", reject);
+    stream.on("end", () => resolve(answers));
+    for (const call of calls) stream.write(request(call));
+  });
+}
+
+// What the agent does with a verdict: run the tool, or hand the model the gateway's repair message.
+export async function gate(client: GatewayClient, call: ToolCall): Promise<{ run: boolean; toolResult?: string }> {
+  const verdict = await validate(client, call);
+  if (verdict.decision !== "DECISION_REJECT") return { run: true };
+  const advice = await repair(client, verdict.call_id);
+  return { run: false, toolResult: advice.message };
+}

@@ -1,0 +1,69 @@
+"""The TypeScript client (examples/typescript: Node.js, @grpc/grpc-js, the same .proto files) against a real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REASON_CODES, GatewayFactory
+
+CLIENT = Path(__file__).resolve().parents[2] / "examples" / "typescript"
+CHECK = CLIENT / "dist" / "check.js"
+
+
+async def run_client(target: str) -> dict[str, object]:
+    node = shutil.which("node")
+    assert node is not None, "Node.js is missing: `make test` installs it (Debian's nodejs) with the npm packages"
+    assert CHECK.exists(), f"{CHECK} is not built: `make test` runs npm ci and npm run build in {CLIENT}"
+    process = await asyncio.create_subprocess_exec(
+        node, str(CHECK), target, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ)
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    except TimeoutError:
+        process.kill()
+        raise
+    assert process.returncode == 0, err.decode()
+    steps = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    return {step["step"]: step["value"] for step in steps}
+
+
+@pytest.mark.e2e
+async def test_the_typescript_client_gets_the_verdicts_and_the_repair(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    seen = await run_client(gateway.target)
+
+    clean = seen["validate_clean"]
+    assert isinstance(clean, dict)
+    assert (clean["decision"], clean["problems"]) == ("DECISION_ALLOW", 0)
+    assert clean["call_id"]  # minted by the gateway when the caller gives none
+
+    invented = seen["validate_invented"]
+    assert invented == {
+        "decision": "DECISION_REJECT",
+        "call_id": "ts-invented-1",
+        "problems": [{"code": "PROBLEM_CODE_OUT_OF_SET", "argument": "reason_code", "shape": "SHAPE_INVENTED"}],
+    }
+
+    advice = seen["repair"]
+    assert advice["executed"] is False  # type: ignore[index]
+    assert "ITEM_DEFECTIVE" in advice["message"]  # type: ignore[index]
+    assert sorted(advice["legal"][0]) == sorted(REASON_CODES)  # type: ignore[index]
+
+    assert seen["validate_stream"] == {
+        "s1": {"decision": "DECISION_ALLOW", "problems": []},
+        "s2": {
+            "decision": "DECISION_REJECT",
+            "problems": ["PROBLEM_CODE_OUT_OF_SET"],
+        },  # a slip, refused in reject mode
+        # A tool the policy does not know is judged in default_mode (observe here): reported, let through.
+        "s3": {"decision": "DECISION_ALLOW", "problems": ["PROBLEM_CODE_UNKNOWN_TOOL"]},
+    }
+
+    gated = seen["gate"]
+    assert gated["run"] is False and "LOST" in gated["toolResult"]  # type: ignore[index]
