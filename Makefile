@@ -27,6 +27,7 @@ $(VENV)/typecheck/argwatch: $(BIN)/python
 	ln -sfn $(CURDIR)/proto/argwatch/v1 $@/v1
 	ln -sfn $(CURDIR)/server $@/server
 	ln -sfn $(CURDIR)/tui $@/tui
+	ln -sfn $(CURDIR)/client $@/client
 
 # System packages the tests use as real parts, installed with apt when missing (CI and
 # developers run as root): redis-server (started by the tests on a free loopback port) and

@@ -1,0 +1,30 @@
+"""argwatch.client: check an agent's tool call at the gateway before it runs, from Python.
+
+    from argwatch.client import Gateway, from_openai
+
+    async with Gateway("127.0.0.1:50051") as gateway:
+        call = from_openai(message.tool_calls[0])
+        outcome = await gateway.check(call, conversation_id="conv-42", customer_id="cus_7")
+        if outcome.go_ahead:
+            result = run_the_tool(call)
+        else:
+            reply = call.tool_error(outcome.tool_error)  # hand this back to the model
+
+Deadlines are set on every call (2 s by default); UNAVAILABLE is retried, with
+backoff, as the published service config says; a rejection is a verdict, never
+retried. SyncGateway is the same for code without an event loop.
+"""
+
+from argwatch.client.adapters import ProviderToolCall, from_anthropic, from_mcp, from_openai, from_openai_responses
+from argwatch.client.gateway import Gateway, Outcome, SyncGateway
+
+__all__ = [
+    "Gateway",
+    "Outcome",
+    "ProviderToolCall",
+    "SyncGateway",
+    "from_anthropic",
+    "from_mcp",
+    "from_openai",
+    "from_openai_responses",
+]

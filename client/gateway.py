@@ -1,0 +1,128 @@
+"""Gateway and SyncGateway: Validate a tool call, and on a rejection fetch the model-facing Repair message."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import NamedTuple
+
+import grpc
+
+from argwatch.client.adapters import ProviderToolCall
+from argwatch.v1 import gateway_pb2 as pb
+from argwatch.v1 import gateway_pb2_grpc
+
+DEFAULT_TIMEOUT = 2.0  # seconds; the service config's figure for Validate and Repair
+
+
+class Outcome(NamedTuple):
+    """What to do with one tool call."""
+
+    go_ahead: bool  # run the tool
+    tool_error: str  # when not: Repair's message, to hand back to the model as the tool's result
+    verdict: pb.ValidateResponse  # everything the gateway said (problems, skipped checks, versions)
+
+
+def channel_options() -> list[tuple[str, object]]:
+    """Retries on UNAVAILABLE with backoff, from the published service config.
+
+    Its timeouts are left out: grpc-python fires a service config's timeout early
+    (grpc/grpc#34547), so every call here carries its own deadline instead.
+    """
+    config = json.loads(resources.files("argwatch.v1").joinpath("service_config.json").read_text())
+    for entry in config["methodConfig"]:
+        entry.pop("timeout", None)
+    return [("grpc.service_config", json.dumps(config)), ("grpc.enable_retries", 1)]
+
+
+def _request(call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str) -> pb.ValidateRequest:
+    return pb.ValidateRequest(
+        tool=call.tool,
+        arguments_json=call.arguments_json,
+        call_id=call.call_id,
+        conversation_id=conversation_id,
+        session=pb.Session(customer_id=customer_id, tenant=tenant),
+    )
+
+
+class Gateway:
+    """An asyncio client of one gateway. Use it as `async with`, or call close()."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        options = channel_options()
+        self._channel = (
+            grpc.aio.secure_channel(target, credentials, options=options)
+            if credentials is not None
+            else grpc.aio.insecure_channel(target, options=options)
+        )
+        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+        self._timeout = timeout
+
+    async def check(
+        self, call: ProviderToolCall, *, conversation_id: str = "", customer_id: str = "", tenant: str = ""
+    ) -> Outcome:
+        """Validates `call`; on a rejection, asks Repair for the message the model should get."""
+        verdict: pb.ValidateResponse = await self._stub.Validate(
+            _request(call, conversation_id, customer_id, tenant), timeout=self._timeout
+        )
+        if verdict.decision != pb.DECISION_REJECT:
+            return Outcome(True, "", verdict)
+        advice: pb.RepairResponse = await self._stub.Repair(
+            pb.RepairRequest(call_id=verdict.call_id), timeout=self._timeout
+        )
+        return Outcome(False, advice.message, verdict)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> Gateway:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class SyncGateway:
+    """The same as Gateway, blocking, for code without an event loop."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        options = channel_options()
+        self._channel = (
+            grpc.secure_channel(target, credentials, options=options)
+            if credentials is not None
+            else grpc.insecure_channel(target, options=options)
+        )
+        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+        self._timeout = timeout
+
+    def check(
+        self, call: ProviderToolCall, *, conversation_id: str = "", customer_id: str = "", tenant: str = ""
+    ) -> Outcome:
+        verdict: pb.ValidateResponse = self._stub.Validate(
+            _request(call, conversation_id, customer_id, tenant), timeout=self._timeout
+        )
+        if verdict.decision != pb.DECISION_REJECT:
+            return Outcome(True, "", verdict)
+        advice: pb.RepairResponse = self._stub.Repair(pb.RepairRequest(call_id=verdict.call_id), timeout=self._timeout)
+        return Outcome(False, advice.message, verdict)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> SyncGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

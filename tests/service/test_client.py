@@ -1,0 +1,77 @@
+"""argwatch.client against a real gateway: go ahead, or the repair message for the model; async and blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from argwatch.client import Gateway, SyncGateway, from_anthropic, from_openai
+from tests.conftest import GatewayFactory
+
+
+def openai_call(reason_code: str, call_id: str) -> dict[str, object]:
+    arguments = json.dumps({"reason_code": reason_code})
+    return {"id": call_id, "type": "function", "function": {"name": "refund_order", "arguments": arguments}}
+
+
+async def test_a_legal_call_goes_ahead_and_an_invented_value_gets_the_repair_message(
+    gateway_factory: GatewayFactory,
+) -> None:
+    running = await gateway_factory(refund_mode="reject")
+    async with Gateway(running.target) as gateway:
+        clean = await gateway.check(from_openai(openai_call("DAMAGED_ITEM", "call_1")), conversation_id="conv-1")
+        assert clean.go_ahead and clean.tool_error == ""
+        call = from_anthropic(
+            {"type": "tool_use", "id": "toolu_1", "name": "refund_order", "input": {"reason_code": "ITEM_DEFECTIVE"}}
+        )
+        refused = await gateway.check(call, conversation_id="conv-1")
+    assert not refused.go_ahead
+    assert refused.verdict.call_id == "toolu_1"  # the provider's id is the call id the gateway knows it by
+    assert "ITEM_DEFECTIVE" in refused.tool_error and "DAMAGED_ITEM" in refused.tool_error
+    answer = call.tool_error(refused.tool_error)
+    assert answer["tool_use_id"] == "toolu_1" and answer["is_error"] is True
+
+
+async def test_the_blocking_client_answers_the_same(gateway_factory: GatewayFactory) -> None:
+    running = await gateway_factory(refund_mode="reject")
+
+    def check(reason_code: str) -> tuple[bool, str]:
+        with SyncGateway(running.target) as gateway:
+            outcome = gateway.check(from_openai(openai_call(reason_code, f"call_{reason_code}")))
+            return outcome.go_ahead, outcome.tool_error
+
+    # The gateway runs on this test's event loop: the blocking client runs in a thread.
+    assert await asyncio.to_thread(check, "DAMAGED_ITEM") == (True, "")
+    go_ahead, message = await asyncio.to_thread(check, "NOT_A_CODE")
+    assert not go_ahead and "NOT_A_CODE" in message
+
+
+@pytest.fixture
+async def silent_gateway() -> AsyncIterator[str]:
+    """A real gRPC server whose Validate never answers in time."""
+
+    async def validate(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.sleep(5)
+        return b""
+
+    server = grpc.aio.server()
+    handlers = {"Validate": grpc.unary_unary_rpc_method_handler(validate)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.Gateway", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    yield f"127.0.0.1:{port}"
+    await server.stop(0)
+
+
+async def test_every_check_has_a_deadline(silent_gateway: str) -> None:
+    started = time.monotonic()
+    async with Gateway(silent_gateway, timeout=0.5) as gateway:
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await gateway.check(from_openai(openai_call("DAMAGED_ITEM", "call_1")))
+    assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 3.0
