@@ -1,10 +1,11 @@
-"""The `argwatch` command: serve, tui, policy check, watch (a live one-line status) and report."""
+"""The `argwatch` command: serve, tui, policy check, watch (a live one-line status), report and tools export."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import gc
+import json
 import logging
 import os
 import signal
@@ -48,7 +49,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     source.add_argument("--samples", help="a sampled-value log file (JSON lines)")
     report.add_argument("--window", default="0", help="with --admin: 15m, 1h (0: since start)")
 
+    tools = commands.add_parser("tools", help="the policy's tools as model clients describe them")
+    tools_commands = tools.add_subparsers(dest="tools_command", required=True)
+    export = tools_commands.add_parser(
+        "export", help="print the tool definitions, enums filled from today's value sets (from a running gateway)"
+    )
+    export.add_argument("--target", default="127.0.0.1:50051", help="the gateway's HOST:PORT")
+    export.add_argument("--format", choices=["mcp", "openai", "anthropic"], default="mcp")
+    export.add_argument("--tool", action="append", default=[], help="only this tool (repeatable); all by default")
+
     args = parser.parse_args(argv)
+    if args.command == "tools":
+        return _export_tools(args.target, args.format, args.tool)
     if args.command == "report":
         return _report(parser, args)
     if args.command == "policy":
@@ -76,6 +88,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return run_workers(list(sys.argv[1:] if argv is None else argv), settings)
     return _serve(settings)
+
+
+def _export_tools(target: str, shape: str, tools: list[str]) -> int:
+    import grpc
+
+    from argwatch.client.definitions import tool_definitions
+
+    try:
+        exported = tool_definitions(target, shape, tools)
+    except grpc.RpcError as error:
+        print(f"argwatch tools export: {target}: {error.code().name}: {error.details()}", file=sys.stderr)
+        return 1
+    print(json.dumps(exported, indent=2))
+    return 0
 
 
 def _check_policy_quietly(path: str) -> int:

@@ -24,6 +24,7 @@ from argwatch.server.samples import SampledValueLog
 from argwatch.server.schema_check import schema_problems
 from argwatch.server.tool_call import ToolCall
 from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.snapshot import SetReading
 from argwatch.server.verdict import Decision, Verdict
 
 _EMPTY = CheckResult((), (), (), ())
@@ -66,6 +67,10 @@ class Validator:
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
+
+    def read_set(self, name: str) -> SetReading | None:
+        """A value set as the checks would use it now (None: unavailable)."""
+        return self._provider.read(name)
 
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
         """The verdict on `call`; `deadline` is the seconds the caller has left (bounds record look-ups)."""

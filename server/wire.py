@@ -149,7 +149,7 @@ def _built(verdict: Verdict) -> pb.ValidateResponse:
     if verdict.skipped:
         response.skipped.extend([_skipped(s) for s in verdict.skipped])
     for reading in verdict.readings_used:
-        response.value_sets.append(_version(reading))
+        response.value_sets.append(version_of(reading))
     return response
 
 
@@ -200,7 +200,7 @@ def _skipped(skipped: SkippedCheck) -> pb.SkippedCheck:
 _versions: dict[tuple[str, int, float, bool], pb.ValueSetVersion] = {}
 
 
-def _version(reading: SetReading) -> pb.ValueSetVersion:
+def version_of(reading: SetReading) -> pb.ValueSetVersion:
     """The reading's version message, built once per confirmation (a Timestamp costs ~2 us to build)."""
     snapshot = reading.snapshot
     key = (snapshot.name, snapshot.version, reading.confirmed_at, reading.stale)

@@ -1,7 +1,8 @@
-"""The Gateway servicer: Validate, ValidateStream and Repair."""
+"""The Gateway servicer: Validate, ValidateStream, Repair and GetToolDefinitions."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from time import perf_counter
 
@@ -9,10 +10,16 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from argwatch.server import wire
+from argwatch.server.tool_export import export_tools
 from argwatch.server.validator import Validator
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
 SERVICE = "argwatch.v1.Gateway"
+_FORMATS = {
+    gateway_pb2.TOOL_FORMAT_OPENAI: "openai",
+    gateway_pb2.TOOL_FORMAT_ANTHROPIC: "anthropic",
+    gateway_pb2.TOOL_FORMAT_MCP: "mcp",
+}
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
@@ -64,6 +71,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         assert advice is not None  # abort raises
         return wire.advice_to_response(advice)
 
+    async def GetToolDefinitions(
+        self, request: gateway_pb2.GetToolDefinitionsRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.GetToolDefinitionsResponse:
+        policy = self._validator.policy
+        unknown = [name for name in request.tools if name not in policy.tools]
+        if unknown:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no such tool in the policy: {', '.join(unknown)}")
+        shape = _FORMATS.get(request.format, "mcp")
+        exported, version = export_tools(policy, list(request.tools), self._validator.read_set, shape)
+        response = gateway_pb2.GetToolDefinitionsResponse(version=version)
+        for tool in exported:
+            response.tools.add(
+                name=tool.name,
+                definition_json=json.dumps(tool.definition),
+                version=tool.version,
+                value_sets=[wire.version_of(reading) for reading in tool.readings],
+            )
+        return response
+
 
 def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
     """Registers the Gateway service as the generated code would, except that Validate and
@@ -77,6 +103,11 @@ def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) ->
             servicer.Repair,
             request_deserializer=gateway_pb2.RepairRequest.FromString,
             response_serializer=gateway_pb2.RepairResponse.SerializeToString,
+        ),
+        "GetToolDefinitions": grpc.unary_unary_rpc_method_handler(
+            servicer.GetToolDefinitions,
+            request_deserializer=gateway_pb2.GetToolDefinitionsRequest.FromString,
+            response_serializer=gateway_pb2.GetToolDefinitionsResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
