@@ -1,0 +1,36 @@
+"""argwatch in an MCP client (examples/mcp): a refused call never reaches the MCP server; an allowed one does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GatewayFactory
+
+CLIENT = Path(__file__).resolve().parents[2] / "examples" / "mcp" / "gated_client.py"
+
+
+@pytest.mark.e2e
+async def test_a_refused_call_is_answered_in_the_client_and_never_reaches_the_server(
+    gateway_factory: GatewayFactory, tmp_path: Path
+) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    server_log = tmp_path / "executed.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(CLIENT), "--target", gateway.target,
+        env={**os.environ, "REFUNDS_SERVER_LOG": str(server_log)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, err.decode()[-3000:]
+    invented, legal = (json.loads(line) for line in out.decode().splitlines())
+    assert invented["is_error"] is True
+    assert "ITEM_DEFECTIVE" in invented["text"] and "Nothing was executed" in invented["text"]
+    assert legal == {"reason_code": "DAMAGED_ITEM", "is_error": False, "text": "refunded ord_0012345678 (DAMAGED_ITEM)"}
+    executed = [json.loads(line) for line in server_log.read_text().splitlines()]
+    assert [call["reason_code"] for call in executed] == ["DAMAGED_ITEM"]  # the refused call never left the client
