@@ -8,6 +8,7 @@ normalises to, and the caller decides what to do with it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from typing import NamedTuple, cast
@@ -117,8 +118,38 @@ def as_json_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     try:
         text = orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
-        text = repr(value)
+        # Nested deeper than orjson writes (254 levels; the parser takes 1,024): a bounded
+        # rendering, never repr(), which raises RecursionError on such a value.
+        text = _shallow_json(value, limit)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_SHALLOW_DEPTH = 16
+
+
+def _shallow_json(value: object, limit: int, depth: int = 0) -> str:
+    """JSON-like text of `value` down to _SHALLOW_DEPTH levels ("…" below), stopping once `limit` is passed."""
+    if depth >= _SHALLOW_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        parts: list[str] = []
+        for key, item in value.items():
+            parts.append(f"{orjson.dumps(str(key)).decode()}: {_shallow_json(item, limit, depth + 1)}")
+            if sum(map(len, parts)) > limit:
+                break
+        return "{" + ", ".join(parts) + "}"
+    if isinstance(value, list):
+        items: list[str] = []
+        for item in value:
+            items.append(_shallow_json(item, limit, depth + 1))
+            if sum(map(len, items)) > limit:
+                break
+        return "[" + ", ".join(items) + "]"
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        # A string orjson will not write (a lone surrogate): the standard library escapes it.
+        return json.dumps(str(value))
 
 
 def _out_of_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool) -> Problem:
