@@ -31,6 +31,7 @@ from argwatch.server.records import RecordClient
 from argwatch.server.rejections import RejectionLog
 from argwatch.server.repair_tracker import RepairTracker
 from argwatch.server.samples import SampledValueLog, dropped_sample_records
+from argwatch.server.server_options import gateway_server_options
 from argwatch.server.servicers.admin import AdminServicer
 from argwatch.server.servicers.gateway import GatewayServicer, add_gateway_to_server
 from argwatch.server.settings import Settings
@@ -196,7 +197,9 @@ async def build_gateway(
         clock=clock,
     )
     health_servicer = health.aio.HealthServicer()
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.reuse_port else 0)])
+    server = grpc.aio.server(
+        options=gateway_server_options(settings), maximum_concurrent_rpcs=settings.max_concurrent_rpcs
+    )
     admin_server = grpc.aio.server(
         options=[("grpc.so_reuseport", 0)],
         interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None,

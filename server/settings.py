@@ -55,6 +55,9 @@ class Settings:
     admin_tls_client_ca: str = ""
     # Gateway processes on this host sharing the Gateway port (SO_REUSEPORT); see workers.py.
     workers: int = 1
+    # Gateway RPCs served at once; beyond it a call is refused with RESOURCE_EXHAUSTED at
+    # once instead of queueing without bound (a stream counts as one while it is open).
+    max_concurrent_rpcs: int = 1000
     # Let other processes listen on the Gateway port too (SO_REUSEPORT): set for --workers'
     # workers. Off otherwise, so a second gateway on a port in use fails instead of silently
     # taking half the connections.
@@ -150,6 +153,11 @@ SERVE_OPTIONS = (
         _positive_int,
     ),
     _Option("reuse_port", "true: share the Gateway port with other processes (what --workers sets)", _boolean),
+    _Option(
+        "max_concurrent_rpcs",
+        "Gateway RPCs served at once; beyond it calls are refused with RESOURCE_EXHAUSTED, not queued",
+        _positive_int,
+    ),
 )
 
 
