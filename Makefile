@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client
+.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,11 @@ proto-release: $(VENV)/.installed
 	$(BIN)/buf build --exclude-source-info -o proto/released/argwatch-v1.json
 	$(BIN)/python -c "import json, pathlib; p = pathlib.Path('proto/released/argwatch-v1.json'); \
 	  p.write_text(json.dumps(json.loads(p.read_text()), indent=1, sort_keys=True) + '\n')"
+
+# A longer fuzz run of the request path than make test's 15 s (crash inputs land in .fuzz/).
+fuzz: $(VENV)/.installed
+	mkdir -p .fuzz/corpus && cp -n tests/fuzz/corpus/* .fuzz/corpus/
+	cd .fuzz && ../$(BIN)/python ../tests/fuzz/fuzz_validate.py -max_total_time=300 -print_final_stats=1 corpus
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
