@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -123,10 +124,15 @@ class ArgwatchApp(App[None]):
 
     async def _follow(self) -> None:
         async for event in follow(self.api, self.interval):
-            if isinstance(event, Snapshot):
-                self.show_status(event.status)
-            else:
-                self._lose(event)
+            try:
+                if isinstance(event, Snapshot):
+                    self.show_status(event.status)
+                else:
+                    self._lose(event)
+            except NoMatches:
+                # The table is gone only while the app is being torn down: a snapshot that
+                # arrives then has nowhere to go (seen on a loaded CI machine as a failed worker).
+                return
 
     # -- what arrives -------------------------------------------------------------------------
 
@@ -149,8 +155,11 @@ class ArgwatchApp(App[None]):
         self._show_banner()
 
     def _show_banner(self) -> None:
-        banner = self.query_one("#banner", Static)
-        table = self.query_one("#table", DataTable)
+        try:
+            banner = self.query_one("#banner", Static)
+            table = self.query_one("#table", DataTable)
+        except NoMatches:  # the timer fired while the app is being torn down
+            return
         now = self._clock()
         window = f"window {WINDOW_NAMES[self.window]}"
         shown = f" | filter '{self.query_text}'" if self.query_text else ""
