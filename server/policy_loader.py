@@ -472,9 +472,16 @@ def _read_repair(reader: _Reader, node: object) -> RepairConfig:
 
 
 def _read_sampling(reader: _Reader, node: object) -> SamplingConfig:
-    fields = reader.mapping(node, "sampling", {"rate", "max_value_chars"})
+    fields = reader.mapping(node, "sampling", {"rate", "max_value_chars", "redact"})
     defaults = SamplingConfig()
     return SamplingConfig(
         rate=reader.value(fields, "rate", "sampling", _rate, defaults.rate),
         max_value_chars=reader.value(fields, "max_value_chars", "sampling", _positive_int, defaults.max_value_chars),
+        redact=reader.value(fields, "redact", "sampling", _names, defaults.redact),
     )
+
+
+def _names(value: object) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError("expected a list of argument names")
+    return frozenset(value)

@@ -173,6 +173,9 @@ class SamplingConfig:
 
     rate: float = 0.02  # 1 in 50
     max_value_chars: int = 200
+    # Argument names (in any tool) whose values are never written where people read them:
+    # the sampled log and the Admin API's offending values show REDACTED instead.
+    redact: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ policy does not know is recorded as `_unknown`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from argwatch.server.checker import all_in_sets, as_json_text, check_arguments, members_plan
 from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape
@@ -28,6 +29,8 @@ from argwatch.server.valuesets.snapshot import SetReading
 from argwatch.server.verdict import Decision, Verdict
 
 _EMPTY = CheckResult((), (), (), ())
+# What the sampled log and the Admin API show for a value of an argument the policy redacts.
+REDACTED = "REDACTED"
 
 
 class Validator:
@@ -67,6 +70,7 @@ class Validator:
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
+        self._redact = policy.sampling.redact
 
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
@@ -205,6 +209,8 @@ class Validator:
                 # Not the model's fault: the value was never checked, so it is no offender.
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:
+                if problem.argument in self._redact:  # never written where people read it
+                    problem = replace(problem, value=REDACTED)
                 if self._offenders is not None:
                     self._offenders.add(label, argument, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
