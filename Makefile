@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz
+.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,10 @@ proto-release: $(VENV)/.installed
 	$(BIN)/buf build --exclude-source-info -o proto/released/argwatch-v1.json
 	$(BIN)/python -c "import json, pathlib; p = pathlib.Path('proto/released/argwatch-v1.json'); \
 	  p.write_text(json.dumps(json.loads(p.read_text()), indent=1, sort_keys=True) + '\n')"
+
+# The soak test for 10 minutes instead of make test's 20 s (it prints RSS at the start and end).
+soak: $(VENV)/.installed
+	SOAK_SECONDS=600 $(BIN)/python -m pytest -q -s tests/soak
 
 # A longer fuzz run of the request path than make test's 15 s (crash inputs land in .fuzz/).
 fuzz: $(VENV)/.installed
