@@ -71,10 +71,12 @@ def attach_sample_sink(path: str | None) -> Callable[[], None]:
     if path in (None, "-"):
         target: logging.Handler = logging.StreamHandler(sys.stdout)
     else:
-        target = logging.FileHandler(path, encoding="utf-8")
+        # delay: the file is opened by the writer thread on the first record, so a sink that
+        # blocks even on open (a FIFO nobody reads, a hung network mount) never blocks start-up.
+        target = logging.FileHandler(path, encoding="utf-8", delay=True)
     target.setFormatter(logging.Formatter("%(message)s"))
     records: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=10_000)
-    listener = logging.handlers.QueueListener(records, target)
+    listener = _Listener(records, target)
     handler = _DroppingQueueHandler(records)
     logger = logging.getLogger(SAMPLES_LOGGER)
     logger.setLevel(logging.INFO)
@@ -84,10 +86,26 @@ def attach_sample_sink(path: str | None) -> Callable[[], None]:
 
     def detach() -> None:
         logger.removeHandler(handler)
-        listener.stop()
+        try:
+            listener.stop()
+        except queue.Full:  # the writer is stuck (a sink that never takes anything): leave it
+            logging.getLogger(__name__).warning(
+                "the sample log's writer is stuck; %d records were not written", records.qsize()
+            )
+            return
         target.close()
 
     return detach
+
+
+STOP_WAIT_SECONDS = 5.0
+
+
+class _Listener(logging.handlers.QueueListener):
+    """A queue listener whose stop waits a while for room, instead of raising, when the queue is full."""
+
+    def enqueue_sentinel(self) -> None:
+        self.queue.put(self._sentinel, timeout=STOP_WAIT_SECONDS)  # type: ignore[attr-defined]
 
 
 class _DroppingQueueHandler(logging.handlers.QueueHandler):

@@ -99,3 +99,27 @@ def test_records_dropped_by_a_writer_that_fell_behind_are_counted() -> None:
     for _ in range(3):
         handler.enqueue(record)
     assert dropped_sample_records() == before + 2
+
+
+def test_a_sink_that_blocks_never_blocks_the_calls_and_what_it_cannot_take_is_counted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A FIFO nobody reads blocks its writer, even on open: the gateway starts, offers return, drops are counted."""
+    import os
+    import threading
+
+    from argwatch.server.samples import dropped_sample_records
+
+    fifo = tmp_path / "samples.fifo"
+    os.mkfifo(fifo)
+    detach = attach_sample_sink(str(fifo))  # would block here if the sink were opened at once
+    before = dropped_sample_records()
+    log = SampledValueLog(1.0, 200, rng=lambda: 0.0)
+    for index in range(20_000):  # the queue holds 10,000; the writer is stuck opening the FIFO
+        log.offer("t", problem(f'"v{index}"'), "c", str(index))
+    assert dropped_sample_records() - before >= 10_000 - 1
+    drained: list[bytes] = []
+    reader = threading.Thread(target=lambda: drained.append(fifo.read_bytes()))
+    reader.start()  # a reader arrives: the writer gets going, and detaching can finish
+    detach()
+    reader.join(timeout=30)
+    lines = drained[0].decode().splitlines()
+    assert lines and all(orjson.loads(line)["tool"] == "t" for line in lines)
