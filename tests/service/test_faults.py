@@ -1,0 +1,95 @@
+"""Faults: a source that hangs rather than fails. The gateway starts on time, calls stay quick, all counted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.app import build_gateway
+from argwatch.server.policy_loader import parse_policy
+from tests.conftest import loopback_settings, write_sets_file
+from tests.service.helpers import gateway_stub, request, value
+
+
+class HangingSource:
+    """A real gRPC server at the ValueSetSource's address that accepts every call and never answers."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def hang(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        self.calls += 1
+        await self.release.wait()
+        return b""
+
+    async def hang_stream(self, request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        self.calls += 1
+        await self.release.wait()
+        if False:  # a stream that never sends
+            yield b""
+
+
+@pytest.fixture
+async def hanging() -> AsyncIterator[tuple[HangingSource, str]]:
+    source = HangingSource()
+    server = grpc.aio.server()
+    handlers = {
+        "GetValueSet": grpc.unary_unary_rpc_method_handler(source.hang),
+        "WatchValueSets": grpc.unary_stream_rpc_method_handler(source.hang_stream),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.ValueSetSource", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    yield source, f"127.0.0.1:{port}"
+    source.release.set()
+    await server.stop(0)
+
+
+async def test_a_hanging_source_delays_neither_the_start_nor_the_calls(
+    tmp_path: Path, hanging: tuple[HangingSource, str]
+) -> None:
+    source, target = hanging
+    sets = write_sets_file(str(tmp_path))
+    text = f"""
+        sources:
+          owners: {{grpc: {{target: "{target}", timeout: 300ms}}}}
+          local: {{file: {sets}}}
+        value_sets:
+          refunds.reason_codes: {{source: owners, failure: open}}
+          wms.warehouses: {{source: local}}
+        tools:
+          refund_order: {{mode: reject, arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}}}
+          transfer_stock: {{mode: reject, arguments: {{warehouse_code: {{value_set: wms.warehouses}}}}}}
+    """
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    policy = parse_policy(text.encode(), str(path))
+    settings = replace(loopback_settings(str(path)), startup_timeout_seconds=1.0)
+    # Returns after the 1 s start-up timeout; were it waiting on the hang, the test's own timeout would end it.
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        assert source.calls >= 1  # it was asked
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for _ in range(20):
+                hung = await stub.Validate(request("refund_order", {"reason_code": "DAMAGED_ITEM"}), timeout=2)
+                assert hung.decision  # a verdict, at once: the check failed open
+                assert [(s.argument, s.value_set) for s in hung.skipped] == [("reason_code", "refunds.reason_codes")]
+                served = await stub.Validate(request("transfer_stock", {"warehouse_code": "NOPE"}), timeout=2)
+                assert [p.argument for p in served.problems] == ["warehouse_code"]  # other sets work as usual
+        registry = gateway.registry
+        assert (
+            value(registry, "tool_argument_check_unavailable_total", tool="refund_order", set="refunds.reason_codes")
+            == 20
+        )
+        assert value(registry, "argwatch_source_connected", source="owners") == 0
+        assert value(registry, "argwatch_value_set_available", set="refunds.reason_codes") == 0
+    finally:
+        await gateway.stop(0)
