@@ -93,3 +93,68 @@ async def test_a_hanging_source_delays_neither_the_start_nor_the_calls(
         assert value(registry, "argwatch_value_set_available", set="refunds.reason_codes") == 0
     finally:
         await gateway.stop(0)
+
+
+class HangingRecords:
+    """A real RecordSource that never answers, noting when a look-up it holds is cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def lookup(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        self.started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return b""
+
+
+@pytest.fixture
+async def records_gateway(tmp_path: Path) -> AsyncIterator[tuple[HangingRecords, object]]:
+    records = HangingRecords()
+    server = grpc.aio.server()
+    handlers = {"Lookup": grpc.unary_unary_rpc_method_handler(records.lookup)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.RecordSource", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    text = f"""
+        sources:
+          orders_db: {{grpc: {{target: "127.0.0.1:{port}", timeout: 30s}}}}
+        tools:
+          refund_order:
+            mode: reject
+            records:
+              order: {{source: orders_db, kind: order, id_argument: order_id, failure: closed}}
+    """
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    gateway = await build_gateway(
+        loopback_settings(str(path)), policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry()
+    )
+    yield records, gateway
+    await gateway.stop(0)
+    await server.stop(0)
+
+
+async def test_a_hanging_look_up_still_answers_within_the_callers_deadline(records_gateway) -> None:  # type: ignore[no-untyped-def]
+    _records, gateway = records_gateway
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        # The source's own timeout is 30 s; the caller gives 1 s. The look-up gets less than that,
+        # so the caller receives a verdict (the check could not run, and fails closed), not DEADLINE_EXCEEDED.
+        response = await stub.Validate(request("refund_order", {"order_id": "ord_1"}), timeout=1.0)
+    assert [p.argument for p in response.problems] == ["order_id"]
+    assert "could not be checked" in response.problems[0].message
+
+
+async def test_a_caller_that_cancels_cancels_the_look_up(records_gateway) -> None:  # type: ignore[no-untyped-def]
+    records, gateway = records_gateway
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        call = stub.Validate(request("refund_order", {"order_id": "ord_2"}), timeout=30)
+        await asyncio.wait_for(records.started.wait(), timeout=10)
+        call.cancel()
+        await asyncio.wait_for(records.cancelled.wait(), timeout=10)  # the work stopped at the source too
