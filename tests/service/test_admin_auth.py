@@ -67,3 +67,29 @@ async def test_an_open_admin_api_beyond_loopback_is_refused(tmp_path, source: So
     settings = dataclasses.replace(loopback_settings(policy.path), admin_listen="0.0.0.0:0")
     with pytest.raises(ValueError, match="beyond loopback, with no --admin-tokens"):
         await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+
+
+async def test_the_gateway_listener_does_not_serve_the_admin_api(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+    """Agents reach only the Gateway listener; the Admin API is not there, whatever they send."""
+    from argwatch.v1 import admin_pb2, admin_pb2_grpc
+
+    policy = make_policy(str(tmp_path), source.target)
+    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    try:
+        assert gateway.port != gateway.admin_port
+        async with grpc.aio.insecure_channel(gateway.target) as channel:
+            admin_on_gateway_port = admin_pb2_grpc.AdminStub(channel)
+            for call in (
+                admin_on_gateway_port.GetStatus(admin_pb2.GetStatusRequest(), timeout=5),
+                admin_on_gateway_port.SetMode(
+                    admin_pb2.SetModeRequest(tool="refund_order", reason="agent"),
+                    metadata=(("authorization", "Bearer an-agent-credential-0123456789"),),
+                    timeout=5,
+                ),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call
+                assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert gateway.modes.changes() == []
+    finally:
+        await gateway.stop(0)
