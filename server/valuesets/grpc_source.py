@@ -61,6 +61,10 @@ class GrpcSetFetcher:
         assembler = _PartAssembler()
         try:
             async for message in call:
+                if message is None:
+                    # gRPC hands None for bytes that do not parse as the message: the source is
+                    # broken, not merely quiet. Treated as down: reconnected with backoff, counted.
+                    raise SourceUnavailable(f"{self.config.target} WatchValueSets: a message that does not parse")
                 kind = message.WhichOneof("update")
                 if kind == "snapshot":
                     whole = assembler.add(message.snapshot)

@@ -158,3 +158,47 @@ async def test_a_caller_that_cancels_cancels_the_look_up(records_gateway) -> Non
         await asyncio.wait_for(records.started.wait(), timeout=10)
         call.cancel()
         await asyncio.wait_for(records.cancelled.wait(), timeout=10)  # the work stopped at the source too
+
+
+async def test_a_source_that_streams_garbage_is_a_source_down_counted_while_calls_go_on(tmp_path: Path) -> None:
+    """Bytes that are not a WatchValueSetsResponse: the stream fails to parse, the source is counted down."""
+
+    async def garbage(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        for _ in range(3):
+            yield b"\xff\xff\xff\xff not a protobuf message"
+            await asyncio.sleep(0.05)
+
+    async def garbage_unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b"\xff\xff\xff\xff not a protobuf message"
+
+    server = grpc.aio.server()
+    handlers = {
+        "GetValueSet": grpc.unary_unary_rpc_method_handler(garbage_unary),
+        "WatchValueSets": grpc.unary_stream_rpc_method_handler(garbage),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.ValueSetSource", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    text = f"""
+        sources:
+          owners: {{grpc: {{target: "127.0.0.1:{port}", timeout: 300ms}}}}
+        value_sets:
+          refunds.reason_codes: {{source: owners, failure: open}}
+        tools:
+          refund_order: {{mode: reject, arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}}}
+    """
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    settings = replace(loopback_settings(str(path)), startup_timeout_seconds=1.0)
+    gateway = await build_gateway(settings, policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry())
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            response = await stub.Validate(request("refund_order", {"reason_code": "DAMAGED_ITEM"}), timeout=2)
+        assert [s.value_set for s in response.skipped] == ["refunds.reason_codes"]  # failed open, said so
+        registry = gateway.registry
+        assert value(registry, "argwatch_source_connected", source="owners") == 0
+        assert value(registry, "argwatch_value_set_refresh_total", set="refunds.reason_codes", result="error") >= 1
+    finally:
+        await gateway.stop(0)
+        await server.stop(0)
