@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -35,6 +35,14 @@ def channel_options() -> list[tuple[str, object]]:
     return [("grpc.service_config", json.dumps(config)), ("grpc.enable_retries", 1)]
 
 
+def _open(api: Any, target: str, credentials: grpc.ChannelCredentials | None) -> Any:
+    """A channel from `api` (grpc or grpc.aio: the same calls), with the service config's retries."""
+    options = channel_options()
+    if credentials is not None:
+        return api.secure_channel(target, credentials, options=options)
+    return api.insecure_channel(target, options=options)
+
+
 def _request(call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str) -> pb.ValidateRequest:
     return pb.ValidateRequest(
         tool=call.tool,
@@ -55,12 +63,7 @@ class Gateway:
         timeout: float = DEFAULT_TIMEOUT,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        options = channel_options()
-        self._channel = (
-            grpc.aio.secure_channel(target, credentials, options=options)
-            if credentials is not None
-            else grpc.aio.insecure_channel(target, options=options)
-        )
+        self._channel: grpc.aio.Channel = _open(grpc.aio, target, credentials)
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         self._timeout = timeout
 
@@ -98,12 +101,7 @@ class SyncGateway:
         timeout: float = DEFAULT_TIMEOUT,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        options = channel_options()
-        self._channel = (
-            grpc.secure_channel(target, credentials, options=options)
-            if credentials is not None
-            else grpc.insecure_channel(target, options=options)
-        )
+        self._channel: grpc.Channel = _open(grpc, target, credentials)
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         self._timeout = timeout
 
