@@ -88,13 +88,14 @@ class Validator:
             problems.append(_malformed(call.arguments_error))
         result = _EMPTY
         downgraded = False
+        all_in_set = False  # every bound value in its set: the prepared path's counters apply
         if tool is not None and call.arguments is not None:
             read = self._provider.read
             readings = {}
             for name in self._sets_by_tool[tool.name]:  # a loop: a comprehension is a nested call
                 readings[name] = read(name)
-            plan = self._plans[tool.name]
-            fast = all_in_sets(plan, call.arguments, readings)
+            fast = all_in_sets(self._plans[tool.name], call.arguments, readings)
+            all_in_set = fast is not None
             result = fast if fast is not None else check_arguments(tool, call.arguments, readings, self._failures)
             if tool.schema_validator is not None:
                 problems.extend(_merged(schema_problems(tool.schema_validator, call.arguments), result.problems))
@@ -106,7 +107,7 @@ class Validator:
                 if reading.stale:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
-        self._record(meters, mode, decision, problems, result, call)
+        self._record(meters, mode, decision, problems, result, call, all_in_set)
         give_up, attempt = False, 0
         if decision is Decision.REJECT:
             rejected = await self._rejections.record(
@@ -184,10 +185,10 @@ class Validator:
         problems: list[Problem],
         result: CheckResult,
         call: ToolCall,
+        all_in_set: bool,
     ) -> None:
         meters.decided(mode, decision)
-        plan = self._plans.get(meters.tool)
-        if plan is not None and plan.checks and result.value_checks is plan.checks:
+        if all_in_set:
             for counter in meters.all_in_set:  # every value in its set: counters resolved in advance
                 counter.inc()
         else:
