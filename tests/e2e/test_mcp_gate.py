@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GatewayFactory
+from tests.service.helpers import run_program
 
 CLIENT = Path(__file__).resolve().parents[2] / "examples" / "mcp" / "gated_client.py"
 
@@ -21,14 +21,14 @@ async def test_a_refused_call_is_answered_in_the_client_and_never_reaches_the_se
 ) -> None:
     gateway = await gateway_factory(refund_mode="reject")
     server_log = tmp_path / "executed.jsonl"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(CLIENT), "--target", gateway.target,
+    out = await run_program(
+        sys.executable,
+        str(CLIENT),
+        "--target",
+        gateway.target,
         env={**os.environ, "REFUNDS_SERVER_LOG": str(server_log)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode == 0, err.decode()[-3000:]
-    invented, legal = (json.loads(line) for line in out.decode().splitlines())
+    )
+    invented, legal = (json.loads(line) for line in out.splitlines())
     assert invented["is_error"] is True
     assert "ITEM_DEFECTIVE" in invented["text"] and "Nothing was executed" in invented["text"]
     assert legal == {"reason_code": "DAMAGED_ITEM", "is_error": False, "text": "refunded ord_0012345678 (DAMAGED_ITEM)"}

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REASON_CODES, GatewayFactory
+from tests.service.helpers import run_program
 
 CLIENT = Path(__file__).resolve().parents[2] / "examples" / "typescript"
 CHECK = CLIENT / "dist" / "check.js"
@@ -20,16 +19,8 @@ async def run_client(target: str) -> dict[str, object]:
     node = shutil.which("node")
     assert node is not None, "Node.js is missing: `make test` installs it (Debian's nodejs) with the npm packages"
     assert CHECK.exists(), f"{CHECK} is not built: `make test` runs npm ci and npm run build in {CLIENT}"
-    process = await asyncio.create_subprocess_exec(
-        node, str(CHECK), target, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ)
-    )
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    except TimeoutError:
-        process.kill()
-        raise
-    assert process.returncode == 0, err.decode()
-    steps = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    out = await run_program(node, str(CHECK), target)
+    steps = [json.loads(line) for line in out.splitlines() if line.strip()]
     return {step["step"]: step["value"] for step in steps}
 
 

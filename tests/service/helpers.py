@@ -57,3 +57,27 @@ async def eventually(condition: Callable[[], Awaitable[bool]], seconds: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"condition did not hold within {seconds}s")
         await asyncio.sleep(0.05)
+
+
+async def serve_raw(service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> tuple[grpc.aio.Server, str]:
+    """A real grpc.aio server on loopback answering `service` with `handlers` (bytes in and out): a peer
+    scripted to misbehave. Returns the started server and its target; the caller stops it."""
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+async def run_program(*args: str, env: dict[str, str] | None = None, seconds: float = 60) -> str:
+    """Runs a program to the end while the gateway keeps serving on this loop; its stdout, once it exits 0."""
+    process = await asyncio.create_subprocess_exec(
+        *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=seconds)
+    except TimeoutError:
+        process.kill()
+        raise
+    assert process.returncode == 0, f"{args[:2]} exited {process.returncode}: {err.decode()[-3000:]}"
+    return out.decode()

@@ -12,6 +12,7 @@ import pytest
 
 from argwatch.client import Gateway, SyncGateway, from_anthropic, from_openai
 from tests.conftest import GatewayFactory
+from tests.service.helpers import serve_raw
 
 
 def openai_call(reason_code: str, call_id: str) -> dict[str, object]:
@@ -55,16 +56,15 @@ async def test_the_blocking_client_answers_the_same(gateway_factory: GatewayFact
 async def silent_gateway() -> AsyncIterator[str]:
     """A real gRPC server whose Validate never answers in time."""
 
+    never = asyncio.Event()
+
     async def validate(body: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await asyncio.sleep(5)
+        await never.wait()  # released only when the test is over
         return b""
 
-    server = grpc.aio.server()
-    handlers = {"Validate": grpc.unary_unary_rpc_method_handler(validate)}
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.Gateway", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield f"127.0.0.1:{port}"
+    server, target = await serve_raw("argwatch.v1.Gateway", {"Validate": grpc.unary_unary_rpc_method_handler(validate)})
+    yield target
+    never.set()
     await server.stop(0)
 
 

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from argwatch.server.app import build_gateway
 from argwatch.server.policy_loader import parse_policy
 from tests.conftest import loopback_settings, write_sets_file
-from tests.service.helpers import gateway_stub, request, value
+from tests.service.helpers import gateway_stub, request, serve_raw, value
 
 
 class HangingSource:
@@ -39,15 +39,12 @@ class HangingSource:
 @pytest.fixture
 async def hanging() -> AsyncIterator[tuple[HangingSource, str]]:
     source = HangingSource()
-    server = grpc.aio.server()
     handlers = {
         "GetValueSet": grpc.unary_unary_rpc_method_handler(source.hang),
         "WatchValueSets": grpc.unary_stream_rpc_method_handler(source.hang_stream),
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.ValueSetSource", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield source, f"127.0.0.1:{port}"
+    server, target = await serve_raw("argwatch.v1.ValueSetSource", handlers)
+    yield source, target
     source.release.set()
     await server.stop(0)
 
@@ -101,11 +98,12 @@ class HangingRecords:
     def __init__(self) -> None:
         self.started = asyncio.Event()
         self.cancelled = asyncio.Event()
+        self.never = asyncio.Event()  # never set: the look-up waits until it is cancelled
 
     async def lookup(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         self.started.set()
         try:
-            await asyncio.sleep(60)
+            await self.never.wait()
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
@@ -115,14 +113,12 @@ class HangingRecords:
 @pytest.fixture
 async def records_gateway(tmp_path: Path) -> AsyncIterator[tuple[HangingRecords, object]]:
     records = HangingRecords()
-    server = grpc.aio.server()
-    handlers = {"Lookup": grpc.unary_unary_rpc_method_handler(records.lookup)}
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.RecordSource", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, target = await serve_raw(
+        "argwatch.v1.RecordSource", {"Lookup": grpc.unary_unary_rpc_method_handler(records.lookup)}
+    )
     text = f"""
         sources:
-          orders_db: {{grpc: {{target: "127.0.0.1:{port}", timeout: 30s}}}}
+          orders_db: {{grpc: {{target: "{target}", timeout: 30s}}}}
         tools:
           refund_order:
             mode: reject
@@ -166,22 +162,18 @@ async def test_a_source_that_streams_garbage_is_a_source_down_counted_while_call
     async def garbage(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         for _ in range(3):
             yield b"\xff\xff\xff\xff not a protobuf message"
-            await asyncio.sleep(0.05)
 
     async def garbage_unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b"\xff\xff\xff\xff not a protobuf message"
 
-    server = grpc.aio.server()
     handlers = {
         "GetValueSet": grpc.unary_unary_rpc_method_handler(garbage_unary),
         "WatchValueSets": grpc.unary_stream_rpc_method_handler(garbage),
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("argwatch.v1.ValueSetSource", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, target = await serve_raw("argwatch.v1.ValueSetSource", handlers)
     text = f"""
         sources:
-          owners: {{grpc: {{target: "127.0.0.1:{port}", timeout: 300ms}}}}
+          owners: {{grpc: {{target: "{target}", timeout: 300ms}}}}
         value_sets:
           refunds.reason_codes: {{source: owners, failure: open}}
         tools:

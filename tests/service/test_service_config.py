@@ -16,6 +16,7 @@ import pytest
 
 from argwatch.v1 import admin_pb2, gateway_pb2
 from argwatch.v1 import gateway_pb2 as pb
+from tests.service.helpers import serve_raw
 
 CONFIG = resources.files("argwatch.v1").joinpath("service_config.json").read_text()
 
@@ -53,14 +54,9 @@ class ScriptedGateway:
 @pytest.fixture
 async def scripted() -> AsyncIterator[tuple[ScriptedGateway, str]]:
     gateway = ScriptedGateway([])
-    server = grpc.aio.server()
     handler = grpc.unary_unary_rpc_method_handler(gateway.validate)
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("argwatch.v1.Gateway", {"Validate": handler}),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    yield gateway, f"127.0.0.1:{port}"
+    server, target = await serve_raw("argwatch.v1.Gateway", {"Validate": handler})
+    yield gateway, target
     await server.stop(0)
 
 

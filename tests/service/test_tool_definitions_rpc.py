@@ -9,7 +9,7 @@ import pytest
 
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import REASON_CODES, WAREHOUSES, GatewayFactory, SourceServer
-from tests.service.helpers import eventually, gateway_stub
+from tests.service.helpers import eventually, gateway_stub, run_program
 
 
 async def definitions(gateway, *tools: str, fmt: int = pb.TOOL_FORMAT_MCP) -> pb.GetToolDefinitionsResponse:  # type: ignore[no-untyped-def]
@@ -79,18 +79,14 @@ async def test_an_unknown_tool_is_not_found(gateway_factory: GatewayFactory) -> 
 
 @pytest.mark.e2e
 async def test_argwatch_tools_export_prints_them(gateway_factory: GatewayFactory) -> None:
-    import asyncio
     import os
     import sys
 
     gateway = await gateway_factory()
     argwatch = os.path.join(os.path.dirname(sys.executable), "argwatch")
-    process = await asyncio.create_subprocess_exec(
-        argwatch, "tools", "export", "--target", gateway.target, "--format", "openai", "--tool", "refund_order",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=30)
-    assert process.returncode == 0, err.decode()
+    out = await run_program(
+        argwatch, "tools", "export", "--target", gateway.target, "--format", "openai", "--tool", "refund_order"
+    )
     exported = json.loads(out)
     assert exported["version"]
     [tool] = exported["tools"]

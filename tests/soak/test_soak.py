@@ -55,6 +55,7 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
     answered: Counter[str] = Counter()
     ids: Counter[str] = Counter()
     failures: list[str] = []
+    progress = asyncio.Condition()  # notified after every call, for the disturbances to follow the run
     started, rss_start = time.monotonic(), rss_mib()
     stop_at = started + SECONDS
 
@@ -74,20 +75,28 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
                 assert response.decision in (pb.DECISION_ALLOW, pb.DECISION_REJECT)
                 answered[message.tool] += 1
                 ids[response.call_id] += 1
+            async with progress:
+                progress.notify_all()
             next_at += WORKERS / RATE
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))  # the pace of a steady rate, not a wait
+
+    async def reached(calls: float) -> None:
+        """Waits until `calls` calls have been sent (the run's own progress, not the clock)."""
+        async with asyncio.timeout(SECONDS + 30), progress:
+            await progress.wait_for(lambda: sum(sent.values()) >= calls or time.monotonic() >= stop_at)
 
     async def disturb(admin) -> None:  # type: ignore[no-untyped-def]
         """A third of the way in: flips; halfway: the source goes down, and comes back a few seconds later."""
         nonlocal source
-        await asyncio.sleep(SECONDS / 3)
+        expected = RATE * SECONDS
+        await reached(expected / 3)
         for mode in (pb.MODE_OBSERVE, pb.MODE_UNSPECIFIED, pb.MODE_REJECT):
             await admin.SetMode(admin_pb2.SetModeRequest(tool="", mode=mode, reason="soak flip"), timeout=5)
-            await asyncio.sleep(0.3)
+            await reached(sum(sent.values()) + RATE * 0.3)  # some calls under each mode
         await admin.SetMode(admin_pb2.SetModeRequest(tool="", mode=pb.MODE_UNSPECIFIED, reason="soak end"), timeout=5)
-        await asyncio.sleep(max(0.0, started + SECONDS / 2 - time.monotonic()))
+        await reached(expected / 2)
         await source.stop()
-        await asyncio.sleep(min(3.0, SECONDS / 6))
+        await reached(sum(sent.values()) + min(RATE * 3, expected / 6))  # down for about 3 s of calls
         source = await start_source(source.catalog, port=source.port)
 
     channel, stub = gateway_stub(gateway)
