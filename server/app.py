@@ -102,8 +102,8 @@ class RunningGateway:
         grace = self.settings.grace_seconds if grace is None else grace
         await self.health.enter_graceful_shutdown()
         self.admin.end_watches()  # a TUI watching must not hold the shutdown for the whole grace period
-        await self._admin_server.stop(grace)
-        await self._server.stop(grace)
+        # Both listeners at once: from here new calls are refused on each, and in-flight ones drain.
+        await asyncio.gather(self._admin_server.stop(grace), self._server.stop(grace))
         await self.provider.close()
         await self.repairs.close()
         await self.windows.close()

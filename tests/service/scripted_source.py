@@ -1,13 +1,14 @@
 """A real ValueSetSource gRPC server whose watch stream a test writes message by message.
 
 The bundled catalog servicer only ever sends well-formed updates; this one lets
-a test send a version gap, a malformed delta or a stale snapshot, or refuse to
-stream at all (UNIMPLEMENTED), and counts the GetValueSet calls it answers.
+a test send a version gap, a malformed delta or a stale snapshot, refuse to stream at all
+(UNIMPLEMENTED) or answer slowly, and counts the GetValueSet calls it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
@@ -22,11 +23,21 @@ class ScriptedSource(sources_pb2_grpc.ValueSetSourceServicer):
         self.fetches = 0
         self.watchers = 0
         self.outbox: asyncio.Queue[sources_pb2.WatchValueSetsResponse] = asyncio.Queue()
+        # While slow, GetValueSet answers only after `answer_delay` (or at once when made fast again):
+        # a source that is slow, not down.
+        self.answer_delay = 0.0
+        self.slow_answers = 0
+        self.fast_again = asyncio.Event()
 
     async def GetValueSet(
         self, request: sources_pb2.GetValueSetRequest, context: grpc.aio.ServicerContext
     ) -> sources_pb2.GetValueSetResponse:
         self.fetches += 1
+        if self.answer_delay and not self.fast_again.is_set():
+            self.slow_answers += 1
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.answer_delay):
+                    await self.fast_again.wait()
         if request.name not in self.sets:
             await context.abort(grpc.StatusCode.NOT_FOUND, request.name)
         return sources_pb2.GetValueSetResponse(value_set=self.sets[request.name])

@@ -93,3 +93,40 @@ async def test_the_gateway_listener_does_not_serve_the_admin_api(tmp_path, sourc
         assert gateway.modes.changes() == []
     finally:
         await gateway.stop(0)
+
+
+async def test_tokens_never_reach_the_log_the_audit_or_the_metrics(tmp_path, source: SourceServer, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Every path a token travels, right and wrong: none of them may write it anywhere an operator reads."""
+    from prometheus_client import generate_latest
+
+    (tmp_path / "tokens.yaml").write_text(
+        f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n- {{name: grafana, role: read, token: {READER}}}\n"
+    )
+    guessed = "guessed-token-abcdefghij"
+    policy = make_policy(str(tmp_path), source.target)
+    settings = dataclasses.replace(loopback_settings(policy.path), admin_tokens=str(tmp_path / "tokens.yaml"))
+    caplog.set_level("DEBUG")
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    change = admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-10")
+    try:
+        channel, admin = admin_stub(gateway)
+        async with channel:
+            for token in (guessed, READER, ADMIN):
+                metadata = (("authorization", f"Bearer {token}"),)
+                for call in (
+                    admin.GetStatus(admin_pb2.GetStatusRequest(), metadata=metadata, timeout=5),
+                    admin.SetMode(change, metadata=metadata, timeout=5),
+                ):
+                    try:
+                        await call
+                    except grpc.aio.AioRpcError as error:
+                        assert token not in (error.details() or "")  # nor is it echoed to the caller
+            trail = await admin.ListModeChanges(
+                admin_pb2.ListModeChangesRequest(), metadata=(("authorization", f"Bearer {READER}"),), timeout=5
+            )
+    finally:
+        await gateway.stop(0)
+    assert "admin call refused" in caplog.text  # the refusals were logged, by method and reason
+    written = caplog.text + str(trail) + generate_latest(gateway.registry).decode()
+    for token in (guessed, READER, ADMIN):
+        assert token not in written

@@ -1,4 +1,4 @@
-"""Faults: a source that hangs rather than fails. The gateway starts on time, calls stay quick, all counted."""
+"""Faults: sources that hang, answer slowly or stream garbage. Start on time, calls stay quick, all counted."""
 
 from __future__ import annotations
 
@@ -13,8 +13,12 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.app import build_gateway
 from argwatch.server.policy_loader import parse_policy
+from argwatch.v1 import gateway_pb2 as pb
+from argwatch.v1 import sources_pb2
 from tests.conftest import loopback_settings, write_sets_file
-from tests.service.helpers import gateway_stub, request, serve_raw, value
+from tests.service.helpers import eventually, gateway_stub, request, serve_raw, value
+from tests.service.scripted_source import ScriptedSource
+from tests.service.scripted_source import serve as serve_scripted
 
 
 class HangingSource:
@@ -191,6 +195,62 @@ async def test_a_source_that_streams_garbage_is_a_source_down_counted_while_call
         registry = gateway.registry
         assert value(registry, "argwatch_source_connected", source="owners") == 0
         assert value(registry, "argwatch_value_set_refresh_total", set="refunds.reason_codes", result="error") >= 1
+    finally:
+        await gateway.stop(0)
+        await server.stop(0)
+
+
+async def test_a_slow_source_keeps_the_last_good_copy_marks_it_stale_and_never_slows_a_call(tmp_path: Path) -> None:
+    """A pulled source that starts answering after its timeout: each pull is cut off and counted, the
+    copy in use ages into stale and says so, and no call waits on the source."""
+    scripted = ScriptedSource(
+        {"refunds.reason_codes": sources_pb2.ValueSet(name="refunds.reason_codes", version=1, members=["DAMAGED"])},
+        can_watch=False,
+    )
+    server, target = await serve_scripted(scripted)
+    text = f"""
+        sources:
+          owners: {{grpc: {{target: "{target}", timeout: 1s}}}}
+        value_sets:
+          refunds.reason_codes: {{source: owners, ttl: 600ms, failure: open}}
+        tools:
+          refund_order: {{mode: reject, arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}}}
+    """
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    gateway = await build_gateway(
+        loopback_settings(str(path)), policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry()
+    )
+    registry = gateway.registry
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            fresh = await stub.Validate(request("refund_order", {"reason_code": "NOPE"}), timeout=2)
+            assert fresh.decision == pb.DECISION_REJECT and not fresh.value_sets[0].stale
+
+            scripted.answer_delay = 30.0  # from now on each pull outlasts the source's 1 s timeout
+
+            async def aged_into_stale() -> bool:
+                # 0.5 s per call: half the source's timeout, so a call that waited on a pull would fail here.
+                response = await stub.Validate(request("refund_order", {"reason_code": "NOPE"}), timeout=0.5)
+                assert response.decision == pb.DECISION_REJECT  # still checked, against the last good copy
+                return response.value_sets[0].stale and (
+                    value(registry, "argwatch_value_set_refresh_total", set="refunds.reason_codes", result="error") >= 1
+                )
+
+            await eventually(aged_into_stale, seconds=20)
+            assert scripted.slow_answers >= 1
+            assert value(registry, "argwatch_source_connected", source="owners") == 0
+            assert value(registry, "argwatch_value_set_stale", set="refunds.reason_codes") == 1
+
+            scripted.fast_again.set()  # the source recovers: the next pull confirms the copy
+
+            async def fresh_again() -> bool:
+                response = await stub.Validate(request("refund_order", {"reason_code": "NOPE"}), timeout=0.5)
+                return not response.value_sets[0].stale
+
+            await eventually(fresh_again, seconds=20)
+            assert value(registry, "argwatch_source_connected", source="owners") == 1
     finally:
         await gateway.stop(0)
         await server.stop(0)
