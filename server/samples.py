@@ -80,12 +80,14 @@ def attach_sample_sink(path: str | None) -> Callable[[], None]:
     handler = _DroppingQueueHandler(records)
     logger = logging.getLogger(SAMPLES_LOGGER)
     logger.setLevel(logging.INFO)
+    propagated = logger.propagate
     logger.propagate = False
     logger.addHandler(handler)
     listener.start()
 
     def detach() -> None:
         logger.removeHandler(handler)
+        logger.propagate = propagated  # as it was: a later sink, or a test's log capture, sees the records
         try:
             listener.stop()
         except queue.Full:  # the writer is stuck (a sink that never takes anything): leave it
