@@ -6,7 +6,9 @@
         call = from_openai(message.tool_calls[0])
         outcome = await gateway.check(call, conversation_id="conv-42", customer_id="cus_7")
         if outcome.go_ahead:
-            result = run_the_tool(call)
+            # A tool with side effects gets a key: pass it downstream so the operation runs once.
+            result = run_the_tool(call, idempotency_key=outcome.idempotency_key)
+            await gateway.report_outcome(outcome.verdict.call_id, "succeeded")  # or "failed", "unknown"
         else:
             reply = call.tool_error(outcome.tool_error)  # hand this back to the model
 

@@ -1,4 +1,4 @@
-"""Gateway and SyncGateway: Validate a tool call, and on a rejection fetch the model-facing Repair message."""
+"""Gateway and SyncGateway: Validate a tool call, fetch the model-facing Repair message, report outcomes."""
 
 from __future__ import annotations
 
@@ -21,6 +21,21 @@ class Outcome(NamedTuple):
     go_ahead: bool  # run the tool
     tool_error: str  # when not: Repair's message, to hand back to the model as the tool's result
     verdict: pb.ValidateResponse  # everything the gateway said (problems, skipped checks, versions)
+
+    @property
+    def idempotency_key(self) -> str:
+        """For a tool with side effects: pass this downstream unchanged, so the operation runs once."""
+        return self.verdict.idempotency_key
+
+
+# What report_outcome takes: how the tool call went.
+OUTCOMES = {"succeeded": pb.OUTCOME_SUCCEEDED, "failed": pb.OUTCOME_FAILED, "unknown": pb.OUTCOME_UNKNOWN}
+
+
+def _outcome_request(call_id: str, outcome: str) -> pb.ReportOutcomeRequest:
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    return pb.ReportOutcomeRequest(call_id=call_id, outcome=OUTCOMES[outcome])
 
 
 def channel_options() -> list[tuple[str, object]]:
@@ -81,6 +96,14 @@ class Gateway:
         )
         return Outcome(False, advice.message, verdict)
 
+    async def report_outcome(self, call_id: str, outcome: str) -> pb.ReportOutcomeResponse:
+        """How a tool call with side effects went: "succeeded", "failed" (the service guarantees nothing
+        happened) or "unknown" (a timeout). A repeat after "failed" is then let through as a retry."""
+        response: pb.ReportOutcomeResponse = await self._stub.ReportOutcome(
+            _outcome_request(call_id, outcome), timeout=self._timeout
+        )
+        return response
+
     async def close(self) -> None:
         await self._channel.close()
 
@@ -115,6 +138,12 @@ class SyncGateway:
             return Outcome(True, "", verdict)
         advice: pb.RepairResponse = self._stub.Repair(pb.RepairRequest(call_id=verdict.call_id), timeout=self._timeout)
         return Outcome(False, advice.message, verdict)
+
+    def report_outcome(self, call_id: str, outcome: str) -> pb.ReportOutcomeResponse:
+        response: pb.ReportOutcomeResponse = self._stub.ReportOutcome(
+            _outcome_request(call_id, outcome), timeout=self._timeout
+        )
+        return response
 
     def close(self) -> None:
         self._channel.close()

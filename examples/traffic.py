@@ -3,6 +3,9 @@
 Mostly legal values; some case and separator slips; some retired and invented
 values; a few wrong types, missing arguments and unknown tools. Rejected calls
 are repaired the way a model would: call Repair, then retry with a legal value.
+Refunds have side effects: most report their outcome, and a few time out and
+are called again, the way an agent loop does after a timeout; the gateway
+refuses the repeat, and the model checks the refund's status as told.
 
     python examples/traffic.py --target 127.0.0.1:50051 --rate 40 --duration 600
 """
@@ -144,10 +147,38 @@ async def repair_and_retry(
     return retry.decision == gateway_pb2.DECISION_ALLOW
 
 
+async def after_refund(
+    stub: gateway_pb2_grpc.GatewayStub,
+    allowed: gateway_pb2.ValidateResponse,
+    args: dict[str, Any],
+    conversation: str,
+    customer: str,
+    rng: random.Random,
+) -> bool:
+    """What happens after an allowed refund: its outcome is reported, or it times out and the agent calls it
+    again. True when a repeat was refused."""
+    roll = rng.random()
+    if roll < 0.90:
+        outcome = gateway_pb2.OUTCOME_SUCCEEDED if roll < 0.85 else gateway_pb2.OUTCOME_FAILED
+        await stub.ReportOutcome(gateway_pb2.ReportOutcomeRequest(call_id=allowed.call_id, outcome=outcome), timeout=2)
+        return False
+    if roll > 0.95:
+        return False  # nobody reported anything
+    # A timeout: the agent loop calls the refund again, unchanged.
+    repeat = await stub.Validate(request_for("refund_order", args, conversation, customer), timeout=2)
+    if repeat.decision != gateway_pb2.DECISION_REJECT:
+        return False
+    await stub.Repair(gateway_pb2.RepairRequest(call_id=repeat.call_id), timeout=2)
+    # The model does as the repair message says: it asks for the refund's status first.
+    status = {"order_id": args.get("order_id")}
+    await stub.Validate(request_for(repeat.repeat_of.status_tool, status, conversation, customer), timeout=2)
+    return True
+
+
 async def run(target: str, rate: float, duration: float, seed: int) -> dict[str, int]:
     rng = random.Random(seed)
     handles = active_handles()
-    counts = {"sent": 0, "allowed": 0, "rejected": 0, "repaired": 0, "errors": 0}
+    counts = {"sent": 0, "allowed": 0, "rejected": 0, "repaired": 0, "repeats_refused": 0, "errors": 0}
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
@@ -169,6 +200,9 @@ async def run(target: str, rate: float, duration: float, seed: int) -> dict[str,
                         counts["repaired"] += 1
                 else:
                     counts["allowed"] += 1
+                    refund = tool == "refund_order" and response.idempotency_key
+                    if refund and await after_refund(stub, response, args, conversation, customer, rng):
+                        counts["repeats_refused"] += 1
             except grpc.aio.AioRpcError:
                 counts["errors"] += 1
             next_at += interval

@@ -25,6 +25,7 @@ from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.mode_control import LocalModes, ModeControl
 from argwatch.server.modes import ModeStore
 from argwatch.server.offenders import OffenderTable
+from argwatch.server.operations import OperationLog
 from argwatch.server.policy_loader import load_policy
 from argwatch.server.policy_model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
 from argwatch.server.records import RecordClient
@@ -181,6 +182,7 @@ async def build_gateway(
         record_clients,
         repairs,
         offenders,
+        OperationLog(cache, clock),
     )
 
     admin = AdminServicer(

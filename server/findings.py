@@ -30,6 +30,7 @@ class ProblemCode(enum.Enum):
     NOT_FOUND = "not_found"
     NOT_OWNED = "not_owned"
     RULE_FAILED = "rule_failed"
+    REPEATED_CALL = "repeated_call"
 
 
 class Shape(enum.Enum):

@@ -36,6 +36,7 @@ class ToolTotals:
     out_of_set: int = 0
     out_of_set_normalised: int = 0
     unavailable: int = 0
+    repeats: int = 0
 
 
 class ValueSetHealth(NamedTuple):
@@ -346,6 +347,33 @@ class GatewayMetrics:
             "1 while the shared mode store (Redis) answers; 0 while this replica enforces the last modes it knew.",
             registry=registry,
         )
+        self.repeats = _TallyFamily(
+            "tool_call_repeat",
+            "Calls of a tool with side effects that repeated an earlier call of the same operation within its "
+            "window, its outcome success, unknown or never reported (refused in reject mode, let through in observe).",
+            ["tool"],
+            registry,
+        )
+        self.repeat_retries = Counter(
+            "argwatch_repeat_retries",
+            "Repeats let through as genuine retries, by reason: after_failure (the earlier call was reported "
+            "failed) or after_status_check (the policy's status tool was called since).",
+            ["tool", "reason"],
+            registry=registry,
+        )
+        self.repeat_check_degraded = Counter(
+            "argwatch_repeat_check_degraded",
+            "Calls of a tool with side effects checked for repeats against this replica's calls only, because the "
+            "shared cache (Redis) did not answer (failed open: a repeat on another replica is not caught).",
+            ["tool"],
+            registry=registry,
+        )
+        self.outcome_reports = Counter(
+            "argwatch_outcome_reports",
+            "ReportOutcome calls, by tool and the outcome reported (succeeded, failed, unknown).",
+            ["tool", "outcome"],
+            registry=registry,
+        )
         self._health = _ValueSetHealthCollector()
         registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -411,7 +439,7 @@ class GatewayMetrics:
 
         Per argument: "checks", "out_of_set", "out_of_set_normalised", "shape:<shape>", "problem:<code>",
         "failed_open". Per tool (argument ""): "calls", "allow", "reject", "repair_started",
-        "repair_succeeded", "repair_abandoned".
+        "repair_succeeded", "repair_abandoned", "repeats".
         """
         counts: dict[tuple[str, str, str], float] = {}
 
@@ -435,6 +463,7 @@ class GatewayMetrics:
             (self.repair_started, "repair_started"),
             (self.repair_succeeded_total, "repair_succeeded"),
             (self.repair_abandoned_total, "repair_abandoned"),
+            (self.repeats, "repeats"),
         ):
             for (tool,), tally in family.children():
                 add((tool, "", what), tally.value)
@@ -457,6 +486,18 @@ class GatewayMetrics:
 
     def stale_downgrade(self, tool: str, value_set: str) -> None:
         self._child(self.stale_downgrades, tool, value_set).inc()
+
+    def repeat(self, tool: str) -> None:
+        self._child(self.repeats, tool).inc()
+
+    def repeat_retry(self, tool: str, reason: str) -> None:
+        self._child(self.repeat_retries, tool, reason).inc()
+
+    def repeat_check_local_only(self, tool: str) -> None:
+        self._child(self.repeat_check_degraded, tool).inc()
+
+    def outcome_reported(self, tool: str, outcome: str) -> None:
+        self._child(self.outcome_reports, tool, outcome).inc()
 
     def count_dropped_samples(self, read: Callable[[], float]) -> None:
         """Exports argwatch_sample_log_dropped_total, read from `read` at scrape time."""
@@ -493,6 +534,8 @@ class GatewayMetrics:
                 add(tool, "out_of_set_normalised", tally.value)
         for (tool, _set), tally in self.unavailable.children():
             add(tool, "unavailable", tally.value)
+        for (tool,), tally in self.repeats.children():
+            add(tool, "repeats", tally.value)
         return {
             tool: ToolTotals(
                 calls=int(fields.get("calls", 0)),
@@ -502,6 +545,7 @@ class GatewayMetrics:
                 out_of_set=int(fields.get("out_of_set", 0)),
                 out_of_set_normalised=int(fields.get("out_of_set_normalised", 0)),
                 unavailable=int(fields.get("unavailable", 0)),
+                repeats=int(fields.get("repeats", 0)),
             )
             for tool, fields in totals.items()
         }

@@ -34,6 +34,7 @@ from argwatch.server.policy_model import (
     RepairConfig,
     Rule,
     SamplingConfig,
+    SideEffect,
     SourceConfig,
     ToolPolicy,
     ValueSetConfig,
@@ -310,7 +311,7 @@ def _read_tools(
     for name in [*definitions, *(name for name in entries if name not in definitions)]:
         path = f"tools.{name}"
         fields = reader.mapping(
-            entries.get(name), path, {"mode", "description", "arguments", "schema", "records", "rules"}
+            entries.get(name), path, {"mode", "description", "arguments", "schema", "records", "rules", "side_effect"}
         )
         definition = definitions.get(name)
         mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
@@ -337,6 +338,13 @@ def _read_tools(
             for record, spec in reader.named_entries(fields.get("records"), f"{path}.records").items()
         )
         rules = _read_rules(reader, fields.get("rules"), f"{path}.rules", {r.name for r in records})
+        known = (
+            frozenset(b.name for b in arguments)
+            | frozenset(key for key in properties if isinstance(key, str))
+            | frozenset(r.id_argument for r in records if r.id_argument)
+            | frozenset(rule.argument for rule in rules if rule.argument)
+        )
+        side_effect = _read_side_effect(reader, fields.get("side_effect"), f"{path}.side_effect", known)
         tools[name] = ToolPolicy(
             name=name,
             mode=mode,
@@ -346,12 +354,44 @@ def _read_tools(
             schema_validator=validator,
             records=records,
             rules=rules,
-            known_arguments=frozenset(b.name for b in arguments)
-            | frozenset(key for key in properties if isinstance(key, str))
-            | frozenset(r.id_argument for r in records if r.id_argument)
-            | frozenset(rule.argument for rule in rules if rule.argument),
+            known_arguments=known,
+            side_effect=side_effect,
         )
+    for name, tool in tools.items():
+        status_tool = tool.side_effect.status_tool if tool.side_effect else ""
+        if status_tool and status_tool not in tools:
+            reader.fail(
+                f"tools.{name}.side_effect.status_tool",
+                f"{status_tool!r} is not a tool of this policy: list it under tools (its calls must pass the "
+                "gateway, which lets a repeat through once the model has checked)",
+            )
     return tools
+
+
+def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset[str]) -> SideEffect | None:
+    """`side_effect: true` (every argument identifies the operation), or a mapping naming them."""
+    if node is None or node is False:
+        return None
+    if node is True:
+        return SideEffect()
+    fields = reader.mapping(node, path, {"same_operation", "window", "status_tool"})
+    defaults = SideEffect()
+    listed = fields.get("same_operation")
+    if listed == []:
+        reader.fail(f"{path}.same_operation", "expected at least one argument name (or leave it out: every argument)")
+    same_operation: frozenset[str] = reader.value(fields, "same_operation", path, _names, frozenset[str]())
+    ordered = tuple(dict.fromkeys(listed)) if isinstance(listed, list) and same_operation else ()
+    for argument in ordered:
+        if known and argument not in known:
+            reader.fail(
+                f"{path}.same_operation",
+                f"{argument!r} is not an argument of this tool (known: {', '.join(sorted(known))})",
+            )
+    return SideEffect(
+        same_operation=ordered,
+        window_seconds=reader.value(fields, "window", path, parse_duration, defaults.window_seconds),
+        status_tool=reader.value(fields, "status_tool", path, _string, ""),
+    )
 
 
 def _read_record(

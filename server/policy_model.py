@@ -97,6 +97,20 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class SideEffect:
+    """A tool whose call changes something (a refund, a transfer): keys minted, repeats caught."""
+
+    # The arguments that make two calls "the same operation" (order id and amount, never a
+    # free-text note); empty: every argument the call carries.
+    same_operation: tuple[str, ...] = ()
+    # How long a call is remembered: a repeat within it is caught.
+    window_seconds: float = 900.0
+    # The tool that tells whether an earlier call took effect; named to the model, and a
+    # call of it in the conversation lets the next repeat through as a retry. "" for none.
+    status_tool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolPolicy:
     """The policy of one tool."""
 
@@ -113,6 +127,7 @@ class ToolPolicy:
     known_arguments: frozenset[str] = frozenset()
     records: tuple[RecordBinding, ...] = ()
     rules: tuple[Rule, ...] = ()
+    side_effect: SideEffect | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from argwatch.server.findings import Problem
+from argwatch.server.operations import OperationRecord
 from argwatch.server.policy_model import RepairConfig
 
 _CALL_KEY = "argwatch:rejected:"
@@ -31,6 +32,7 @@ class RejectedCall:
     problems: tuple[Problem, ...]
     attempt: int
     give_up_reason: str
+    repeat_of: OperationRecord | None = None  # a refused repeat: the earlier call of its operation
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class RejectionLog:
         conversation_id: str,
         problems: tuple[Problem, ...],
         call_fingerprint: str,
+        repeat_of: OperationRecord | None = None,
     ) -> RejectedCall:
         """Stores the rejection, and says which attempt it is and whether the model should give up."""
         attempt, reason = 1, ""
@@ -76,7 +79,7 @@ class RejectionLog:
             if not reason and attempt >= self._config.max_attempts:
                 reason = f"this was attempt {attempt} of {self._config.max_attempts}"
             await self._cache.set(key, _Attempts(attempt, call_fingerprint), ttl=self._config.remember_seconds)
-        rejected = RejectedCall(call_id, tool, conversation_id, problems, attempt, reason)
+        rejected = RejectedCall(call_id, tool, conversation_id, problems, attempt, reason, repeat_of)
         await self._cache.set(_CALL_KEY + call_id, rejected, ttl=self._config.remember_seconds)
         return rejected
 

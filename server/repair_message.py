@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
@@ -17,6 +18,7 @@ from rapidfuzz.distance import Levenshtein
 from argwatch.server.checker import retirement_note
 from argwatch.server.findings import Problem, ProblemCode, Shape
 from argwatch.server.normalise import LOOSE, normaliser
+from argwatch.server.operations import OperationRecord, Outcome
 from argwatch.server.policy_model import Policy, RepairConfig
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
@@ -82,8 +84,12 @@ def build_advice(
     snapshots: Mapping[str, ValueSetSnapshot | None],
     attempt: int,
     give_up_reason: str,
+    repeat_of: OperationRecord | None = None,
 ) -> RepairAdvice:
     """The repair message for a rejected call."""
+    if repeat_of is not None:
+        message = repeat_message(tool, policy, repeat_of, give_up_reason)
+        return RepairAdvice(call_id, message, tuple(problems), (), attempt, bool(give_up_reason))
     config = policy.repair
     lines = [f"The call to {tool} was rejected by argument validation. Nothing was executed."]
     offered: list[LegalValues] = []
@@ -121,6 +127,55 @@ def build_advice(
         attempt=attempt,
         give_up=bool(give_up_reason),
     )
+
+
+def repeat_message(tool: str, policy: Policy, earlier: OperationRecord, give_up_reason: str) -> str:
+    """A refused repeat: what happened, what the gateway knows of the earlier call, whether the side
+    effect may already have happened, and what to do instead."""
+    tool_policy = policy.tools.get(tool)
+    side_effect = tool_policy.side_effect if tool_policy is not None else None
+    status_tool = side_effect.status_tool if side_effect is not None else ""
+    names = side_effect.same_operation if side_effect is not None else ()
+    same = f"the same {_listed(names)}" if names else "the same arguments"
+    when = datetime.fromtimestamp(earlier.seen_at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [
+        f"The call to {tool} was not executed: it repeats an earlier call of the same operation "
+        f"({tool} with {same} in this conversation).",
+        f"- The earlier call: {earlier.call_id}, at {when}; idempotency key {earlier.key}; "
+        f"{earlier.calls} calls of this operation so far, this one included.",
+    ]
+    if earlier.outcome is Outcome.SUCCEEDED:
+        lines.append(
+            f"- It succeeded: its effect has already happened. Running {tool} again would do it a second time."
+        )
+        lines.append(f"What to do: do not call {tool} again for this. Tell the user it is already done.")
+        return "\n".join(lines)
+    known = "was reported unknown" if earlier.outcome is Outcome.UNKNOWN else "was never reported"
+    lines.append(
+        f"- Its outcome {known}: it may have succeeded (a timeout does not mean it failed), so running "
+        f"{tool} again could do it twice."
+    )
+    if give_up_reason:
+        lines.append(
+            f"Do not call {tool} again in this conversation: {give_up_reason}. Tell the user the earlier "
+            "attempt may already have gone through, and ask them to check before anything is retried."
+        )
+    elif status_tool:
+        lines.append(
+            f"What to do: call {status_tool} first to see whether the earlier call took effect. If it did, do "
+            f"not call {tool} again; tell the user it is done. If it did not, you may then call {tool} again "
+            "with the same arguments."
+        )
+    else:
+        lines.append(
+            f"What to do: do not call {tool} again. Tell the user the earlier attempt may already have gone "
+            "through, and ask them to check before it is retried."
+        )
+    return "\n".join(lines)
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 _OFFERS_VALUES = {ProblemCode.OUT_OF_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED}

@@ -27,6 +27,7 @@ from aiocache.serializers import PickleSerializer
 from argwatch.server.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.shared_cache")
+_HELD = object()  # `add` found the key already held
 
 
 def redis_from_url(url: str) -> Any:
@@ -113,6 +114,31 @@ class SharedCache:
         if self.remote_healthy:
             await self._remote_call("set", key, value, ttl=ttl)
 
+    async def add(self, key: str, value: Any, ttl: float) -> bool:
+        """Stores `value` unless `key` is held already; True when stored.
+
+        Atomic across replicas while Redis answers (SET NX); while it does not, atomic on this
+        replica only (check `shared_now` after the call to know which).
+        """
+        if self.remote_healthy:
+            stored = await self._remote_call("add", key, value, ttl=ttl)
+            if stored is _HELD:
+                return False
+            if stored is not None:  # Redis stored it: keep the local copy in step
+                await self._local.set(key, value, ttl=ttl)
+                return True
+        try:
+            await self._local.add(key, value, ttl=ttl)
+        except ValueError:  # aiocache's way of saying the key is held
+            return False
+        return True
+
+    @property
+    def shared_now(self) -> bool:
+        """Whether operations reach every replica now: no Redis configured (one replica), or Redis
+        answering. False from a failed operation until `retry_after` has passed."""
+        return self._remote is None or self.remote_healthy
+
     async def publish(self, channel: str, message: str) -> None:
         """Announces `message` to every replica (best effort, within the same deadline as any operation)."""
         if self.remote_healthy:
@@ -143,6 +169,8 @@ class SharedCache:
                 target = remote.client if operation == "publish" else remote
                 return await getattr(target, operation)(*args, **kwargs)
         except Exception as error:
+            if operation == "add" and isinstance(error, ValueError):
+                return _HELD  # SET NX found the key: aiocache's answer, not a failure
             if self._monotonic() >= self._skip_until:
                 log.warning(
                     "shared cache (Redis) %s failed: %s; using local memory for %.1fs",

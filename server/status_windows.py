@@ -31,6 +31,7 @@ class Figures(NamedTuple):
     repair_succeeded: int
     repair_abandoned: int
     failed_open: int
+    repeats: int = 0  # repeats of an operation of a tool with side effects (tool rows)
 
     @property
     def out_of_set_rate(self) -> float:
@@ -178,4 +179,5 @@ def _figures(
         repair_succeeded=merged.get("repair_succeeded", 0),
         repair_abandoned=merged.get("repair_abandoned", 0),
         failed_open=merged.get("failed_open", 0),
+        repeats=merged.get("repeats", 0),
     )

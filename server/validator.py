@@ -15,6 +15,7 @@ from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape
 from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.modes import ModeStore
 from argwatch.server.offenders import OffenderTable
+from argwatch.server.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
 from argwatch.server.policy_model import Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.record_checks import check_records, check_rules
 from argwatch.server.records import RecordClient
@@ -47,6 +48,7 @@ class Validator:
         record_clients: Mapping[str, RecordClient] | None = None,
         repairs: RepairTracker | None = None,
         offenders: OffenderTable | None = None,
+        operations: OperationLog | None = None,
     ) -> None:
         self.policy = policy
         self._provider = provider
@@ -71,6 +73,13 @@ class Validator:
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
         self._redact = policy.sampling.redact
+        self._operations = operations
+        # Each status tool, and the tools with side effects whose repeats a call of it lets through.
+        status_for: dict[str, list[tuple[str, float]]] = {}
+        for name, tool in policy.tools.items():
+            if tool.side_effect is not None and tool.side_effect.status_tool:
+                status_for.setdefault(tool.side_effect.status_tool, []).append((name, tool.side_effect.window_seconds))
+        self._status_for = {name: tuple(targets) for name, targets in status_for.items()}
 
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
@@ -106,8 +115,21 @@ class Validator:
             for reading in result.readings_used:
                 if reading.stale:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
+        sighting = None
+        if (
+            tool is not None
+            and tool.side_effect is not None
+            and call.arguments is not None
+            and self._operations is not None
+            and (not problems or mode is Mode.OBSERVE)  # only a call that would run is an operation
+        ):
+            sighting = await self._sight(tool, call, mode, meters.tool)
+            if sighting.is_repeat:
+                problems.append(_repeated(sighting))
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
+        if decision is Decision.ALLOW and call.tool in self._status_for and self._operations is not None:
+            await self._operations.status_checked(call.conversation_id, self._status_for[call.tool])
         give_up, attempt = False, 0
         if decision is Decision.REJECT:
             rejected = await self._rejections.record(
@@ -116,6 +138,7 @@ class Validator:
                 conversation_id=call.conversation_id,
                 problems=tuple(problems),
                 call_fingerprint=fingerprint(call.tool, call.arguments, call.raw_arguments),
+                repeat_of=sighting.earlier if sighting is not None and sighting.is_repeat else None,
             )
             give_up, attempt = bool(rejected.give_up_reason), rejected.attempt
             if self._repairs is not None and tool is not None:
@@ -133,7 +156,32 @@ class Validator:
             downgraded,
             give_up,
             attempt,
+            sighting,
         )
+
+    async def _sight(self, tool: ToolPolicy, call: ToolCall, mode: Mode, label: str) -> Sighting:
+        """Mints the operation's key and records the call in the shared memory of operations."""
+        assert tool.side_effect is not None and call.arguments is not None and self._operations is not None
+        key = operation_key(call.tool, call.conversation_id, call.arguments, call.raw_arguments, tool.side_effect)
+        sighting = await self._operations.sight(
+            key, call.tool, call.conversation_id, call.call_id, tool.side_effect, runs=mode is Mode.OBSERVE
+        )
+        if not sighting.shared:
+            self._metrics.repeat_check_local_only(label)
+        if sighting.is_repeat:
+            self._metrics.repeat(label)
+        elif sighting.earlier is not None:
+            self._metrics.repeat_retry(label, sighting.retry.value)
+        return sighting
+
+    async def report_outcome(self, call_id: str, outcome: Outcome) -> OperationRecord | None:
+        """Stores how a call of a tool with side effects turned out; None when the gateway does not know it."""
+        if self._operations is None:
+            return None
+        record = await self._operations.report(call_id, outcome)
+        if record is not None:
+            self._metrics.outcome_reported(record.tool, outcome.value)
+        return record
 
     async def _against_records(
         self, tool: ToolPolicy, call: ToolCall, deadline: float | None, problems: list[Problem], result: CheckResult
@@ -175,6 +223,7 @@ class Validator:
             snapshots=snapshots,
             attempt=rejected.attempt,
             give_up_reason=rejected.give_up_reason,
+            repeat_of=rejected.repeat_of,
         )
 
     def _record(
@@ -240,6 +289,16 @@ def _unknown_tool(name: str) -> Problem:
         code=ProblemCode.UNKNOWN_TOOL,
         message=f"the policy has no tool {shown}",
         value=shown,
+    )
+
+
+def _repeated(sighting: Sighting) -> Problem:
+    earlier = sighting.earlier
+    assert earlier is not None
+    outcome = "never reported" if earlier.outcome is Outcome.UNREPORTED else f"reported {earlier.outcome.value}"
+    return Problem(
+        code=ProblemCode.REPEATED_CALL,
+        message=f"repeats call {earlier.call_id} of the same operation (its outcome {outcome}): it may have happened",
     )
 
 

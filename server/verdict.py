@@ -6,6 +6,7 @@ import enum
 from typing import NamedTuple
 
 from argwatch.server.findings import Problem, SkippedCheck
+from argwatch.server.operations import Sighting
 from argwatch.server.policy_model import Mode
 from argwatch.server.valuesets.snapshot import SetReading
 
@@ -31,3 +32,5 @@ class Verdict(NamedTuple):
     downgraded_by_staleness: bool = False
     give_up: bool = False  # a rejected call that should not be retried
     repair_attempt: int = 0  # which rejected attempt in the conversation (0: allowed)
+    # A tool with side effects: its operation's key and any earlier call of it (None: no check ran).
+    sighting: Sighting | None = None

@@ -136,6 +136,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
             tool_status.checks.extend(self._check_policies(tool))
+            tool_policy = self._policy.tools.get(tool)
+            tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
             source, tool_override = self._modes.source_of(tool)
             tool_status.mode_source = source
             if tool_override is not None and tool_override.expires_at is not None:
@@ -300,6 +302,7 @@ def _window_to_wire(figures: Figures) -> admin_pb2.WindowFigures:
         repair_succeeded=figures.repair_succeeded,
         repair_abandoned=figures.repair_abandoned,
         failed_open=figures.failed_open,
+        repeats=figures.repeats,
     )
 
 
@@ -354,4 +357,5 @@ def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStat
         out_of_set_normalised=totals.out_of_set_normalised,
         value_checks=totals.value_checks,
         unavailable=totals.unavailable,
+        repeats=totals.repeats,
     )

@@ -1,4 +1,4 @@
-"""The Gateway servicer: Validate, ValidateStream, Repair and GetToolDefinitions."""
+"""The Gateway servicer: Validate, ValidateStream, Repair, GetToolDefinitions and ReportOutcome."""
 
 from __future__ import annotations
 
@@ -90,6 +90,29 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             )
         return response
 
+    async def ReportOutcome(
+        self, request: gateway_pb2.ReportOutcomeRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.ReportOutcomeResponse:
+        if not request.call_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
+        outcome = wire.OUTCOMES_FROM_WIRE.get(request.outcome)
+        if outcome is None:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "outcome must be OUTCOME_SUCCEEDED, OUTCOME_FAILED or OUTCOME_UNKNOWN"
+            )
+        assert outcome is not None  # abort raises
+        record = await self._validator.report_outcome(request.call_id, outcome)
+        if record is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no call {request.call_id!r} of a tool with side effects that could run: it was refused, is "
+                "of a tool without side_effect in the policy, was never seen, or its window has passed",
+            )
+        assert record is not None
+        return gateway_pb2.ReportOutcomeResponse(
+            call_id=request.call_id, idempotency_key=record.key, outcome=wire.OUTCOMES[record.outcome]
+        )
+
 
 def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
     """Registers the Gateway service as the generated code would, except that Validate and
@@ -108,6 +131,11 @@ def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) ->
             servicer.GetToolDefinitions,
             request_deserializer=gateway_pb2.GetToolDefinitionsRequest.FromString,
             response_serializer=gateway_pb2.GetToolDefinitionsResponse.SerializeToString,
+        ),
+        "ReportOutcome": grpc.unary_unary_rpc_method_handler(
+            servicer.ReportOutcome,
+            request_deserializer=gateway_pb2.ReportOutcomeRequest.FromString,
+            response_serializer=gateway_pb2.ReportOutcomeResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

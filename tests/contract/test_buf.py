@@ -34,7 +34,7 @@ def test_nothing_a_client_depends_on_changed_since_the_release(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("before", "after", "expected"),
     [
-        ("  string call_id = 1;", "  string call_id = 11;", 'Previously present field "1" with name "call_id"'),
+        ("  string call_id = 1;", "  string call_id = 99;", 'Previously present field "1" with name "call_id"'),
         ("  string tool = 1;", "  string tool_name = 1;", 'changed name from "tool" to "tool_name"'),
     ],
 )

@@ -11,7 +11,7 @@ import yaml
 RULES = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "prometheus")
 ALERTS = ("ArgwatchInventionRateHigh", "ArgwatchChecksNotRunning", "ArgwatchValueSetStale",
           "ArgwatchValueSetUnavailable", "ArgwatchReplicasDisagreeOnSetVersion", "ArgwatchReplicasDisagreeOnMode",
-          "ArgwatchSourceDisconnected")  # fmt: skip
+          "ArgwatchSourceDisconnected", "ArgwatchRepeatCheckDegraded", "ArgwatchSideEffectRepeatsHigh")  # fmt: skip
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

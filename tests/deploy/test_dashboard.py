@@ -59,6 +59,8 @@ def test_the_dashboard_covers_what_on_call_needs() -> None:
         "tool_argument_repair_succeeded_total",  # the repair funnel
         "argwatch_decisions_total",  # decisions by mode
         "argwatch_validate_seconds_bucket",  # latency
+        "tool_call_repeat_total",  # side effects repeated
+        "argwatch_repeat_check_degraded_total",  # and a repeat check that stopped reaching every replica
     ):
         assert needed in used, needed
 

@@ -140,7 +140,7 @@ def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -
     ok = subprocess.run(
         [ARGWATCH, "policy", "check", os.path.join(EXAMPLES, "policy.yaml")], capture_output=True, text=True, timeout=30
     )
-    assert ok.returncode == 0 and "ok: 3 tools, 4 bound arguments, 4 value sets" in ok.stdout
+    assert ok.returncode == 0 and "ok: 4 tools, 4 bound arguments, 4 value sets" in ok.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("value_sets: {s: {source: x, ttl: forever}}\ntools: {}\n")
     result = subprocess.run([ARGWATCH, "policy", "check", str(bad)], capture_output=True, text=True, timeout=30)
@@ -181,3 +181,33 @@ def test_serve_says_which_address_it_cannot_listen_on(tmp_path) -> None:  # type
         )
     assert result.returncode == 2
     assert "cannot start" in result.stderr and str(port) in result.stderr
+
+
+def test_the_demo_traffic_runs_against_the_demo_policy_with_repeats_caught(example_policy: str) -> None:
+    """`make run`'s traffic, bounded: refunds report outcomes, a few time out and are repeated, and the
+    gateway refuses those repeats and counts them."""
+    with subprocess.Popen(
+        [ARGWATCH, "serve", "--policy", example_policy, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+         "--metrics-listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as gateway:  # fmt: skip
+        try:
+            match = read_until(gateway.stderr, r"on 127\.0\.0\.1:(\d+), admin on .*, metrics on :(\d+)")
+            traffic = subprocess.run(
+                [sys.executable, os.path.join(EXAMPLES, "traffic.py"), "--target", f"127.0.0.1:{match.group(1)}",
+                 "--rate", "100", "--duration", "6", "--seed", "3"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert traffic.returncode == 0, traffic.stderr
+            counts = dict(part.split("=") for part in traffic.stderr.split("traffic:")[1].split())
+            import urllib.request
+
+            body = urllib.request.urlopen(f"http://127.0.0.1:{match.group(2)}/metrics", timeout=5).read().decode()
+        finally:
+            gateway.send_signal(signal.SIGTERM)
+            assert gateway.wait(timeout=15) == 0
+    assert counts["errors"] == "0" and int(counts["repeats_refused"]) >= 1, counts
+    repeats = re.search(r'^tool_call_repeat_total\{tool="refund_order"\} (\S+)$', body, re.MULTILINE)
+    assert repeats is not None and float(repeats.group(1)) == int(counts["repeats_refused"])
+    assert re.search(r'^argwatch_outcome_reports_total\{outcome="succeeded",tool="refund_order"\} [1-9]', body, re.M)

@@ -15,11 +15,11 @@ CLIENT = Path(__file__).resolve().parents[2] / "examples" / "typescript"
 CHECK = CLIENT / "dist" / "check.js"
 
 
-async def run_client(target: str) -> dict[str, object]:
+async def run_client(target: str, *mode: str) -> dict[str, object]:
     node = shutil.which("node")
     assert node is not None, "Node.js is missing: `make test` installs it (Debian's nodejs) with the npm packages"
     assert CHECK.exists(), f"{CHECK} is not built: `make test` runs npm ci and npm run build in {CLIENT}"
-    out = await run_program(node, str(CHECK), target)
+    out = await run_program(node, str(CHECK), target, *mode)
     steps = [json.loads(line) for line in out.splitlines() if line.strip()]
     return {step["step"]: step["value"] for step in steps}
 
@@ -58,3 +58,32 @@ async def test_the_typescript_client_gets_the_verdicts_and_the_repair(gateway_fa
 
     gated = seen["gate"]
     assert gated["run"] is False and "LOST" in gated["toolResult"]  # type: ignore[index]
+
+
+@pytest.mark.e2e
+async def test_the_typescript_client_gets_the_key_a_refused_repeat_and_reports_an_outcome(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from argwatch.server.app import build_gateway
+    from tests.conftest import loopback_settings
+    from tests.service.test_side_effects import write_policy
+
+    policy = write_policy(tmp_path)
+    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    try:
+        seen = await run_client(gateway.target, "side-effects")
+    finally:
+        await gateway.stop(0)
+    first, repeat = seen["first"], seen["repeat"]
+    assert isinstance(first, dict) and isinstance(repeat, dict)
+    assert first["decision"] == "DECISION_ALLOW" and first["check"] == "REPEAT_CHECK_SHARED"
+    assert str(first["key"]).startswith("aw1_")
+    assert (repeat["decision"], repeat["key"], repeat["earlier"], repeat["problems"]) == (
+        "DECISION_REJECT",
+        first["key"],
+        "ts-refund-1",
+        ["PROBLEM_CODE_REPEATED_CALL"],
+    )
+    assert "call get_refund_status first" in str(repeat["message"])
+    assert seen["reported"] == {"outcome": "OUTCOME_FAILED", "key": first["key"]}
+    assert seen["retry"] == {"decision": "DECISION_ALLOW", "retry_allowed": True}

@@ -75,3 +75,42 @@ async def test_every_check_has_a_deadline(silent_gateway: str) -> None:
             await gateway.check(from_openai(openai_call("DAMAGED_ITEM", "call_1")))
     assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert time.monotonic() - started < 3.0
+
+
+async def test_the_client_hands_over_the_key_refuses_a_repeat_and_reports_outcomes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from prometheus_client import CollectorRegistry
+
+    from argwatch.server.app import build_gateway
+    from tests.conftest import loopback_settings
+    from tests.service.test_side_effects import write_policy
+
+    policy = write_policy(tmp_path)
+    running = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+
+    def refund(call_id: str) -> dict[str, object]:
+        arguments = json.dumps({"order_id": "ord_1", "amount_cents": 1200})
+        return {"id": call_id, "type": "function", "function": {"name": "refund_order", "arguments": arguments}}
+
+    try:
+        async with Gateway(running.target) as gateway:
+            first = await gateway.check(from_openai(refund("call_1")), conversation_id="c")
+            assert first.go_ahead and first.idempotency_key.startswith("aw1_")
+            again = await gateway.check(from_openai(refund("call_2")), conversation_id="c")
+            assert not again.go_ahead and "call get_refund_status first" in again.tool_error
+            assert again.idempotency_key == first.idempotency_key
+            reported = await gateway.report_outcome("call_1", "failed")
+            assert reported.idempotency_key == first.idempotency_key
+            with pytest.raises(ValueError, match="outcome must be one of succeeded, failed, unknown"):
+                await gateway.report_outcome("call_1", "timeout")
+
+        def blocking_retry() -> tuple[bool, str]:
+            with SyncGateway(running.target) as gateway:
+                retry = gateway.check(from_openai(refund("call_3")), conversation_id="c")
+                gateway.report_outcome("call_3", "succeeded")
+                return retry.go_ahead, gateway.check(from_openai(refund("call_4")), conversation_id="c").tool_error
+
+        go_ahead, after_success = await asyncio.to_thread(blocking_retry)
+        assert go_ahead  # a retry after the reported failure
+        assert "It succeeded" in after_success
+    finally:
+        await running.stop(0)

@@ -45,6 +45,7 @@ def _windows(calls: int, checks: int, oos: int, norm: int, **extra: int) -> list
                 repair_succeeded=extra.get("succeeded", 0) * scale,
                 repair_abandoned=extra.get("abandoned", 0) * scale,
                 failed_open=extra.get("failed_open", 0) * scale,
+                repeats=extra.get("repeats", 0) * scale,
             )
         )
     return figures
@@ -61,8 +62,10 @@ def recorded_status() -> admin_pb2.GetStatusResponse:
         global_mode=pb.MODE_UNSPECIFIED,
         taken_at=_at(0),
     )
-    refund = status.tools.add(tool="refund_order", mode=pb.MODE_REJECT, mode_source="policy", calls=4800)
-    refund.windows.extend(_windows(1200, 0, 0, 0, rejected=110, started=110, succeeded=88, abandoned=9))
+    refund = status.tools.add(
+        tool="refund_order", mode=pb.MODE_REJECT, mode_source="policy", calls=4800, side_effect=True, repeats=160
+    )
+    refund.windows.extend(_windows(1200, 0, 0, 0, rejected=110, started=110, succeeded=88, abandoned=9, repeats=4))
     refund.calls_per_minute.extend(_series(1180))
     refund.checks.add(check="set:refunds.reason_codes", argument="reason_code", fails_closed=False)
     refund.checks.add(check="record:order", argument="order_id", fails_closed=True)

@@ -16,6 +16,7 @@ from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.tui.app import ArgwatchApp
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.mode_dialog import ModeDialog
+from argwatch.tui.status_view import COLUMNS
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy
 from tests.service.helpers import gateway_stub, request
@@ -222,5 +223,33 @@ async def test_many_rows_scroll_and_filter_from_the_bottom(tmp_path, client_for)
             await until(pilot, lambda: table_rows(app)[-1] == ("tool39", "arg2"))  # drawn once in view
             await pilot.press("slash", *"tool03")
             await until(pilot, lambda: [tool for tool, _ in table_rows(app)] == ["tool03"] * 3)
+    finally:
+        await gateway.stop(0)
+
+
+async def test_repeats_of_a_side_effect_show_per_tool(tmp_path, client_for) -> None:  # type: ignore[no-untyped-def]
+    from tests.service.test_side_effects import REFUND, write_policy
+
+    policy = write_policy(tmp_path)
+    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for _ in range(3):  # the first, then two repeats (refused: reject mode)
+                await stub.Validate(request("refund_order", REFUND, conversation="c"), timeout=5)
+        app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+        column = [key for _label, key, _width in COLUMNS].index("repeats")
+
+        def repeats_of(tool: str) -> str:
+            table = app.query_one("#table")
+            for index in range(table.row_count):  # type: ignore[attr-defined]
+                row = table.get_row_at(index)  # type: ignore[attr-defined]
+                if str(row[1]) == tool:
+                    return str(row[column])
+            return ""
+
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: repeats_of("refund_order") == "2")
+            assert repeats_of("get_refund_status") == "-"  # no side effects: nothing to repeat
     finally:
         await gateway.stop(0)

@@ -69,7 +69,8 @@ def test_a_good_policy_is_read_with_its_settings_and_defaults() -> None:
 def test_an_unknown_key_is_named_with_its_path_and_the_keys_expected() -> None:
     errors = errors_of(GOOD.replace("mode: reject", "mode: reject\n    modes: reject"))
     assert errors == [
-        "tools.refund_order.modes: unknown key; expected one of arguments, description, mode, records, rules, schema"
+        "tools.refund_order.modes: unknown key; expected one of "
+        "arguments, description, mode, records, rules, schema, side_effect"
     ]
 
 

@@ -12,6 +12,7 @@ import type { ProtoGrpcType } from "./generated/gateway";
 import type { GatewayClient } from "./generated/argwatch/v1/Gateway";
 import type { ValidateResponse__Output } from "./generated/argwatch/v1/ValidateResponse";
 import type { RepairResponse__Output } from "./generated/argwatch/v1/RepairResponse";
+import type { ReportOutcomeResponse__Output } from "./generated/argwatch/v1/ReportOutcomeResponse";
 
 const PROTO_ROOT = path.resolve(__dirname, "../../../proto");
 
@@ -62,6 +63,22 @@ export function validate(client: GatewayClient, call: ToolCall): Promise<Validat
 export function repair(client: GatewayClient, callId: string): Promise<RepairResponse__Output> {
   return new Promise((resolve, reject) => {
     client.Repair({ call_id: callId }, (error, response) => (error || !response ? reject(error) : resolve(response)));
+  });
+}
+
+// How a call of a tool with side effects went. A repeat after "OUTCOME_FAILED" is let through as a
+// retry; after a success, or with the outcome unknown, the gateway refuses it (reject mode).
+export type Outcome = "OUTCOME_SUCCEEDED" | "OUTCOME_FAILED" | "OUTCOME_UNKNOWN";
+
+export function reportOutcome(
+  client: GatewayClient,
+  callId: string,
+  outcome: Outcome,
+): Promise<ReportOutcomeResponse__Output> {
+  return new Promise((resolve, reject) => {
+    client.ReportOutcome({ call_id: callId, outcome }, (error, response) =>
+      error || !response ? reject(error) : resolve(response),
+    );
   });
 }
 

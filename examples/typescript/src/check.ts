@@ -1,12 +1,38 @@
-// Drives a running gateway through Validate, ValidateStream and Repair, and prints
-// what came back as JSON lines, for tests/e2e/test_typescript_client.py to check.
+// Drives a running gateway through Validate, ValidateStream and Repair (or, with
+// "side-effects", a refund's repeat and ReportOutcome), and prints what came back
+// as JSON lines, for tests/e2e/test_typescript_client.py to check.
 //
-//   node dist/check.js 127.0.0.1:50051
-import { connect, gate, repair, validate, validateMany } from "./argwatch";
+//   node dist/check.js 127.0.0.1:50051 [side-effects]
+import { connect, gate, repair, reportOutcome, validate, validateMany } from "./argwatch";
+
+const print = (step: string, value: unknown) => console.log(JSON.stringify({ step, value }));
+
+// A refund with side effects: the idempotency key, a repeat refused, a reported failure, a retry let through.
+async function sideEffects(target: string): Promise<void> {
+  const client = connect(target);
+  const refund = { tool: "refund_order", arguments: { order_id: "ord_1", amount_cents: 1200 }, conversationId: "ts-c" };
+  try {
+    const first = await validate(client, { ...refund, callId: "ts-refund-1" });
+    print("first", { decision: first.decision, key: first.idempotency_key, check: first.repeat_check });
+    const again = await validate(client, { ...refund, callId: "ts-refund-2" });
+    print("repeat", {
+      decision: again.decision,
+      key: again.idempotency_key,
+      earlier: again.repeat_of?.call_id,
+      problems: again.problems.map((p) => p.code),
+      message: (await repair(client, again.call_id)).message,
+    });
+    const reported = await reportOutcome(client, first.call_id, "OUTCOME_FAILED");
+    print("reported", { outcome: reported.outcome, key: reported.idempotency_key });
+    const retry = await validate(client, { ...refund, callId: "ts-refund-3" });
+    print("retry", { decision: retry.decision, retry_allowed: retry.repeat_of?.retry_allowed });
+  } finally {
+    client.close();
+  }
+}
 
 async function main(target: string): Promise<void> {
   const client = connect(target);
-  const print = (step: string, value: unknown) => console.log(JSON.stringify({ step, value }));
   try {
     const clean = await validate(client, { tool: "refund_order", arguments: { reason_code: "DAMAGED_ITEM" } });
     print("validate_clean", { decision: clean.decision, problems: clean.problems.length, call_id: clean.call_id });
@@ -43,7 +69,8 @@ async function main(target: string): Promise<void> {
   }
 }
 
-main(process.argv[2] ?? "127.0.0.1:50051").catch((error) => {
+const target = process.argv[2] ?? "127.0.0.1:50051";
+(process.argv[3] === "side-effects" ? sideEffects(target) : main(target)).catch((error) => {
   console.error(error);
   process.exit(1);
 });
