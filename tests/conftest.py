@@ -125,6 +125,30 @@ def make_policy(folder: str, source_target: str, **kwargs: str) -> Policy:
     return parse_policy(text.encode(), path)
 
 
+async def gateway_on(folder: os.PathLike[str], text: str, **settings: object) -> RunningGateway:
+    """A gateway on loopback on the policy `text`, written to `folder` (its file sources resolve there);
+    `settings` replace loopback_settings' fields. The caller stops it."""
+    import dataclasses
+
+    path = os.path.join(folder, "policy.yaml")
+    policy = parse_policy(text.encode(), path)
+    with open(path, "w") as handle:  # noqa: ASYNC230 (a test's setup, before any server runs)
+        handle.write(text)
+    chosen = dataclasses.replace(loopback_settings(path), **settings)  # type: ignore[arg-type]
+    return await build_gateway(chosen, policy=policy, registry=CollectorRegistry())
+
+
+RECORDS_POLICY = """
+    sources:
+      orders_db: {{grpc: {{target: "{target}", timeout: 30s}}}}
+    tools:
+      refund_order:
+        mode: reject
+        records:
+          order: {{source: orders_db, kind: order, id_argument: order_id, failure: closed}}
+"""
+
+
 def loopback_settings(policy_path: str) -> Settings:
     return Settings(
         policy=policy_path,

@@ -62,14 +62,10 @@ async def test_the_typescript_client_gets_the_verdicts_and_the_repair(gateway_fa
 
 @pytest.mark.e2e
 async def test_the_typescript_client_gets_the_key_a_refused_repeat_and_reports_an_outcome(tmp_path: Path) -> None:
-    from prometheus_client import CollectorRegistry
+    from tests.conftest import gateway_on
+    from tests.service.test_side_effects import POLICY
 
-    from argwatch.server.app import build_gateway
-    from tests.conftest import loopback_settings
-    from tests.service.test_side_effects import write_policy
-
-    policy = write_policy(tmp_path)
-    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    gateway = await gateway_on(tmp_path, POLICY)
     try:
         seen = await run_client(gateway.target, "side-effects")
     finally:

@@ -78,14 +78,10 @@ async def test_every_check_has_a_deadline(silent_gateway: str) -> None:
 
 
 async def test_the_client_hands_over_the_key_refuses_a_repeat_and_reports_outcomes(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from prometheus_client import CollectorRegistry
+    from tests.conftest import gateway_on
+    from tests.service.test_side_effects import POLICY
 
-    from argwatch.server.app import build_gateway
-    from tests.conftest import loopback_settings
-    from tests.service.test_side_effects import write_policy
-
-    policy = write_policy(tmp_path)
-    running = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    running = await gateway_on(tmp_path, POLICY)
 
     def refund(call_id: str) -> dict[str, object]:
         arguments = json.dumps({"order_id": "ord_1", "amount_cents": 1200})

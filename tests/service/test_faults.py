@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import parse_policy
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import sources_pb2
-from tests.conftest import loopback_settings, write_sets_file
+from tests.conftest import RECORDS_POLICY, gateway_on, write_sets_file
 from tests.service.helpers import eventually, gateway_stub, request, serve_raw, value
 from tests.service.scripted_source import ScriptedSource
 from tests.service.scripted_source import serve as serve_scripted
@@ -69,12 +65,8 @@ async def test_a_hanging_source_delays_neither_the_start_nor_the_calls(
           refund_order: {{mode: reject, arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}}}
           transfer_stock: {{mode: reject, arguments: {{warehouse_code: {{value_set: wms.warehouses}}}}}}
     """
-    path = tmp_path / "policy.yaml"
-    path.write_text(text)
-    policy = parse_policy(text.encode(), str(path))
-    settings = replace(loopback_settings(str(path)), startup_timeout_seconds=1.0)
     # Returns after the 1 s start-up timeout; were it waiting on the hang, the test's own timeout would end it.
-    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    gateway = await gateway_on(tmp_path, text, startup_timeout_seconds=1.0)
     try:
         assert source.calls >= 1  # it was asked
         channel, stub = gateway_stub(gateway)
@@ -120,20 +112,7 @@ async def records_gateway(tmp_path: Path) -> AsyncIterator[tuple[HangingRecords,
     server, target = await serve_raw(
         "argwatch.v1.RecordSource", {"Lookup": grpc.unary_unary_rpc_method_handler(records.lookup)}
     )
-    text = f"""
-        sources:
-          orders_db: {{grpc: {{target: "{target}", timeout: 30s}}}}
-        tools:
-          refund_order:
-            mode: reject
-            records:
-              order: {{source: orders_db, kind: order, id_argument: order_id, failure: closed}}
-    """
-    path = tmp_path / "policy.yaml"
-    path.write_text(text)
-    gateway = await build_gateway(
-        loopback_settings(str(path)), policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry()
-    )
+    gateway = await gateway_on(tmp_path, RECORDS_POLICY.format(target=target))
     yield records, gateway
     await gateway.stop(0)
     await server.stop(0)
@@ -183,10 +162,7 @@ async def test_a_source_that_streams_garbage_is_a_source_down_counted_while_call
         tools:
           refund_order: {{mode: reject, arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}}}
     """
-    path = tmp_path / "policy.yaml"
-    path.write_text(text)
-    settings = replace(loopback_settings(str(path)), startup_timeout_seconds=1.0)
-    gateway = await build_gateway(settings, policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry())
+    gateway = await gateway_on(tmp_path, text, startup_timeout_seconds=1.0)
     try:
         channel, stub = gateway_stub(gateway)
         async with channel:
@@ -216,11 +192,7 @@ async def test_a_slow_source_keeps_the_last_good_copy_marks_it_stale_and_never_s
         tools:
           refund_order: {{mode: reject, arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}}}
     """
-    path = tmp_path / "policy.yaml"
-    path.write_text(text)
-    gateway = await build_gateway(
-        loopback_settings(str(path)), policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry()
-    )
+    gateway = await gateway_on(tmp_path, text)
     registry = gateway.registry
     try:
         channel, stub = gateway_stub(gateway)

@@ -6,13 +6,10 @@ import asyncio
 from pathlib import Path
 
 import grpc
-from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import parse_policy
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import sources_pb2
-from tests.conftest import loopback_settings
+from tests.conftest import RECORDS_POLICY, gateway_on
 from tests.service.helpers import eventually, gateway_stub, request, serve_raw
 
 
@@ -34,20 +31,7 @@ async def test_a_stop_drains_the_call_in_flight_and_refuses_new_ones(tmp_path: P
     server, target = await serve_raw(
         "argwatch.v1.RecordSource", {"Lookup": grpc.unary_unary_rpc_method_handler(records.lookup)}
     )
-    text = f"""
-        sources:
-          orders_db: {{grpc: {{target: "{target}", timeout: 30s}}}}
-        tools:
-          refund_order:
-            mode: reject
-            records:
-              order: {{source: orders_db, kind: order, id_argument: order_id, failure: closed}}
-    """
-    path = tmp_path / "policy.yaml"
-    path.write_text(text)
-    gateway = await build_gateway(
-        loopback_settings(str(path)), policy=parse_policy(text.encode(), str(path)), registry=CollectorRegistry()
-    )
+    gateway = await gateway_on(tmp_path, RECORDS_POLICY.format(target=target))
     stopping: asyncio.Task[None] | None = None
     try:
         channel, stub = gateway_stub(gateway)

@@ -16,7 +16,7 @@ from argwatch.server.metrics import GatewayMetrics
 from argwatch.server.policy_loader import parse_policy
 from argwatch.server.shared_cache import SharedCache, redis_from_url
 from argwatch.v1 import gateway_pb2 as pb
-from tests.conftest import loopback_settings
+from tests.conftest import gateway_on, loopback_settings
 from tests.redis_server import RedisProcess, start_redis
 from tests.service.helpers import gateway_stub, request, value
 
@@ -53,8 +53,7 @@ def write_policy(folder: Path, text: str = POLICY) -> Any:
 
 @pytest.fixture
 async def gateway(tmp_path: Path) -> AsyncIterator[RunningGateway]:
-    policy = write_policy(tmp_path)
-    running = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    running = await gateway_on(tmp_path, POLICY)
     yield running
     await running.stop(0)
 

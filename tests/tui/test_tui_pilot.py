@@ -228,10 +228,10 @@ async def test_many_rows_scroll_and_filter_from_the_bottom(tmp_path, client_for)
 
 
 async def test_repeats_of_a_side_effect_show_per_tool(tmp_path, client_for) -> None:  # type: ignore[no-untyped-def]
-    from tests.service.test_side_effects import REFUND, write_policy
+    from tests.conftest import gateway_on
+    from tests.service.test_side_effects import POLICY, REFUND
 
-    policy = write_policy(tmp_path)
-    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    gateway = await gateway_on(tmp_path, POLICY)
     try:
         channel, stub = gateway_stub(gateway)
         async with channel:
