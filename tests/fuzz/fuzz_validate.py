@@ -2,7 +2,9 @@
 
 The invariant: only expected outcomes (a request that does not parse is refused
 with INVALID_ARGUMENT; everything else gets a verdict, never an exception), and
-the same verdict for the same input twice.
+the same verdict for the same input twice. For the tool with side effects the
+second call is a repeat by design: there, the same idempotency key twice, and
+the same verdict but for the REPEATED_CALL problem.
 
     python tests/fuzz/fuzz_validate.py -max_total_time=60      # make fuzz runs it longer
 """
@@ -46,6 +48,8 @@ tools:
       warehouse_code: {value_set: wms.warehouses}
     rules:
       - {name: positive, expr: "args.quantity > 0", argument: quantity}
+  issue_credit:
+    side_effect: true
 sampling: {rate: 0.0}
 """
 SETS = """
@@ -76,7 +80,15 @@ def verdict_for(request: pb.ValidateRequest) -> tuple[object, ...]:
     response = pb.ValidateResponse.FromString(wire.verdict_to_wire(verdict))
     assert response.decision in (pb.DECISION_ALLOW, pb.DECISION_REJECT)
     assert not (response.decision == pb.DECISION_REJECT and not response.problems)
+    if request.tool == SIDE_EFFECT_TOOL:  # a repeat (of this input, or of an earlier one) by design
+        problems = tuple((p.code, p.argument) for p in response.problems if p.code != pb.PROBLEM_CODE_REPEATED_CALL)
+        # The tool checks nothing else: every call whose arguments are a JSON object runs, and gets a key.
+        assert response.idempotency_key.startswith("aw1_") is (problems == ()), (response.idempotency_key, problems)
+        return (response.idempotency_key, problems)
     return (response.decision, tuple((p.code, p.argument, p.message) for p in response.problems))
+
+
+SIDE_EFFECT_TOOL = "issue_credit"
 
 
 def test_one_input(data: bytes) -> None:
@@ -88,7 +100,8 @@ def test_one_input(data: bytes) -> None:
         except DecodeError:
             return
     else:
-        tool = ["refund_order", "transfer_stock", fuzzed.ConsumeUnicodeNoSurrogates(12)][fuzzed.ConsumeIntInRange(0, 2)]
+        tools = ["refund_order", "transfer_stock", SIDE_EFFECT_TOOL, fuzzed.ConsumeUnicodeNoSurrogates(12)]
+        tool = tools[fuzzed.ConsumeIntInRange(0, 3)]
         request = pb.ValidateRequest(tool=tool, arguments_json=fuzzed.ConsumeBytes(fuzzed.remaining_bytes()))
     assert verdict_for(request) == verdict_for(request), "the same input got two different verdicts"
 
