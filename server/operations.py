@@ -29,6 +29,8 @@ KEY_PREFIX = "aw1_"  # versioned: a change in how keys are derived must not coll
 _OPERATION = "argwatch:operation:"
 _CALL = "argwatch:operation-call:"
 _STATUS = "argwatch:status-checked:"
+# Written once, never read-modified-written: a success survives any write of the record that raced it.
+_SUCCEEDED = "argwatch:operation-succeeded:"
 _MAX_DEPTH = 32  # numbers deeper than this are hashed as written (no model needs them as identity)
 
 
@@ -131,6 +133,9 @@ class OperationLog:
             await self._cache.set(_CALL + call_id, key, ttl=window)
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier = replace(earlier, calls=earlier.calls + 1)
+        if earlier.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key) is not None:
+            # A success reported while another replica rewrote the record (a read, then a write) is kept here.
+            earlier = replace(earlier, outcome=Outcome.SUCCEEDED)
         if earlier.outcome is Outcome.FAILED:
             retry = Retry.AFTER_FAILURE
         elif earlier.outcome is not Outcome.SUCCEEDED and side_effect.status_tool:
@@ -157,6 +162,10 @@ class OperationLog:
         record: OperationRecord | None = await self._cache.get(_OPERATION + key)
         if record is None:
             return None
+        if outcome is Outcome.SUCCEEDED:
+            await self._cache.set(_SUCCEEDED + key, True, ttl=record.window)
+        elif record.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key) is not None:
+            record = replace(record, outcome=Outcome.SUCCEEDED)
         if record.outcome is not Outcome.SUCCEEDED:
             record = replace(record, outcome=outcome)
             await self._cache.set(_OPERATION + key, record, ttl=record.window)

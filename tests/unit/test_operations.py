@@ -117,3 +117,29 @@ def test_the_repeat_message_says_what_happened_what_is_known_and_what_to_do() ->
     assert "the same arguments" in credit and "do not call issue_credit again" in credit
     stop = repeat_message("refund_order", policy, earlier, "it repeated the same invalid call")
     assert "Do not call refund_order again in this conversation: it repeated the same invalid call" in stop
+
+
+async def test_a_success_survives_a_racing_rewrite_of_the_record() -> None:
+    """Replica B read the record (no outcome yet), A stored the success, then B wrote back what it read:
+    the success must still hold, for repeats and for later reports."""
+    from prometheus_client import CollectorRegistry
+
+    from argwatch.server.metrics import GatewayMetrics
+    from argwatch.server.operations import OperationLog
+    from argwatch.server.shared_cache import SharedCache
+
+    cache = SharedCache(None, GatewayMetrics(CollectorRegistry()))
+    log = OperationLog(cache)
+    refund = SideEffect(("order_id",), 300.0, "get_refund_status")
+    first = await log.sight("aw1_k", "refund_order", "c", "call-1", refund, runs=False)
+    stale_copy = await cache.get("argwatch:operation:aw1_k")  # what replica B read
+    assert first.earlier is None and stale_copy.outcome is Outcome.UNREPORTED
+
+    await log.report("call-1", Outcome.SUCCEEDED)  # replica A
+    await cache.set("argwatch:operation:aw1_k", stale_copy, ttl=300)  # replica B writes back its read
+    await log.status_checked("c", (("refund_order", 300.0),))  # a status check would let an unknown through
+
+    repeat = await log.sight("aw1_k", "refund_order", "c", "call-2", refund, runs=False)
+    assert repeat.is_repeat and repeat.earlier is not None and repeat.earlier.outcome is Outcome.SUCCEEDED
+    late = await log.report("call-1", Outcome.FAILED)
+    assert late is not None and late.outcome is Outcome.SUCCEEDED
