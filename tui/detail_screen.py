@@ -124,23 +124,16 @@ def _range(values: list[int]) -> str:
 
 def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatus | None) -> Table:
     table = Table(box=None, padding=(0, 2), show_edge=False)
-    for column in (
-        "window",
-        "calls/s",
-        "checks",
-        "oos%",
-        "norm%",
-        "rejected",
-        "repair ok/abandoned/started",
-        "fail-open",
-        "problems",
-    ):
+    columns = ["window", "calls/s", "checks", "oos%", "norm%", "rejected", "repair ok/abandoned/started"]
+    if tool.side_effect:
+        columns.append("repeats")  # calls that repeated an operation that may already have happened
+    for column in (*columns, "fail-open", "problems"):
         table.add_column(column, justify="left" if column in ("window", "problems") else "right")
     for seconds in WINDOWS:
         tool_figures = window_of(tool, seconds)
         figures = window_of(argument, seconds) if argument is not None else tool_figures
         problems = ", ".join(f"{code} {count}" for code, count in sorted(figures.problems.items())) or "-"
-        table.add_row(
+        cells = [
             WINDOW_NAMES[seconds],
             per_second(tool_figures.per_second),
             str(figures.value_checks),
@@ -148,9 +141,10 @@ def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatu
             percent(figures.out_of_set_normalised, figures.value_checks),
             str(tool_figures.rejected),
             f"{tool_figures.repair_succeeded}/{tool_figures.repair_abandoned}/{tool_figures.repair_started}",
-            str(figures.failed_open),
-            problems,
-        )
+        ]
+        if tool.side_effect:
+            cells.append(str(tool_figures.repeats))
+        table.add_row(*cells, str(figures.failed_open), problems)
     return table
 
 
