@@ -293,3 +293,14 @@ async def test_redis_down_fails_open_said_and_counted_and_this_replica_still_rem
     finally:
         await replica_a.stop(0)
         await replica_b.stop(0)
+
+
+async def test_validate_stream_catches_a_repeat_on_the_same_stream(stub: Any) -> None:
+    async def requests() -> AsyncIterator[pb.ValidateRequest]:
+        for call_id in ("s1", "s2"):
+            yield request("refund_order", REFUND, conversation="stream", call_id=call_id)
+
+    answers = {answer.call_id: answer async for answer in stub.ValidateStream(requests(), timeout=10)}
+    assert answers["s1"].decision == pb.DECISION_ALLOW and answers["s1"].idempotency_key
+    assert answers["s2"].decision == pb.DECISION_REJECT and answers["s2"].repeat_of.call_id == "s1"
+    assert answers["s2"].idempotency_key == answers["s1"].idempotency_key
