@@ -141,7 +141,9 @@ class Validator:
                 repeat_of=sighting.earlier if sighting is not None and sighting.is_repeat else None,
             )
             give_up, attempt = bool(rejected.give_up_reason), rejected.attempt
-            if self._repairs is not None and tool is not None:
+            # A refused repeat is not the model's argument to repair: stopping is often the right answer,
+            # and must not count as a repair abandoned.
+            if self._repairs is not None and tool is not None and rejected.repeat_of is None:
                 await self._repairs.rejected(call.conversation_id, call.tool, meters.tool, attempt)
         elif not problems and tool is not None and self._repairs is not None:
             await self._repairs.passed(call.conversation_id, call.tool)
@@ -264,8 +266,8 @@ class Validator:
                 if self._offenders is not None:
                     self._offenders.add(label, argument, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
-        if decision is Decision.REJECT:
-            meters.repair_started.inc()
+        if decision is Decision.REJECT and problems[0].code is not ProblemCode.REPEATED_CALL:
+            meters.repair_started.inc()  # (a refused repeat has that one problem, and starts no repair)
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:

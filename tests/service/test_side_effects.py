@@ -105,6 +105,8 @@ async def test_a_repeat_in_the_window_is_refused_with_the_same_key_and_the_earli
         )
         == 1
     )
+    # Not an argument to repair: the repair funnel does not count it.
+    assert value(gateway.registry, "tool_argument_repair_started_total", tool="refund_order") == 0
 
     repair = await stub.Repair(pb.RepairRequest(call_id=again.call_id), timeout=5)
     assert not repair.executed
