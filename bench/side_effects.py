@@ -3,8 +3,9 @@
 The same refund tool (schema only, so the figures are the side-effect path's
 own cost) is judged three ways in one run: without `side_effect` (the
 baseline), with it on local memory (one replica, no Redis), and with it on a
-real redis-server on loopback (every replica's calls seen: one SET NX and one
-SET per new operation; a repeat's failed SET NX, a GET and a SET). Each
+real redis-server on loopback (every replica's calls seen: a new operation is
+one script, SET NX then SET of its call id; a repeat is that script, a GET and
+a SET). A row prices one round trip on its own, for scale. Each
 new-operation call is a distinct operation (another order id); each repeat
 call repeats one. A refused repeat is also a rejected call, with the rejection's
 own bookkeeping (attempts, repair state), so it is set against a call refused
@@ -108,12 +109,26 @@ async def per_call(
         await gateway.stop(0)
 
 
+async def round_trip(redis_url: str) -> tuple[float, int]:
+    """One aiocache GET of a missing key from the same redis-server: what one round trip costs here."""
+    registry = CollectorRegistry()
+    cache = SharedCache(redis_from_url(redis_url), GatewayMetrics(registry), timeout=1.0)
+    try:
+        await cache.start()
+        micros = await best_micros(lambda: cache.get("bench:absent"), CALLS, REPEATS)
+    finally:
+        await cache.close()
+    failed = registry.get_sample_value("argwatch_shared_cache_errors_total", {"operation": "get"}) or 0
+    return micros, int(failed)
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         redis = start_redis(folder)
         try:
             baseline = await per_call(folder, side_effect=False)
             rows = [
+                ("one Redis round trip (a GET), for scale", await round_trip(redis.url)),
                 ("no side_effect (baseline)", baseline),
                 (
                     "no side_effect: a call refused for its arguments",

@@ -123,13 +123,14 @@ class OperationLog:
         now = self._clock()
         window = side_effect.window_seconds
         first = OperationRecord(key, tool, conversation_id, call_id, now, Outcome.UNREPORTED, 1, window)
-        earlier: OperationRecord | None = None
-        if not await self._cache.add(_OPERATION + key, first, ttl=window):
-            earlier = await self._cache.get(_OPERATION + key)
-            if earlier is None:  # it expired between the two reads: this is the first call after all
-                await self._cache.set(_OPERATION + key, first, ttl=window)
         retry = Retry.NO
-        if earlier is None:  # the first call of the operation in its window
+        # The operation, and the call id ReportOutcome will name, in one round trip; the call id only if
+        # this is the first call (a refused repeat must never be reportable).
+        if await self._cache.add_then_set(_OPERATION + key, first, _CALL + call_id, key, ttl=window):
+            return Sighting(key, None, retry, self._shared, side_effect.status_tool)
+        earlier: OperationRecord | None = await self._cache.get(_OPERATION + key)
+        if earlier is None:  # it expired between the two reads: this is the first call after all
+            await self._cache.set(_OPERATION + key, first, ttl=window)
             await self._cache.set(_CALL + call_id, key, ttl=window)
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier = replace(earlier, calls=earlier.calls + 1)

@@ -30,7 +30,22 @@ from argwatch.server.local_memory import LocalMemory
 from argwatch.server.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.shared_cache")
-_HELD = object()  # `add` found the key already held
+# KEYS[1], KEYS[2]; ARGV: their values and the lifetime in ms. 1 when both were stored, 0 when KEYS[1] was held.
+_ADD_THEN_SET = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+
+async def _add_then_set(remote: Any, key: str, value: Any, then_key: str, then_value: Any, ttl: float) -> int:
+    """The script, with keys and values as aiocache writes them (its namespace, its serializer), so that
+    aiocache reads them back."""
+    dumps = remote.serializer.dumps
+    keys = (remote.build_key(key), remote.build_key(then_key))
+    return int(await remote.client.eval(_ADD_THEN_SET, 2, *keys, dumps(value), dumps(then_value), int(ttl * 1000)))
 
 
 def redis_from_url(url: str) -> Any:
@@ -116,20 +131,23 @@ class SharedCache:
         if self.remote_healthy:
             await self._remote_call("set", key, value, ttl=ttl)
 
-    async def add(self, key: str, value: Any, ttl: float) -> bool:
-        """Stores `value` unless `key` is held already; True when stored.
+    async def add_then_set(self, key: str, value: Any, then_key: str, then_value: Any, ttl: float) -> bool:
+        """add(key, value), and only when that stored it, set(then_key, then_value); True when stored.
 
-        Atomic across replicas while Redis answers (SET NX); while it does not, atomic on this
-        replica only (check `shared_now` after the call to know which).
+        One round trip to Redis (a script: SET NX, then SET), where add and set would take two: a new
+        operation of a tool with side effects and its call id are stored at once.
         """
         if self.remote_healthy:
-            stored = await self._remote_call("add", key, value, ttl=ttl)
-            if stored is _HELD:
-                return False
-            if stored is not None:  # Redis stored it: keep the local copy in step
-                self._local.set(key, value, ttl=ttl)
-                return True
-        return self._local.add(key, value, ttl=ttl)
+            stored = await self._remote_call("add_then_set", key, value, then_key, then_value, ttl)
+            if stored is not None:
+                if stored:  # keep the local copies in step
+                    self._local.set(key, value, ttl=ttl)
+                    self._local.set(then_key, then_value, ttl=ttl)
+                return bool(stored)
+        if not self._local.add(key, value, ttl=ttl):
+            return False
+        self._local.set(then_key, then_value, ttl=ttl)
+        return True
 
     @property
     def shared_now(self) -> bool:
@@ -162,13 +180,13 @@ class SharedCache:
     async def _remote_call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         try:
             async with asyncio.timeout(self._timeout):
-                # publish is redis-py's own (aiocache has none); the rest go through aiocache.
+                # publish and the script are redis-py's own (aiocache has neither); the rest go through aiocache.
                 remote: Any = self._remote
+                if operation == "add_then_set":
+                    return await _add_then_set(remote, *args)
                 target = remote.client if operation == "publish" else remote
                 return await getattr(target, operation)(*args, **kwargs)
         except Exception as error:
-            if operation == "add" and isinstance(error, ValueError):
-                return _HELD  # SET NX found the key: aiocache's answer, not a failure
             if self._monotonic() >= self._skip_until:
                 log.warning(
                     "shared cache (Redis) %s failed: %s; using local memory for %.1fs",
