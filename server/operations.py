@@ -181,7 +181,7 @@ class OperationLog:
 
     @property
     def _shared(self) -> bool:
-        return bool(getattr(self._cache, "shared_now", True))
+        return bool(self._cache.shared_now)
 
 
 def _status_key(conversation_id: str, tool: str) -> str:

@@ -376,19 +376,15 @@ def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset
         return SideEffect()
     fields = reader.mapping(node, path, {"same_operation", "window", "status_tool"})
     defaults = SideEffect()
-    listed = fields.get("same_operation")
-    if listed == []:
-        reader.fail(f"{path}.same_operation", "expected at least one argument name (or leave it out: every argument)")
-    same_operation: frozenset[str] = reader.value(fields, "same_operation", path, _names, frozenset[str]())
-    ordered = tuple(dict.fromkeys(listed)) if isinstance(listed, list) and same_operation else ()
-    for argument in ordered:
+    same_operation: tuple[str, ...] = reader.value(fields, "same_operation", path, _argument_list, ())
+    for argument in same_operation:
         if known and argument not in known:
             reader.fail(
                 f"{path}.same_operation",
                 f"{argument!r} is not an argument of this tool (known: {', '.join(sorted(known))})",
             )
     return SideEffect(
-        same_operation=ordered,
+        same_operation=same_operation,
         window_seconds=reader.value(fields, "window", path, parse_duration, defaults.window_seconds),
         status_tool=reader.value(fields, "status_tool", path, _string, ""),
     )
@@ -519,6 +515,15 @@ def _read_sampling(reader: _Reader, node: object) -> SamplingConfig:
         max_value_chars=reader.value(fields, "max_value_chars", "sampling", _positive_int, defaults.max_value_chars),
         redact=reader.value(fields, "redact", "sampling", _names, defaults.redact),
     )
+
+
+def _argument_list(value: object) -> tuple[str, ...]:
+    """Argument names in the order written, each once; at least one."""
+    if value == []:
+        raise ValueError("expected at least one argument name (or leave it out: every argument)")
+    _names(value)  # raises unless a list of non-empty names
+    assert isinstance(value, list)
+    return tuple(dict.fromkeys(value))
 
 
 def _names(value: object) -> frozenset[str]:

@@ -142,9 +142,11 @@ class Validator:
             )
             give_up, attempt = bool(rejected.give_up_reason), rejected.attempt
             # A refused repeat is not the model's argument to repair: stopping is often the right answer,
-            # and must not count as a repair abandoned.
-            if self._repairs is not None and tool is not None and rejected.repeat_of is None:
-                await self._repairs.rejected(call.conversation_id, call.tool, meters.tool, attempt)
+            # and must not count as a repair started, or later abandoned.
+            if rejected.repeat_of is None:
+                meters.repair_started.inc()
+                if self._repairs is not None and tool is not None:
+                    await self._repairs.rejected(call.conversation_id, call.tool, meters.tool, attempt)
         elif not problems and tool is not None and self._repairs is not None:
             await self._repairs.passed(call.conversation_id, call.tool)
         return Verdict(
@@ -266,8 +268,6 @@ class Validator:
                 if self._offenders is not None:
                     self._offenders.add(label, argument, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
-        if decision is Decision.REJECT and problems[0].code is not ProblemCode.REPEATED_CALL:
-            meters.repair_started.inc()  # (a refused repeat has that one problem, and starts no repair)
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:
