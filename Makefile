@@ -21,13 +21,15 @@ run: $(VENV)/.installed
 	$(BIN)/python examples/run_demo.py
 
 # The import tree as installed (argwatch.server -> server/, ...), for mypy.
-$(VENV)/typecheck/argwatch: $(BIN)/python
+$(VENV)/typecheck/argwatch: $(BIN)/python Makefile
 	mkdir -p $@
 	ln -sfn $(CURDIR)/proto/argwatch/__init__.py $@/__init__.py
 	ln -sfn $(CURDIR)/proto/argwatch/v1 $@/v1
 	ln -sfn $(CURDIR)/server $@/server
 	ln -sfn $(CURDIR)/tui $@/tui
 	ln -sfn $(CURDIR)/client $@/client
+	ln -sfn $(CURDIR)/sources $@/sources
+	touch $@
 
 # System packages the tests use as real parts, installed with apt when missing (CI and
 # developers run as root): redis-server (started by the tests on a free loopback port) and

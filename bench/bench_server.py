@@ -14,8 +14,8 @@ import threading
 
 import grpc
 
-from argwatch.server.app import build_gateway
-from argwatch.server.settings import Settings
+from argwatch.server.process.app import build_gateway
+from argwatch.server.process.settings import Settings
 from argwatch.v1 import gateway_pb2
 
 ECHO_SERVICE = "argwatch.bench.Echo"

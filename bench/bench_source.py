@@ -13,7 +13,7 @@ import sys
 
 import grpc
 
-from argwatch.server.servicers.value_set_source import ValueSetCatalog, ValueSetSourceServicer
+from argwatch.sources import ValueSetCatalog, ValueSetSourceServicer
 from argwatch.v1 import sources_pb2_grpc
 
 

@@ -21,9 +21,9 @@ from gate_policy import start_records, write_policy
 from timing import best_micros
 from validate import payload
 
-from argwatch.server import wire
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import load_policy
+from argwatch.server.edge import wire
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.process.app import build_gateway
 from argwatch.v1 import gateway_pb2
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -7,7 +7,7 @@ import tempfile
 
 import grpc
 
-from argwatch.server.servicers.record_source import RecordStore
+from argwatch.sources import RecordStore
 from argwatch.v1 import sources_pb2_grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))

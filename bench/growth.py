@@ -30,10 +30,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_server import bench_settings
 from timing import best_micros
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.servicers.value_set_source import ValueSetCatalog
-from argwatch.server.tool_call import ToolCall
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.process.app import build_gateway
+from argwatch.server.verdict.tool_call import ToolCall
+from argwatch.sources import ValueSetCatalog
 from tests.conftest import start_source
 
 HERE = os.path.dirname(os.path.abspath(__file__))

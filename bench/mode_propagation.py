@@ -23,9 +23,9 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_model import Mode
-from argwatch.server.servicers.value_set_source import ValueSetCatalog
+from argwatch.server.policy.model import Mode
+from argwatch.server.process.app import build_gateway
+from argwatch.sources import ValueSetCatalog
 from tests.conftest import REASON_CODES, loopback_settings, make_policy, start_source
 from tests.redis_server import start_redis
 

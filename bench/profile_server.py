@@ -94,8 +94,8 @@ def handler_in_process(repeats: int = 5, calls: int = 4000) -> float:
     from bench_server import bench_settings
     from timing import best_micros
 
-    from argwatch.server.app import build_gateway
-    from argwatch.server.servicers.gateway import GatewayServicer
+    from argwatch.server.edge.gateway_service import GatewayServicer
+    from argwatch.server.process.app import build_gateway
 
     class Context:
         def time_remaining(self) -> float:
@@ -130,7 +130,7 @@ def main() -> int:
             for side, method in (("validate", VALIDATE_METHOD), ("typed", BASELINES["typed"])):
                 made, samples = sampled(spy, server.pid, target, 8.0, args.in_flight, method)
                 side_busy, side_ours = shares(samples)
-                handler = side_ours.get("GatewayServicer.Validate (server/servicers/gateway.py)", 0)
+                handler = side_ours.get("GatewayServicer.Validate (server/edge/gateway_service.py)", 0)
                 for index, value in enumerate((made, side_busy, handler)):
                     per_side[side][index] += value
     finally:

@@ -31,9 +31,9 @@ import orjson
 from aiocache import SimpleMemoryCache
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import make_fetcher
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.policy_loader import parse_policy
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.process.app import make_fetcher
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.valuesets.provider import RELEASE_AFTER_SECONDS, ValueSetProvider
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 

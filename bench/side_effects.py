@@ -36,11 +36,11 @@ from bench_server import bench_settings
 from prometheus_client import CollectorRegistry
 from timing import best_micros
 
-from argwatch.server import wire
-from argwatch.server.app import build_gateway
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.shared_cache import SharedCache, redis_from_url
+from argwatch.server.edge import wire
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.process.app import build_gateway
+from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.v1 import gateway_pb2
 from tests.redis_server import start_redis
 

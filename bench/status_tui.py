@@ -29,10 +29,10 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import load_policy
-from argwatch.server.settings import Settings
-from argwatch.server.tool_call import ToolCall
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.process.app import build_gateway
+from argwatch.server.process.settings import Settings
+from argwatch.server.verdict.tool_call import ToolCall
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 TOOLS, ARGUMENTS, MEMBERS = 200, 5, 50

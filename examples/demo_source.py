@@ -12,18 +12,10 @@ import os
 import signal
 import sys
 
-import grpc
-from grpc_health.v1 import health, health_pb2_grpc
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles, demo_orders
 
-from argwatch.server.servicers.record_source import RecordStore
-from argwatch.server.servicers.value_set_source import (
-    ValueSetCatalog,
-    ValueSetSourceServicer,
-)
-from argwatch.v1 import sources_pb2_grpc
+from argwatch.sources import RecordStore, ValueSetCatalog, serve
 
 
 def demo_catalog() -> ValueSetCatalog:
@@ -46,14 +38,9 @@ async def churn(catalog: ValueSetCatalog, every: float) -> None:
         logging.info("identity.active_handles: version %d (new.hire%d joined)", published.version, joined)
 
 
-async def serve(listen: str, churn_every: float) -> None:
+async def run(listen: str, churn_every: float) -> None:
     catalog = demo_catalog()
-    server = grpc.aio.server()
-    sources_pb2_grpc.add_ValueSetSourceServicer_to_server(ValueSetSourceServicer(catalog), server)
-    sources_pb2_grpc.add_RecordSourceServicer_to_server(RecordStore(demo_orders()), server)
-    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
-    server.add_insecure_port(listen)
-    await server.start()
+    server, _ = await serve(listen, catalog=catalog, records=RecordStore(demo_orders()))
     logging.info("demo owning service on %s", listen)
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -71,4 +58,4 @@ if __name__ == "__main__":
     parser.add_argument("--churn-every", type=float, default=20.0, help="seconds between handle changes (0: none)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s demo-source: %(message)s")
     arguments = parser.parse_args()
-    asyncio.run(serve(arguments.listen, arguments.churn_every))
+    asyncio.run(run(arguments.listen, arguments.churn_every))

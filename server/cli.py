@@ -12,10 +12,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from argwatch.server.durations import parse_duration
-from argwatch.server.policy_loader import PolicyError, load_policy
-from argwatch.server.settings import Settings, add_serve_arguments, settings_from
-from argwatch.server.workers import check_workers, run_workers
+from argwatch.server.policy.durations import parse_duration
+from argwatch.server.policy.loader import PolicyError, load_policy
+from argwatch.server.process.settings import Settings, add_serve_arguments, settings_from
+from argwatch.server.process.workers import check_workers, run_workers
 
 log = logging.getLogger("argwatch.cli")
 
@@ -162,10 +162,10 @@ def _serve(settings: Settings) -> int:
 
 
 async def _run(settings: Settings, policy: object) -> int:
-    from argwatch.server.app import build_gateway
-    from argwatch.server.modes import ModeRefused
-    from argwatch.server.policy_model import Policy
-    from argwatch.server.samples import attach_sample_sink
+    from argwatch.server.modes.store import ModeRefused
+    from argwatch.server.policy.model import Policy
+    from argwatch.server.process.app import build_gateway
+    from argwatch.server.telemetry.samples import attach_sample_sink
 
     assert isinstance(policy, Policy)
     detach = attach_sample_sink(settings.sample_log)

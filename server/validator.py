@@ -10,24 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from argwatch.server.checker import all_in_sets, as_json_text, check_arguments, members_plan
-from argwatch.server.findings import CheckResult, Problem, ProblemCode, Shape
-from argwatch.server.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
-from argwatch.server.modes import ModeStore
-from argwatch.server.offenders import OffenderTable
-from argwatch.server.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
-from argwatch.server.policy_model import Failure, Mode, OnStale, Policy, ToolPolicy
-from argwatch.server.record_checks import check_records, check_rules
-from argwatch.server.records import RecordClient
-from argwatch.server.rejections import RejectionLog, fingerprint
-from argwatch.server.repair_message import RepairAdvice, build_advice
-from argwatch.server.repair_tracker import RepairTracker
-from argwatch.server.samples import SampledValueLog
-from argwatch.server.schema_check import schema_problems
-from argwatch.server.tool_call import ToolCall
+from argwatch.server.modes.store import ModeStore
+from argwatch.server.policy.model import Failure, Mode, OnStale, Policy, ToolPolicy
+from argwatch.server.records.checks import check_records, check_rules
+from argwatch.server.records.lookup_client import RecordClient
+from argwatch.server.repair.message import RepairAdvice, build_advice
+from argwatch.server.repair.rejections import RejectionLog, fingerprint
+from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.state.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
+from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
+from argwatch.server.telemetry.offenders import OffenderTable
+from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.snapshot import SetReading
-from argwatch.server.verdict import Decision, Verdict
+from argwatch.server.verdict.decision import Decision, Verdict
+from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape
+from argwatch.server.verdict.schema_checks import schema_problems
+from argwatch.server.verdict.set_checks import all_in_sets, as_json_text, check_arguments, members_plan
+from argwatch.server.verdict.tool_call import ToolCall
 
 _EMPTY = CheckResult((), (), (), ())
 # What the sampled log and the Admin API show for a value of an argument the policy redacts.

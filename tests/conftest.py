@@ -11,11 +11,11 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.policy_model import Policy
-from argwatch.server.servicers.value_set_source import ValueSetCatalog, ValueSetSourceServicer
-from argwatch.server.settings import Settings
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.policy.model import Policy
+from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.process.settings import Settings
+from argwatch.sources import ValueSetCatalog, ValueSetSourceServicer
 from argwatch.v1 import sources_pb2_grpc
 
 REASON_CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM", "LATE_DELIVERY")

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import grpc
 
-from argwatch.server.policy_model import GrpcSourceConfig
+from argwatch.server.policy.model import GrpcSourceConfig
 from argwatch.server.valuesets.parts import MemberParts
 from argwatch.server.valuesets.payload import (
     DeltaUpdate,

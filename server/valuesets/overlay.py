@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator, Mapping, Set
 from itertools import chain
 from types import MappingProxyType
 
-from argwatch.server.normalise import LOOSE, normaliser
-from argwatch.server.policy_model import Normalisation
+from argwatch.server.policy.model import Normalisation
 from argwatch.server.valuesets.payload import DeltaUpdate, Retirement
 from argwatch.server.valuesets.sharded import SHARD_ABOVE
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.verdict.normalise import LOOSE, normaliser
 
 COMPACT_MIN = 4096
 COMPACT_RATIO = 64

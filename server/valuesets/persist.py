@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from argwatch.server.atomic_file import write_atomically
+from argwatch.server.state.atomic_file import write_atomically
 from argwatch.server.valuesets.payload import Retirement, SetPayload
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
-from argwatch.server.normalise import LOOSE, normaliser
-from argwatch.server.policy_model import Normalisation
+from argwatch.server.policy.model import Normalisation
 from argwatch.server.valuesets.compact_index import CompactIndex
 from argwatch.server.valuesets.payload import Retirement
 from argwatch.server.valuesets.sharded import SHARD_ABOVE, ShardedSet
+from argwatch.server.verdict.normalise import LOOSE, normaliser
 
 CHUNK = 1024
 MAX_VALUE_CHARS = 1024

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.metrics import GatewayMetrics
+from argwatch.server.telemetry.metrics import GatewayMetrics
 
 DASHBOARD = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "grafana", "argwatch.json")
 METRIC = re.compile(r"\b((?:tool_argument|argwatch)_[a-z_]+)\b")

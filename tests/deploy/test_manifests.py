@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.settings import settings_from
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.process.settings import settings_from
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 KUSTOMIZE_DIR = os.path.join(ROOT, "deploy", "kubernetes")
@@ -64,7 +64,7 @@ def test_the_deployment_drains_probes_and_asks_for_resources(rendered: dict[str,
 def test_the_container_arguments_are_settings_the_gateway_accepts(rendered: dict[str, dict[str, Any]]) -> None:
     import argparse
 
-    from argwatch.server.settings import add_serve_arguments
+    from argwatch.server.process.settings import add_serve_arguments
 
     (container,) = rendered["Deployment"]["spec"]["template"]["spec"]["containers"]
     parser = argparse.ArgumentParser()

@@ -41,7 +41,7 @@ def test_the_wheel_has_the_stubs_and_only_the_argwatch_namespace(tmp_path) -> No
         assert f"argwatch/v1/{module}_pb2.py" in names
         assert f"argwatch/v1/{module}_pb2_grpc.py" in names
         assert f"argwatch/v1/{module}.proto" in names
-    assert "argwatch/server/checker.py" in names
+    assert "argwatch/server/verdict/set_checks.py" in names
     assert "argwatch/tui/status_line.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "argwatch = argwatch.server.cli:main" in zipfile.ZipFile(tmp_path / wheel).read(entry_points).decode()

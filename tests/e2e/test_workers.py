@@ -18,9 +18,9 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import load_policy
-from argwatch.server.settings import Settings
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.process.app import build_gateway
+from argwatch.server.process.settings import Settings
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.e2e.test_serve_process import ARGWATCH, EXAMPLES

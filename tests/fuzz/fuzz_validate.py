@@ -22,10 +22,10 @@ import atheris
 with atheris.instrument_imports(include=["argwatch"]):
     from google.protobuf.message import DecodeError
 
-    from argwatch.server import wire
-    from argwatch.server.app import build_gateway
-    from argwatch.server.policy_loader import load_policy
-    from argwatch.server.settings import Settings
+    from argwatch.server.edge import wire
+    from argwatch.server.policy.loader import load_policy
+    from argwatch.server.process.app import build_gateway
+    from argwatch.server.process.settings import Settings
     from argwatch.v1 import gateway_pb2 as pb
 
 POLICY = """

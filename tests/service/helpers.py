@@ -11,7 +11,7 @@ import grpc
 import orjson
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import RunningGateway
+from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.samples import SAMPLES_LOGGER
+from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.telemetry.samples import SAMPLES_LOGGER
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import REASON_CODES, SourceServer, loopback_settings, make_policy

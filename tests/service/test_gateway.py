@@ -101,8 +101,8 @@ async def test_reject_mode_rejects_and_repair_lists_the_legal_set_sorted(reject_
 
 async def test_repair_of_a_large_set_offers_the_nearest_few_and_the_count(gateway_factory: GatewayFactory) -> None:
     gateway = await gateway_factory()
-    from argwatch.server.modes import GLOBAL
-    from argwatch.server.policy_model import Mode
+    from argwatch.server.modes.store import GLOBAL
+    from argwatch.server.policy.model import Mode
 
     gateway.modes.set_mode(GLOBAL, Mode.REJECT, actor="test", reason="enforce everything")
     channel, stub = gateway_stub(gateway)
@@ -273,8 +273,8 @@ async def test_repair_of_an_unknown_call_id_is_not_found(reject_gateway) -> None
 
 
 async def test_the_global_override_wins_over_the_tools_mode(reject_gateway) -> None:  # type: ignore[no-untyped-def]
-    from argwatch.server.modes import GLOBAL
-    from argwatch.server.policy_model import Mode
+    from argwatch.server.modes.store import GLOBAL
+    from argwatch.server.policy.model import Mode
 
     reject_gateway.modes.set_mode(GLOBAL, Mode.OBSERVE, actor="test", reason="incident: observe only")
     response = await validate(reject_gateway, request("refund_order", {"reason_code": "X"}))

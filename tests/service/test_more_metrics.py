@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.metrics import GatewayMetrics
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from tests.conftest import GatewayFactory
 from tests.service.helpers import gateway_stub, request, value
 

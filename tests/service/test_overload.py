@@ -9,7 +9,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
+from argwatch.server.process.app import build_gateway
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import SourceServer, loopback_settings, make_policy
@@ -42,8 +42,8 @@ async def test_calls_past_the_limit_are_shed_and_served_again_when_there_is_room
 
 
 def test_the_limit_and_keepalive_policy_are_stated_not_left_to_defaults() -> None:
-    from argwatch.server.server_options import gateway_server_options
-    from argwatch.server.settings import Settings
+    from argwatch.server.edge.listener_options import gateway_server_options
+    from argwatch.server.process.settings import Settings
 
     options = dict(gateway_server_options(Settings(policy="p.yaml")))
     assert options["grpc.max_receive_message_length"] == 4 * 1024 * 1024

@@ -9,9 +9,9 @@ import pytest
 from aiocache import SimpleMemoryCache
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import make_fetcher
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.policy_loader import parse_policy
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.process.app import make_fetcher
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import sources_pb2
 from tests.conftest import SourceServer, make_policy, start_source
@@ -229,7 +229,7 @@ async def test_an_edited_file_is_reloaded(tmp_path, source: SourceServer) -> Non
 
 
 async def test_a_large_snapshot_sent_in_parts_arrives_whole(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
-    from argwatch.server.servicers.value_set_source import PART_MEMBERS
+    from argwatch.sources import PART_MEMBERS
 
     registry = CollectorRegistry()
     provider = provider_for(make_policy(str(tmp_path), source.target), registry)
@@ -255,8 +255,8 @@ async def test_a_large_snapshot_sent_in_parts_arrives_whole(tmp_path, source: So
 async def test_a_snapshot_sent_in_parts_is_let_go_once_handed_over(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
     """The parts are the set's whole wire copy (~66 bytes a member): held after the hand-over,
     a million-member set cost its size twice until the next snapshot (found by bench/memory.py)."""
-    from argwatch.server.servicers.value_set_source import PART_MEMBERS
     from argwatch.server.valuesets.payload import SnapshotUpdate
+    from argwatch.sources import PART_MEMBERS
 
     source.catalog.publish("identity.handles", [f"user{i:07d}" for i in range(2 * PART_MEMBERS + 1)])
     policy = make_policy(str(tmp_path), source.target)

@@ -9,9 +9,9 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.policy_loader import PolicyError, load_policy, parse_policy
-from argwatch.server.servicers.record_source import RecordStore
+from argwatch.server.policy.loader import PolicyError, load_policy, parse_policy
+from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.sources import RecordStore
 from argwatch.v1 import admin_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import loopback_settings

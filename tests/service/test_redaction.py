@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
-from argwatch.server.policy_loader import PolicyError, parse_policy
-from argwatch.server.samples import SAMPLES_LOGGER
+from argwatch.server.policy.loader import PolicyError, parse_policy
+from argwatch.server.process.app import build_gateway
+from argwatch.server.telemetry.samples import SAMPLES_LOGGER
 from argwatch.v1 import admin_pb2
 from tests.conftest import SourceServer, loopback_settings, make_policy
 from tests.service.helpers import admin_stub, gateway_stub, request

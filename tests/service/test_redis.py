@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway, make_fetcher
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.shared_cache import SharedCache, redis_from_url
+from argwatch.server.process.app import build_gateway, make_fetcher
+from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy

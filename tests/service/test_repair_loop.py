@@ -6,7 +6,7 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
+from argwatch.server.process.app import build_gateway
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import SourceServer, loopback_settings, make_policy
 from tests.service.helpers import gateway_stub, request, value

@@ -8,7 +8,7 @@ import grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from argwatch.server.app import RunningGateway
+from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import REASON_CODES, GatewayFactory

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.policy_loader import load_policy
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import loopback_settings
 from tests.service.helpers import gateway_stub, request, series_count, value

@@ -8,7 +8,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
+from argwatch.server.process.app import build_gateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.policy_model import Mode
+from argwatch.server.policy.model import Mode
+from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import SourceServer, loopback_settings, make_policy

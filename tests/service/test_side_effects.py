@@ -11,10 +11,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.metrics import GatewayMetrics
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.shared_cache import SharedCache, redis_from_url
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on, loopback_settings
 from tests.redis_server import RedisProcess, start_redis

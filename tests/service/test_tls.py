@@ -9,7 +9,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.app import build_gateway
+from argwatch.server.process.app import build_gateway
 from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc

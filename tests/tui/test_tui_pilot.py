@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from textual.widgets import Input, Static
 
-from argwatch.server.app import RunningGateway, build_gateway
-from argwatch.server.policy_loader import load_policy
-from argwatch.server.policy_model import Mode
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.policy.model import Mode
+from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.tui.app import ArgwatchApp
 from argwatch.tui.detail_screen import DetailScreen

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from argwatch.server.cel_flatten import flatten, variable_name
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.policy_model import ToolPolicy
-from argwatch.server.record_checks import check_rules
+from argwatch.server.policy.cel_flatten import flatten, variable_name
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.policy.model import ToolPolicy
+from argwatch.server.records.checks import check_rules
 
 
 @pytest.mark.parametrize(

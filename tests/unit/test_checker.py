@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from argwatch.server.checker import all_in_sets, check_arguments, classify_shape, members_plan
-from argwatch.server.findings import ProblemCode, Shape
-from argwatch.server.policy_model import (
+from argwatch.server.policy.model import (
     ArgumentBinding,
     CaseRule,
     Failure,
@@ -15,6 +13,8 @@ from argwatch.server.policy_model import (
     ToolPolicy,
 )
 from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
+from argwatch.server.verdict.findings import ProblemCode, Shape
+from argwatch.server.verdict.set_checks import all_in_sets, check_arguments, classify_shape, members_plan
 
 CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM")
 LOOSE_RULE = Normalisation()

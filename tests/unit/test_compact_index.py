@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from argwatch.server.checker import classify_shape
-from argwatch.server.normalise import LOOSE, normaliser
-from argwatch.server.policy_model import CaseRule, Normalisation
+from argwatch.server.policy.model import CaseRule, Normalisation
 from argwatch.server.valuesets.compact_index import CompactIndex
 from argwatch.server.valuesets.sharded import SHARD_ABOVE
 from argwatch.server.valuesets.snapshot import make_snapshot
+from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.verdict.set_checks import classify_shape
 
 STRICT_CASE = Normalisation(case=CaseRule.SENSITIVE)
 

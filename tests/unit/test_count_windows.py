@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from argwatch.server.count_windows import COARSE_SECONDS, FINE_SECONDS, CountWindows
+from argwatch.server.telemetry.count_windows import COARSE_SECONDS, FINE_SECONDS, CountWindows
 
 KEY = ("refund_order", "reason_code", "checks")
 

@@ -17,7 +17,7 @@ def loaded_after(code: str) -> set[str]:
 
 
 def test_the_server_does_not_import_textual_or_the_tui() -> None:
-    modules = loaded_after("import argwatch.server.app, argwatch.server.cli")
+    modules = loaded_after("import argwatch.server.process.app, argwatch.server.cli")
     assert not any(m == "textual" or m.startswith(("textual.", "argwatch.tui")) for m in modules)
 
 
@@ -28,9 +28,15 @@ def test_the_tui_does_not_import_the_server() -> None:
     assert not any(m.startswith("argwatch.server") for m in modules)
 
 
-def test_the_checker_and_policy_work_without_generated_code() -> None:
+def test_the_verdict_core_works_without_wire_network_or_storage() -> None:
+    """Every module of argwatch.server.verdict (and the policy loader and repair message) loads without gRPC,
+    generated code, Redis, the cache library or metrics: the core is a pure function of plain values."""
     modules = loaded_after(
-        "import argwatch.server.checker, argwatch.server.policy_loader, argwatch.server.repair_message"
+        "import importlib, pkgutil, argwatch.server.verdict as core\n"
+        "for found in pkgutil.iter_modules(core.__path__):\n"
+        "    importlib.import_module('argwatch.server.verdict.' + found.name)\n"
+        "import argwatch.server.policy.loader, argwatch.server.repair.message"
     )
-    assert not any(m.startswith("argwatch.v1.") for m in modules)
-    assert "grpc" not in modules
+    assert "argwatch.server.verdict.set_checks" in modules  # the walk above found the modules
+    forbidden = ("grpc", "argwatch.v1.", "redis", "aiocache", "prometheus_client", "argwatch.server.edge")
+    assert not [m for m in modules if m.startswith(forbidden)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from argwatch.server.local_memory import LocalMemory
+from argwatch.server.state.local_memory import LocalMemory
 
 
 class Clock:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from argwatch.server.modes import GLOBAL, ModeRefused, ModeStore
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.policy_model import Mode
+from argwatch.server.modes.store import GLOBAL, ModeRefused, ModeStore
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.policy.model import Mode
 
 POLICY = parse_policy(b"tools: {refund_order: {mode: reject}, create_ticket: {}}\n", "/p.yaml")
 

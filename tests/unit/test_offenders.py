@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from argwatch.server.offenders import MAX_VALUES, OTHER, OffenderTable
+from argwatch.server.telemetry.offenders import MAX_VALUES, OTHER, OffenderTable
 
 
 def test_a_bounded_table_however_many_values_a_model_invents() -> None:

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from argwatch.server.operations import OperationRecord, Outcome, operation_key
-from argwatch.server.policy_loader import PolicyError, parse_policy
-from argwatch.server.policy_model import SideEffect
-from argwatch.server.repair_message import repeat_message
+from argwatch.server.policy.loader import PolicyError, parse_policy
+from argwatch.server.policy.model import SideEffect
+from argwatch.server.repair.message import repeat_message
+from argwatch.server.state.operations import OperationRecord, Outcome, operation_key
 
 POLICY = """
 tools:
@@ -124,9 +124,9 @@ async def test_a_success_survives_a_racing_rewrite_of_the_record() -> None:
     the success must still hold, for repeats and for later reports."""
     from prometheus_client import CollectorRegistry
 
-    from argwatch.server.metrics import GatewayMetrics
-    from argwatch.server.operations import OperationLog
-    from argwatch.server.shared_cache import SharedCache
+    from argwatch.server.state.operations import OperationLog
+    from argwatch.server.state.shared_cache import SharedCache
+    from argwatch.server.telemetry.metrics import GatewayMetrics
 
     cache = SharedCache(None, GatewayMetrics(CollectorRegistry()))
     log = OperationLog(cache)

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from argwatch.server.policy_loader import PolicyError, load_policy, parse_policy
-from argwatch.server.policy_model import CaseRule, Failure, FileSourceConfig, GrpcSourceConfig, Mode
+from argwatch.server.policy.loader import PolicyError, load_policy, parse_policy
+from argwatch.server.policy.model import CaseRule, Failure, FileSourceConfig, GrpcSourceConfig, Mode
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from argwatch.server.findings import Problem, ProblemCode, Shape
-from argwatch.server.policy_loader import parse_policy
-from argwatch.server.repair_message import build_advice
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.repair.message import build_advice
 from argwatch.server.valuesets.snapshot import make_snapshot
+from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
 
 POLICY = parse_policy(
     b"""

@@ -7,8 +7,8 @@ import logging
 import orjson
 import pytest
 
-from argwatch.server.findings import Problem, ProblemCode, Shape
-from argwatch.server.samples import SampledValueLog, attach_sample_sink
+from argwatch.server.telemetry.samples import SampledValueLog, attach_sample_sink
+from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
 
 
 class _Collect(logging.Handler):
@@ -90,7 +90,7 @@ def test_the_file_sink_writes_json_lines(tmp_path) -> None:  # type: ignore[no-u
 def test_records_dropped_by_a_writer_that_fell_behind_are_counted() -> None:
     import queue
 
-    from argwatch.server.samples import _DroppingQueueHandler, dropped_sample_records
+    from argwatch.server.telemetry.samples import _DroppingQueueHandler, dropped_sample_records
 
     full: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=1)
     handler = _DroppingQueueHandler(full)
@@ -106,7 +106,7 @@ def test_a_sink_that_blocks_never_blocks_the_calls_and_what_it_cannot_take_is_co
     import os
     import threading
 
-    from argwatch.server.samples import dropped_sample_records
+    from argwatch.server.telemetry.samples import dropped_sample_records
 
     fifo = tmp_path / "samples.fifo"
     os.mkfifo(fifo)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from argwatch.server.schema_check import CompiledSchema, compile_schema, schema_problems
+from argwatch.server.verdict.schema_checks import CompiledSchema, compile_schema, schema_problems
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
@@ -88,7 +88,7 @@ def test_a_call_the_fast_check_passes_has_no_problem_in_the_full_check(schema: d
 
 # Where the two validators disagree: (schema, instance, full check passes, fast check passes).
 # A new version of either that changes one of these fails here, and the module docstring of
-# schema_check.py must be brought up to date.
+# verdict/schema_checks.py must be brought up to date.
 DISAGREEMENTS = [
     ({"type": "string", "pattern": "^\\d+$"}, "١٢٣", True, False),  # \d: Unicode digits in Python, ASCII in Rust
     ({"type": "string", "pattern": "^\\w+$"}, "été", True, False),

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from argwatch.server.policy_model import Mode
-from argwatch.server.settings import Settings, add_serve_arguments, settings_from
+from argwatch.server.policy.model import Mode
+from argwatch.server.process.settings import Settings, add_serve_arguments, settings_from
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> Settings:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from argwatch.server import wire
-from argwatch.server.findings import Problem, ProblemCode
-from argwatch.server.policy_model import Mode
+from argwatch.server.edge import wire
+from argwatch.server.policy.model import Mode
 from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
-from argwatch.server.verdict import Decision, Verdict
+from argwatch.server.verdict.decision import Decision, Verdict
+from argwatch.server.verdict.findings import Problem, ProblemCode
 from argwatch.v1 import gateway_pb2 as pb
 
 

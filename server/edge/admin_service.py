@@ -1,0 +1,361 @@
+"""The Admin servicer: the gateway's state for operators, scripts and the TUI."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from argwatch.server.edge import wire
+from argwatch.server.edge.admin_auth import TokenBook
+from argwatch.server.modes.control import LocalModes, ModeControl
+from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
+from argwatch.server.policy.model import Failure, Policy
+from argwatch.server.telemetry.count_windows import CountWindows
+from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
+from argwatch.server.telemetry.offenders import OffenderTable
+from argwatch.server.telemetry.shape_report import rows_from_counts
+from argwatch.server.telemetry.status_windows import Figures, StatusWindows
+from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+MIN_WATCH_INTERVAL = 0.2
+ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
+# The status feed's share of the event loop, at most: a snapshot that took 100 ms to build is
+# shared for at least 2 s, whatever interval watchers ask for (but never longer than
+# MAX_SHARED_SECONDS). Its taken_at says how old it is.
+STATUS_LOOP_SHARE = 0.05
+MAX_SHARED_SECONDS = 10.0
+
+
+class _SliceClock:
+    """The time a sliced build spends in its own slices, leaving out what other tasks do between them."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._since = time.perf_counter()
+
+    async def pause(self) -> None:
+        """Lets other tasks run (Validate must not wait for a whole snapshot)."""
+        self.spent += time.perf_counter() - self._since
+        await asyncio.sleep(0)
+        self._since = time.perf_counter()
+
+    def stop(self) -> float:
+        self.spent += time.perf_counter() - self._since
+        return self.spent
+
+
+class AdminServicer(admin_pb2_grpc.AdminServicer):
+    """GetStatus: per tool counts and mode, per value set its version and freshness."""
+
+    def __init__(
+        self,
+        *,
+        replica_id: str,
+        policy_version: str,
+        modes: ModeStore,
+        control: ModeControl | None = None,
+        metrics: GatewayMetrics,
+        provider: ValueSetProvider,
+        policy: Policy,
+        windows: CountWindows,
+        offenders: OffenderTable | None = None,
+        tokens: TokenBook | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._replica_id = replica_id
+        self._policy_version = policy_version
+        self._modes = modes
+        self._control: ModeControl = control if control is not None else LocalModes(modes)
+        self._metrics = metrics
+        self._provider = provider
+        self._policy = policy
+        self._windows = windows
+        self._status_windows = StatusWindows(policy, windows)
+        self._tokens = tokens
+        self._offenders = offenders if offenders is not None else OffenderTable()
+        self._clock = clock
+        self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
+        self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
+        self._status_lock = asyncio.Lock()
+        self._closing = asyncio.Event()
+
+    async def GetStatus(
+        self, request: admin_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.GetStatusResponse:
+        return await self._status()
+
+    async def WatchStatus(
+        self, request: admin_pb2.WatchStatusRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+        interval = request.interval_seconds or 1.0
+        if interval < MIN_WATCH_INTERVAL:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"interval_seconds {interval:g} is below the least allowed, {MIN_WATCH_INTERVAL:g}",
+            )
+        while not self._closing.is_set():
+            started = time.monotonic()
+            yield await self._shared_status(max_age=min(interval / 2, 0.5))
+            # A steady cadence: the time spent building the snapshot comes off the wait.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(interval - (time.monotonic() - started), 0.0)):
+                    await self._closing.wait()
+
+    def end_watches(self) -> None:
+        """Ends every WatchStatus stream (at shutdown: watchers are not in-flight work to drain)."""
+        self._closing.set()
+
+    async def _shared_status(self, max_age: float) -> admin_pb2.GetStatusResponse:
+        """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
+        costs ~70-140 ms of the event loop (bench/status_tui.py), so ten TUIs must not cost ten times that."""
+        async with self._status_lock:  # watchers arriving together wait for one build
+            max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
+            if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
+                self._last_status = (time.monotonic(), await self._status())
+            return self._last_status[1]
+
+    async def _status(self) -> admin_pb2.GetStatusResponse:
+        clock = _SliceClock()
+        figures = self._status_windows.figures()
+        await clock.pause()
+        totals = self._metrics.tool_totals()
+        override = self._modes.global_override
+        response = admin_pb2.GetStatusResponse(
+            replica_id=self._replica_id,
+            policy_version=self._policy_version,
+            global_mode=wire.MODES[override] if override else gateway_pb2.MODE_UNSPECIFIED,
+            taken_at=wire.timestamp(self._clock()),
+        )
+        for count, (tool, mode) in enumerate(self._modes.tool_modes().items(), start=1):
+            if count % ROWS_PER_SLICE == 0:
+                await clock.pause()
+            tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
+            tool_status.checks.extend(self._check_policies(tool))
+            tool_policy = self._policy.tools.get(tool)
+            tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
+            source, tool_override = self._modes.source_of(tool)
+            tool_status.mode_source = source
+            if tool_override is not None and tool_override.expires_at is not None:
+                tool_status.mode_expires_at.CopyFrom(wire.timestamp(tool_override.expires_at))
+            tool_figures = figures.tool(tool)
+            _add_tool_windows(tool_status, tool_figures.windows, tool_figures.calls_per_minute)
+            response.tools.append(tool_status)
+        if UNKNOWN_LABEL in totals:
+            unknown = _tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL])
+            unknown_figures = figures.tool(UNKNOWN_LABEL)
+            _add_tool_windows(unknown, unknown_figures.windows, unknown_figures.calls_per_minute)
+            response.tools.append(unknown)
+        for count, row in enumerate(figures.arguments, start=1):
+            if count % ROWS_PER_SLICE == 0:
+                # Let calls in: a snapshot of 1000 rows is ~100 ms of work, and Validate must not wait for it.
+                await clock.pause()
+            argument = response.arguments.add(
+                tool=row.tool,
+                argument=row.argument,
+                value_set=row.value_set,
+                checks_per_minute=row.checks_per_minute,
+                out_of_set_per_minute=row.out_of_set_per_minute,
+            )
+            argument.windows.extend(_window_to_wire(window) for window in row.windows)
+        for state in self._provider.statuses():
+            response.value_sets.append(_set_status(state))
+        connected, error = self._control.status()
+        response.mode_store = self._control.kind
+        response.mode_store_connected, response.mode_store_error = connected, error
+        now = self._clock()
+        for report in self._control.fleet():
+            replica = response.replicas.add(
+                replica_id=str(report.get("replica_id", "")),
+                policy_version=str(report.get("policy_version", "")),
+                seconds_since_report=max(now - float(report.get("seen_at", now)), 0.0),
+                reporting=bool(report.get("reporting")),
+                global_mode=str(report.get("global_mode", "")),
+            )
+            replica.modes.update({str(k): str(v) for k, v in dict(report.get("modes", {})).items()})
+            replica.value_set_versions.update({str(k): int(v) for k, v in dict(report.get("value_sets", {})).items()})
+            replica.sources_connected.update({str(k): bool(v) for k, v in dict(report.get("sources", {})).items()})
+        self._build_seconds = clock.stop()
+        return response
+
+    async def SetMode(
+        self, request: admin_pb2.SetModeRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.SetModeResponse:
+        mode = wire.MODES_FROM_WIRE.get(request.mode)
+        try:
+            change = await self._control.set_mode(
+                request.tool,
+                mode,
+                actor=self._actor(context),
+                reason=request.reason,
+                expires_in=float(request.expires_in_seconds) or None,
+            )
+        except ModeRefused as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+            raise  # abort raises; this is for the type checker
+        return admin_pb2.SetModeResponse(change=_change_to_wire(change))
+
+    async def RefreshValueSet(
+        self, request: admin_pb2.RefreshValueSetRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.RefreshValueSetResponse:
+        if request.name not in self._policy.value_sets:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"the policy has no value set {request.name!r}")
+        await self._provider.refresh(request.name)
+        (state,) = [s for s in self._provider.statuses() if s.config.name == request.name]
+        return admin_pb2.RefreshValueSetResponse(value_set=_set_status(state))
+
+    async def ListSamples(
+        self, request: admin_pb2.ListSamplesRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListSamplesResponse:
+        found = self._offenders.offenders(request.tool, request.argument, request.limit or 20)
+        response = admin_pb2.ListSamplesResponse(
+            total=found.total, top_two_share=found.top_two_share, clustered=found.clustered
+        )
+        for row in found.rows:
+            response.values.add(
+                value=row.value, count=row.count, shape=row.shape, last_seen=wire.timestamp(row.last_seen)
+            )
+        return response
+
+    async def ListModeChanges(
+        self, request: admin_pb2.ListModeChangesRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListModeChangesResponse:
+        changes = self._modes.changes(request.limit or 100)
+        return admin_pb2.ListModeChangesResponse(changes=[_change_to_wire(c) for c in changes])
+
+    def _actor(self, context: grpc.aio.ServicerContext) -> str:
+        """The caller's name from its token; without tokens, the x-argwatch-actor metadata or its address."""
+        if self._tokens is not None:
+            caller = self._tokens.caller(context.invocation_metadata())
+            if caller is not None:
+                return caller.name
+        return _actor(context)
+
+    def _check_policies(self, tool_name: str) -> list[admin_pb2.CheckPolicy]:
+        tool = self._policy.tools[tool_name]
+        checks = [
+            admin_pb2.CheckPolicy(
+                check=f"set:{binding.value_set}",
+                argument=binding.name,
+                fails_closed=self._policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+            )
+            for binding in tool.arguments
+        ]
+        checks += [
+            admin_pb2.CheckPolicy(
+                check=f"record:{record.name}",
+                argument=record.id_argument,
+                fails_closed=record.failure is Failure.CLOSED,
+            )
+            for record in tool.records
+        ]
+        return checks
+
+    async def GetShapeReport(
+        self, request: admin_pb2.GetShapeReportRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.GetShapeReportResponse:
+        counts, covered = self._windows.window(request.window_seconds)
+        response = admin_pb2.GetShapeReportResponse(
+            window_seconds=request.window_seconds,
+            covered_seconds=int(covered),
+            taken_at=wire.timestamp(self._clock()),
+        )
+        for row in rows_from_counts(self._policy, counts):
+            out = response.rows.add(
+                tool=row.tool,
+                argument=row.argument,
+                value_set=row.value_set,
+                checks=row.checks,
+                out_of_set=row.out_of_set,
+                out_of_set_rate=row.out_of_set_rate,
+                out_of_set_normalised=row.out_of_set_normalised,
+                out_of_set_normalised_rate=row.out_of_set_normalised_rate,
+            )
+            for shape, count, share in row.shapes:
+                out.shapes.add(shape=shape, count=count, share=share)
+        return response
+
+
+def _add_tool_windows(status: admin_pb2.ToolStatus, windows: tuple[Figures, ...], calls_per_minute: list[int]) -> None:
+    status.windows.extend(_window_to_wire(window) for window in windows)
+    status.calls_per_minute.extend(calls_per_minute)
+
+
+def _window_to_wire(figures: Figures) -> admin_pb2.WindowFigures:
+    return admin_pb2.WindowFigures(
+        window_seconds=figures.window_seconds,
+        covered_seconds=figures.covered_seconds,
+        per_second=figures.per_second,
+        calls=figures.calls,
+        rejected=figures.rejected,
+        value_checks=figures.value_checks,
+        out_of_set=figures.out_of_set,
+        out_of_set_rate=figures.out_of_set_rate,
+        out_of_set_normalised=figures.out_of_set_normalised,
+        out_of_set_normalised_rate=figures.out_of_set_normalised_rate,
+        problems=figures.problems,
+        repair_started=figures.repair_started,
+        repair_succeeded=figures.repair_succeeded,
+        repair_abandoned=figures.repair_abandoned,
+        failed_open=figures.failed_open,
+        repeats=figures.repeats,
+    )
+
+
+def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:
+    status = admin_pb2.ValueSetStatus(
+        name=state.config.name,
+        source=state.config.source,
+        available=state.available,
+        stale=state.stale,
+        source_connected=state.source_connected,
+        last_error=state.last_error,
+    )
+    if state.snapshot is not None:
+        status.version = state.snapshot.version
+        status.members = state.snapshot.size
+        status.age_seconds = state.age_seconds
+        status.confirmed_at.CopyFrom(wire.timestamp(state.confirmed_at))
+    return status
+
+
+def _actor(context: grpc.aio.ServicerContext) -> str:
+    """Who is calling: the x-argwatch-actor metadata if given, else the peer address."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-argwatch-actor" and value:
+            return str(value)[:200]
+    return str(context.peer())
+
+
+def _change_to_wire(change: ModeChange) -> admin_pb2.ModeChange:
+    message = admin_pb2.ModeChange(
+        at=wire.timestamp(change.at),
+        actor=change.actor,
+        tool=change.target,
+        old_mode=change.old,
+        new_mode=change.new,
+        reason=change.reason,
+        outcome=change.outcome,
+    )
+    if change.expires_at is not None:
+        message.expires_at.CopyFrom(wire.timestamp(change.expires_at))
+    return message
+
+
+def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStatus:
+    return admin_pb2.ToolStatus(
+        tool=tool,
+        mode=mode,  # type: ignore[arg-type]
+        calls=totals.calls,
+        allowed=totals.allowed,
+        rejected=totals.rejected,
+        out_of_set=totals.out_of_set,
+        out_of_set_normalised=totals.out_of_set_normalised,
+        value_checks=totals.value_checks,
+        unavailable=totals.unavailable,
+        repeats=totals.repeats,
+    )

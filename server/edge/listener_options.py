@@ -1,0 +1,32 @@
+"""The Gateway listener's limits: how many RPCs at once, and the keepalive policy, stated rather than left to defaults.
+
+- At most `max_concurrent_rpcs` RPCs are served at once (health and reflection
+  included; an open stream counts as one). Beyond that gRPC refuses a call with
+  RESOURCE_EXHAUSTED at once, so an overload is shed where the caller can see
+  it (and retry elsewhere) rather than queued without bound in this process.
+- Keepalive: the gateway pings an idle connection every 30 s and drops it when
+  no answer comes within 10 s (a vanished agent host does not hold a
+  connection); a client may ping every 10 s or more, even with no call open;
+  a connection idle for 10 minutes is closed (clients reconnect on their own).
+- Messages: gRPC's 4 MiB receive limit, stated; a larger request is refused
+  with RESOURCE_EXHAUSTED naming the limit.
+"""
+
+from __future__ import annotations
+
+from argwatch.server.process.settings import Settings
+
+MAX_RECEIVE_BYTES = 4 * 1024 * 1024
+
+
+def gateway_server_options(settings: Settings) -> list[tuple[str, int]]:
+    return [
+        ("grpc.so_reuseport", 1 if settings.reuse_port else 0),
+        ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.max_connection_idle_ms", 600_000),
+    ]

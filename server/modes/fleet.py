@@ -1,0 +1,265 @@
+"""Modes, overrides and their audit shared by every replica through Redis, and each replica's report for the fleet view.
+
+The state is one JSON document under KEY, with a version. A change is made in
+a Redis transaction (WATCH, read, apply on top of what was read, write back
+with the version bumped) and announced on CHANNEL; every replica re-reads on
+the announcement, and every REREAD_SECONDS anyway, so a missed message cannot
+leave a replica behind. The newer version wins: a replica that finds Redis
+empty or older (Redis restarted without persistence) writes its own state
+back, so the fleet's modes survive a Redis restart.
+
+Redis down: every replica keeps enforcing the last modes it knew (they are
+local, read on every call without touching Redis), reports the store
+unreachable (GetStatus, argwatch_mode_store_connected), refuses mode changes
+(which would reach only one replica) with a clear error, still reverts expired
+overrides (time-based, the same on every replica), and catches up when Redis
+returns.
+
+Each replica also writes a short report (REPLICA_PREFIX + id, expiring after
+REPORT_TTL_SECONDS): policy version, modes, value-set versions, sources. The
+Admin API lists every replica that reported, and those that stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, WatchError
+
+from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
+from argwatch.server.policy.model import Mode
+from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.telemetry.metrics import GatewayMetrics
+
+log = logging.getLogger("argwatch.shared_modes")
+
+KEY = "argwatch:modes"
+CHANNEL = "argwatch:modes:changed"
+REPLICA_PREFIX = "argwatch:replica:"
+REREAD_SECONDS = 2.0
+REPORT_TTL_SECONDS = 10.0
+FORGET_STOPPED_SECONDS = 600.0  # a replica that stopped reporting is listed as such for this long
+SHARED_AUDIT_KEEP = 1000
+TIMEOUT_SECONDS = 0.5
+
+T = TypeVar("T")
+
+
+class SharedModes:
+    """Keeps a ModeStore in step with the fleet's shared state in Redis."""
+
+    def __init__(
+        self,
+        store: ModeStore,
+        url: str,
+        metrics: GatewayMetrics,
+        *,
+        replica_id: str,
+        report: Callable[[], Mapping[str, Any]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._replica_id = replica_id
+        self._report = report
+        self._clock = clock
+        self.kind = "redis"
+        self._redis = aioredis.Redis.from_url(
+            url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+        )
+        # No read timeout on the subscriber: it waits for announcements.
+        self._subscriber = aioredis.Redis.from_url(url, socket_connect_timeout=TIMEOUT_SECONDS)
+        self._lock = asyncio.Lock()  # one transaction at a time from this replica
+        self._subscribed = asyncio.Event()
+        self._rereading = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.connected = False
+        self.last_error = ""
+        self._fleet: dict[str, dict[str, Any]] = {}  # replica id -> its last report (with "seen_at")
+        metrics.mode_store_connected(False)
+
+    # ---- lifecycle
+
+    async def start(self) -> None:
+        """Reads the shared state once (a Redis that does not answer is reported, not fatal), then follows it."""
+        await self.reread()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._listen_forever()), loop.create_task(self._reread_forever())]
+        # Serve only once subscribed, or a change made right after start waits for the periodic re-read.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2 * TIMEOUT_SECONDS):
+                await self._subscribed.wait()
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._tasks)
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.delete(REPLICA_PREFIX + self._replica_id)  # leave the fleet view at once
+        await self._redis.aclose()
+        await self._subscriber.aclose()
+
+    # ---- what the Admin API and the app call
+
+    async def set_mode(
+        self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
+    ) -> ModeChange:
+        """A mode change made for the whole fleet; ModeRefused when refused, or when Redis is unreachable."""
+        try:
+            return await self._transact(
+                lambda: self._store.set_mode(target, mode, actor=actor, reason=reason, expires_in=expires_in)
+            )
+        except (RedisError, OSError) as error:
+            self._down(error)
+            refusal = (
+                f"the shared mode store (Redis) is unreachable, so the change would reach only this replica: {error}"
+            )
+            self._store.record_refusal(actor, refusal)
+            raise ModeRefused(refusal) from None
+
+    def record_refusal(self, actor: str, reason: str) -> None:
+        """Audits a refused call fleet-wide (in the background; locally only while Redis is down)."""
+        self._tasks.append(asyncio.get_running_loop().create_task(self._record_refusal(actor, reason)))
+        self._tasks = [task for task in self._tasks if not task.done()]
+
+    async def expire_due(self) -> None:
+        if not self._store.has_due():
+            return
+        try:
+            await self._transact(self._store.expire_due)
+        except (RedisError, OSError) as error:
+            self._down(error)
+            self._store.expire_due()  # time-based: every replica reverts the same override by itself
+
+    def status(self) -> tuple[bool, str]:
+        return self.connected, self.last_error
+
+    def fleet(self) -> list[dict[str, Any]]:
+        """Every replica that reported, newest report first; each with "seen_at" and "reporting"."""
+        now = self._clock()
+        listed = []
+        for report in self._fleet.values():
+            # This replica is alive whatever Redis says; the others are as last seen.
+            fresh = now - report["seen_at"] <= REPORT_TTL_SECONDS or report.get("replica_id") == self._replica_id
+            listed.append({**report, "reporting": fresh})
+        return sorted(listed, key=lambda r: r.get("replica_id", ""))
+
+    # ---- following the shared state
+
+    async def reread(self) -> None:
+        """Adopts a newer shared state, writes ours back if Redis holds an older one (or none), reports
+        this replica and reads the others' reports."""
+        # One at a time, each with a fresh read: an overlapping one would judge by a read older than the other's.
+        async with self._rereading:
+            await self._reread()
+
+    async def _reread(self) -> None:
+        try:
+            raw = await self._redis.get(KEY)
+            shared = orjson.loads(raw) if raw else None
+            shared_version = int(shared["version"]) if shared else 0
+            if shared is not None and shared_version > self._store.version:
+                self._store.adopt(shared)
+                log.info("modes: adopted the fleet's state, version %d", shared_version)
+            elif shared_version < self._store.version:
+                await self._transact(lambda: None)  # Redis is behind (restarted empty?): ours is newer
+                log.warning("modes: the shared store was behind (version %d); wrote ours back", shared_version)
+            await self._publish_report()
+            self._up()
+        except (RedisError, OSError) as error:
+            self._down(error)
+
+    async def _transact(self, change: Callable[[], T]) -> T:
+        async with self._lock:
+            for _ in range(10):
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    await pipe.watch(KEY)
+                    raw = await pipe.get(KEY)
+                    shared = orjson.loads(raw) if raw else None
+                    before = self._store.export(SHARED_AUDIT_KEEP)
+                    if shared is not None and int(shared["version"]) >= self._store.version:
+                        self._store.adopt(shared)  # apply the change on top of the fleet's latest state
+                    refused: ModeRefused | None = None
+                    result: Any = None
+                    try:
+                        result = change()
+                    except ModeRefused as error:
+                        refused = error  # the refusal is in the audit: share it too
+                    pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                    pipe.set(KEY, orjson.dumps(self._store.export(SHARED_AUDIT_KEEP)))
+                    pipe.publish(CHANNEL, str(self._store.version))
+                    try:
+                        await pipe.execute()
+                    except WatchError:
+                        continue  # another replica changed it meanwhile: read again, apply again
+                    except BaseException:
+                        self._store.adopt(before)  # not shared: not made
+                        raise
+                self._up()
+                if refused is not None:
+                    raise refused
+                return result  # type: ignore[no-any-return]
+        raise RedisError("the shared mode state kept changing under us (10 attempts)")
+
+    async def _record_refusal(self, actor: str, reason: str) -> None:
+        try:
+            await self._transact(lambda: self._store.record_refusal(actor, reason))
+        except (RedisError, OSError) as error:
+            self._down(error)
+            self._store.record_refusal(actor, reason)
+
+    async def _publish_report(self) -> None:
+        now = self._clock()
+        report = {**self._report(), "replica_id": self._replica_id, "at": now}
+        await self._redis.set(
+            REPLICA_PREFIX + self._replica_id, orjson.dumps(report), px=int(REPORT_TTL_SECONDS * 1000)
+        )
+        keys = [key async for key in self._redis.scan_iter(match=REPLICA_PREFIX + "*", count=100)]
+        values = await self._redis.mget(keys) if keys else []
+        for value in values:
+            if value:
+                found = orjson.loads(value)
+                self._fleet[found["replica_id"]] = {**found, "seen_at": found.get("at", now)}
+        for replica_id, found in list(self._fleet.items()):
+            if now - found["seen_at"] > FORGET_STOPPED_SECONDS:
+                del self._fleet[replica_id]
+
+    async def _listen_forever(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                async with self._subscriber.pubsub() as pubsub:
+                    await pubsub.subscribe(CHANNEL)
+                    self._subscribed.set()
+                    delay = 0.2
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            await self.reread()
+            except (RedisError, OSError) as error:
+                self._down(error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _reread_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REREAD_SECONDS)
+            await self.reread()
+
+    def _up(self) -> None:
+        if not self.connected:
+            log.info("modes: the shared mode store (Redis) answers")
+        self.connected, self.last_error = True, ""
+        self._metrics.mode_store_connected(True)
+
+    def _down(self, error: BaseException) -> None:
+        if self.connected or not self.last_error:
+            log.warning(
+                "modes: the shared mode store (Redis) is unreachable; enforcing the last modes known: %s", error
+            )
+        self.connected, self.last_error = False, str(error) or type(error).__name__
+        self._metrics.mode_store_connected(False)

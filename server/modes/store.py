@@ -1,0 +1,280 @@
+"""The mode store: each tool's mode, on-call overrides (per tool or global, optionally expiring), and their audit.
+
+The mode in force for a tool is, in order: a global override, the tool's
+override, the policy's mode. Every change (set, cleared, expired, refused) is
+appended to the audit trail. With a state file, overrides and the audit are
+written atomically after every change and read back at start, so a restart
+never silently puts a tool back into a mode the on-call changed; an override
+that expired while the gateway was down is reverted at start, and the audit
+says so. The hot path reads one precomputed mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+from argwatch.server.policy.model import Mode, Policy
+from argwatch.server.state.atomic_file import write_atomically
+
+log = logging.getLogger("argwatch.modes")
+
+ModeListener = Callable[[str, Mode], None]
+GLOBAL = ""  # the target of the global override
+AUDIT_KEEP = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """An on-call's mode for a tool (or for every tool), with who, when, why, and until when."""
+
+    mode: Mode
+    actor: str
+    reason: str
+    set_at: float
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModeChange:
+    """One line of the audit trail."""
+
+    at: float
+    actor: str
+    target: str  # a tool name, or "" for the global override
+    old: str  # the mode in force before ("observe", "reject"; "" for no global override)
+    new: str
+    reason: str
+    expires_at: float | None
+    outcome: str  # "applied", "cleared", "expired", "refused: <why>"
+
+
+class ModeRefused(Exception):
+    """A mode change that cannot be made; the message says why (and it is audited)."""
+
+
+class ModeStore:
+    """Per-tool modes, overrides and their audit; persisted to `state_file` when given."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        global_override: Mode | None = None,
+        *,
+        state_file: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._policy_modes: Mapping[str, Mode] = {name: tool.mode for name, tool in policy.tools.items()}
+        self._default = policy.default_mode
+        self._state_file = state_file
+        self._clock = clock
+        self._overrides: dict[str, Override] = {}
+        self._audit: list[ModeChange] = []
+        self._listeners: list[ModeListener] = []
+        # Bumped by every audited change; with a shared store, the newer of two states wins.
+        self.version = 0
+        if state_file is not None:
+            self._load(state_file)
+        if global_override is not None:  # the command line wins over a saved global override
+            self._overrides[GLOBAL] = Override(global_override, "command line", "--global-mode", clock())
+        self._effective: Mapping[str, Mode] = {}
+        self._recompute()  # the saved overrides in force, so an expiry at start says what it reverts from
+        self.expire_due()
+
+    # ---- reading
+
+    @property
+    def global_override(self) -> Mode | None:
+        found = self._overrides.get(GLOBAL)
+        return found.mode if found else None
+
+    def mode_for(self, tool: str) -> Mode:
+        """The mode in force for `tool` (a tool the policy does not know gets the global or default mode)."""
+        mode = self._effective.get(tool)
+        if mode is not None:
+            return mode
+        found = self._overrides.get(GLOBAL)
+        return found.mode if found else self._default
+
+    def tool_modes(self) -> Mapping[str, Mode]:
+        return self._effective
+
+    def source_of(self, tool: str) -> tuple[str, Override | None]:
+        """Where the tool's mode comes from: ("global", override), ("override", override) or ("policy", None)."""
+        if GLOBAL in self._overrides:
+            return "global", self._overrides[GLOBAL]
+        if tool in self._overrides:
+            return "override", self._overrides[tool]
+        return "policy", None
+
+    def changes(self, limit: int = 100) -> list[ModeChange]:
+        """The most recent audit entries, newest first."""
+        return list(reversed(self._audit[-limit:]))
+
+    # ---- changing
+
+    def set_mode(
+        self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
+    ) -> ModeChange:
+        """Sets (mode) or clears (None) the override of `target` (a tool, or GLOBAL); raises ModeRefused."""
+        now = self._clock()
+        old = self._described(target)
+        refusal = self._refusal(target, reason, expires_in)
+        if refusal:
+            self._record(ModeChange(now, actor, target, old, _name(mode), reason, None, f"refused: {refusal}"))
+            raise ModeRefused(refusal)
+        expires_at = now + expires_in if expires_in else None
+        if mode is None:
+            self._overrides.pop(target, None)
+            outcome = "cleared"
+        else:
+            self._overrides[target] = Override(mode, actor, reason, now, expires_at)
+            outcome = "applied"
+        self._recompute()
+        change = ModeChange(now, actor, target, old, self._described(target), reason, expires_at, outcome)
+        self._record(change)
+        return change
+
+    def has_due(self) -> bool:
+        """Whether some override's expiry has passed (a cheap check before expire_due)."""
+        now = self._clock()
+        return any(o.expires_at is not None and o.expires_at <= now for o in self._overrides.values())
+
+    def export(self, audit_keep: int = AUDIT_KEEP) -> dict[str, object]:
+        """The state as a JSON-able document: version, overrides, the newest `audit_keep` audit entries."""
+        return {
+            "version": self.version,
+            "overrides": {target: {**asdict(o), "mode": o.mode.value} for target, o in self._overrides.items()},
+            "audit": [asdict(change) for change in self._audit[-audit_keep:]],
+        }
+
+    def adopt(self, document: Mapping[str, object]) -> None:
+        """Replaces the state with `document` (from export, possibly another replica's); nothing is audited,
+        since the changes were audited where they were made."""
+        self._read_document(document)
+        self.version = int(document.get("version", 0))  # type: ignore[call-overload]
+        self._recompute()
+        if self._state_file is not None:
+            self._save(self._state_file)
+
+    def record_refusal(self, actor: str, reason: str) -> None:
+        """Audits a mode change refused before it was read (no token, or a read-only token)."""
+        self._record(ModeChange(self._clock(), actor, "?", "", "", "", None, f"refused: {reason}"))
+
+    def expire_due(self) -> list[ModeChange]:
+        """Reverts every override whose expiry has passed, auditing each; returns the changes."""
+        now = self._clock()
+        due = [
+            (target, override, self._described(target))
+            for target, override in self._overrides.items()
+            if override.expires_at is not None and override.expires_at <= now
+        ]
+        if not due:
+            return []
+        for target, _, _ in due:
+            del self._overrides[target]
+        self._recompute()  # before describing: the audit must say what is in force now
+        expired = [
+            ModeChange(
+                now,
+                "argwatch",
+                target,
+                old,
+                self._described(target),
+                f"override by {override.actor} expired ({override.reason})",
+                None,
+                "expired",
+            )
+            for target, override, old in due
+        ]
+        for change in expired:
+            self._record(change)
+        return expired
+
+    def subscribe(self, listener: ModeListener) -> None:
+        """Calls `listener(tool, mode)` for every tool now and after every change."""
+        self._listeners.append(listener)
+        for tool, mode in self._effective.items():
+            listener(tool, mode)
+
+    # ---- internals
+
+    def _refusal(self, target: str, reason: str, expires_in: float | None) -> str:
+        if target != GLOBAL and target not in self._policy_modes:
+            return f"the policy has no tool {target!r}"
+        if not reason.strip():
+            return "a reason is required"
+        if expires_in is not None and expires_in < 0:
+            return "the expiry must be in the future"
+        return ""
+
+    def _described(self, target: str) -> str:
+        if target == GLOBAL:
+            found = self._overrides.get(GLOBAL)
+            return found.mode.value if found else ""
+        return self._effective.get(target, self._policy_modes.get(target, self._default)).value
+
+    def _recompute(self) -> None:
+        forced = self._overrides.get(GLOBAL)
+        effective = {}
+        for tool, mode in self._policy_modes.items():
+            own = self._overrides.get(tool)
+            effective[tool] = forced.mode if forced else own.mode if own else mode
+        # A new mapping, never mutated in place: readers may hold the old one.
+        self._effective = MappingProxyType(effective)
+        for listener in self._listeners:
+            for tool, mode in effective.items():
+                listener(tool, mode)
+
+    def _record(self, change: ModeChange) -> None:
+        self.version += 1
+        self._audit.append(change)
+        del self._audit[:-AUDIT_KEEP]
+        log.warning(
+            "mode change: %s %s -> %s by %s (%s): %s",
+            change.target or "<global>",
+            change.old or "-",
+            change.new or "-",
+            change.actor,
+            change.reason,
+            change.outcome,
+        )
+        if self._state_file is not None:
+            self._save(self._state_file)
+
+    def _save(self, path: str) -> None:
+        write_atomically(path, orjson.dumps(self.export()))
+
+    def _load(self, path: str) -> None:
+        try:
+            with open(path, "rb") as handle:
+                document = orjson.loads(handle.read())
+        except FileNotFoundError:
+            return
+        except (OSError, orjson.JSONDecodeError) as error:
+            # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
+            raise ModeRefused(f"cannot read the mode state file {path}: {error}") from None
+        self._read_document(document)
+        self.version = int(document.get("version", len(self._audit)))
+
+    def _read_document(self, document: Mapping[str, Any]) -> None:
+        overrides: dict[str, Override] = {}
+        for target, saved in document.get("overrides", {}).items():
+            if target != GLOBAL and target not in self._policy_modes:
+                log.warning("dropping the saved override of %r: the policy has no such tool", target)
+                continue
+            overrides[target] = Override(
+                Mode(saved["mode"]), saved["actor"], saved["reason"], saved["set_at"], saved.get("expires_at")
+            )
+        self._overrides = overrides
+        self._audit = [ModeChange(**entry) for entry in document.get("audit", [])]
+
+
+def _name(mode: Mode | None) -> str:
+    return mode.value if mode is not None else ""

@@ -1,0 +1,1 @@
+"""The policy: its immutable model, the YAML loader, CEL rule compilation, and tool definitions in and out."""

@@ -1,0 +1,532 @@
+"""Reads a policy YAML file into a Policy, listing every error with its file, key path and expectation.
+
+The gateway refuses to start on any error: a half-configured gateway would
+check some tools and silently not others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import cel
+import yaml
+from jsonschema.exceptions import SchemaError
+
+from argwatch.server.policy.cel_flatten import flatten
+from argwatch.server.policy.durations import parse_duration
+from argwatch.server.policy.model import (
+    ArgumentBinding,
+    CaseRule,
+    Failure,
+    FileSourceConfig,
+    GrpcSourceConfig,
+    Mode,
+    Normalisation,
+    OnStale,
+    Policy,
+    RecordBinding,
+    RepairConfig,
+    Rule,
+    SamplingConfig,
+    SideEffect,
+    SourceConfig,
+    ToolPolicy,
+    ValueSetConfig,
+)
+from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
+from argwatch.server.verdict.schema_checks import compile_schema, schema_error_location
+
+T = TypeVar("T")
+
+DEFAULT_TTL_SECONDS = 300.0
+DEFAULT_MAX_STALENESS_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyIssue:
+    """One thing wrong with a policy file."""
+
+    path: str  # the key path, such as "tools.refund_order.arguments.reason_code.value_set"
+    message: str
+
+    def render(self, file: str) -> str:
+        return f"{file}: {self.path or '<top>'}: {self.message}"
+
+
+class PolicyError(Exception):
+    """The policy file cannot be used; `issues` lists every reason."""
+
+    def __init__(self, file: str, issues: list[PolicyIssue]) -> None:
+        self.file = file
+        self.issues = issues
+        super().__init__("\n".join(issue.render(file) for issue in issues))
+
+
+@dataclass
+class _Reader:
+    """Walks the parsed YAML, recording issues instead of stopping at the first."""
+
+    issues: list[PolicyIssue] = field(default_factory=list)
+
+    def fail(self, path: str, message: str) -> None:
+        self.issues.append(PolicyIssue(path, message))
+
+    def mapping(self, node: object, path: str, allowed: set[str]) -> Mapping[str, Any]:
+        """The node as a mapping with string keys, with unknown keys reported."""
+        if node is None:
+            return {}
+        if not isinstance(node, dict):
+            self.fail(path, f"expected a mapping, got {_kind(node)}")
+            return {}
+        for key in node:
+            if not isinstance(key, str):
+                self.fail(path, f"expected string keys, got {key!r}")
+            elif allowed and key not in allowed:
+                self.fail(_join(path, key), f"unknown key; expected one of {', '.join(sorted(allowed))}")
+        return node
+
+    def named_entries(self, node: object, path: str) -> Mapping[str, Any]:
+        """A mapping whose keys are names chosen by the author (tools, sets, sources)."""
+        if node is None:
+            return {}
+        if not isinstance(node, dict):
+            self.fail(path, f"expected a mapping of names to entries, got {_kind(node)}")
+            return {}
+        good: dict[str, Any] = {}
+        for key, value in node.items():
+            if not isinstance(key, str) or not key.strip():
+                self.fail(path, f"expected a non-empty name, got {key!r}")
+            else:
+                good[key] = value
+        return good
+
+    def value(self, node: Mapping[str, Any], key: str, path: str, convert: Callable[[object], T], default: T) -> T:
+        """node[key] converted, or the default when absent or wrong (wrong is recorded)."""
+        if key not in node:
+            return default
+        try:
+            return convert(node[key])
+        except ValueError as error:
+            self.fail(_join(path, key), str(error))
+            return default
+
+    def required_str(self, node: Mapping[str, Any], key: str, path: str) -> str:
+        if key not in node:
+            self.fail(_join(path, key), "required; expected a string")
+            return ""
+        return self.value(node, key, path, _string, "")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _kind(node: object) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}.get(
+        type(node), f"{type(node).__name__} {node!r}"
+    )
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {_kind(value)}")
+    return value
+
+
+def _enum(kind: type[T]) -> Callable[[object], T]:
+    def convert(value: object) -> T:
+        choices = [member.value for member in kind]  # type: ignore[attr-defined]
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return kind(value)  # type: ignore[call-arg]
+
+    return convert
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _rate(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"expected a fraction from 0 to 1 (0.02 is 1 in 50), got {value!r}")
+    return float(value)
+
+
+def _separators(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string of separator characters such as '-_ .', got {value!r}")
+    return value
+
+
+def load_policy(path: str) -> Policy:
+    """Reads and validates the policy at `path`; raises PolicyError listing every problem."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise PolicyError(path, [PolicyIssue("", f"cannot read the file: {error.strerror}")]) from None
+    return parse_policy(raw, path)
+
+
+def parse_policy(raw: bytes, path: str) -> Policy:
+    """Validates policy text; `path` names it in errors and anchors relative file sources."""
+    try:
+        document = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise PolicyError(path, [PolicyIssue("", f"not valid YAML: {_yaml_error(error)}")]) from None
+    reader = _Reader()
+    top = reader.mapping(
+        document, "", {"default_mode", "sources", "value_sets", "tools", "tool_definitions", "repair", "sampling"}
+    )
+    if not isinstance(document, dict):
+        reader.fail("", "expected a mapping with sources, value_sets and tools")
+    base = os.path.dirname(os.path.abspath(path))
+    sources = _read_sources(reader, top.get("sources"), base)
+    value_sets = _read_value_sets(reader, top.get("value_sets"), sources)
+    default_mode = reader.value(top, "default_mode", "", _enum(Mode), Mode.OBSERVE)
+    definitions = _read_definitions(reader, top.get("tool_definitions"), base)
+    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources)
+    repair = _read_repair(reader, top.get("repair"))
+    sampling = _read_sampling(reader, top.get("sampling"))
+    if reader.issues:
+        raise PolicyError(path, reader.issues)
+    return Policy(
+        path=os.path.abspath(path),
+        version=hashlib.sha256(raw).hexdigest()[:12],
+        default_mode=default_mode,
+        tools=MappingProxyType(tools),
+        sources=MappingProxyType(sources),
+        value_sets=MappingProxyType(value_sets),
+        repair=repair,
+        sampling=sampling,
+    )
+
+
+def _yaml_error(error: yaml.YAMLError) -> str:
+    """The parser's complaint on one line, with where it happened."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + str(problem)
+
+
+def _read_sources(reader: _Reader, node: object, base: str) -> dict[str, SourceConfig]:
+    sources: dict[str, SourceConfig] = {}
+    for name, entry in reader.named_entries(node, "sources").items():
+        path = f"sources.{name}"
+        fields = reader.mapping(entry, path, {"grpc", "file"})
+        kinds = [kind for kind in ("grpc", "file") if kind in fields]
+        if len(kinds) != 1:
+            reader.fail(path, "expected exactly one of grpc or file")
+            continue
+        if kinds == ["file"]:
+            file = reader.value(fields, "file", path, _string, "")
+            if file:
+                sources[name] = FileSourceConfig(path=os.path.join(base, file))
+            continue
+        grpc_path = f"{path}.grpc"
+        grpc = reader.mapping(fields["grpc"], grpc_path, {"target", "timeout", "tls", "watch"})
+        target = reader.required_str(grpc, "target", grpc_path)
+        timeout = reader.value(grpc, "timeout", grpc_path, parse_duration, 1.0)
+        tls = reader.value(grpc, "tls", grpc_path, _boolean, False)
+        watch = reader.value(grpc, "watch", grpc_path, _boolean, True)
+        if target:
+            sources[name] = GrpcSourceConfig(target=target, timeout_seconds=timeout, tls=tls, watch=watch)
+    return sources
+
+
+def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, SourceConfig]) -> dict[str, ValueSetConfig]:
+    value_sets: dict[str, ValueSetConfig] = {}
+    for name, entry in reader.named_entries(node, "value_sets").items():
+        path = f"value_sets.{name}"
+        fields = reader.mapping(entry, path, {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members"})
+        source = reader.required_str(fields, "source", path)
+        if source and source not in sources:
+            known = ", ".join(sources) or "none are defined"
+            reader.fail(f"{path}.source", f"undefined source {source!r}; sources: {known}")
+        ttl = reader.value(fields, "ttl", path, parse_duration, DEFAULT_TTL_SECONDS)
+        max_staleness = reader.value(fields, "max_staleness", path, parse_duration, DEFAULT_MAX_STALENESS_SECONDS)
+        if max_staleness < ttl:
+            reader.fail(
+                f"{path}.max_staleness",
+                f"expected at least the ttl ({ttl:g}s): a copy cannot be unusable before it is stale",
+            )
+        value_sets[name] = ValueSetConfig(
+            name=name,
+            source=source,
+            ttl_seconds=ttl,
+            failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
+            max_staleness_seconds=max_staleness,
+            on_stale=reader.value(fields, "on_stale", path, _enum(OnStale), OnStale.ENFORCE),
+            max_members=reader.value(fields, "max_members", path, _positive_int, 5_000_000),
+        )
+    return value_sets
+
+
+def _read_definitions(reader: _Reader, node: object, base: str) -> dict[str, ToolDefinition]:
+    """Tool definitions imported as-is from the files listed under tool_definitions."""
+    if node is None:
+        return {}
+    if not isinstance(node, list) or not all(isinstance(item, str) for item in node):
+        reader.fail("tool_definitions", "expected a list of files (MCP tools/list, OpenAI or Anthropic definitions)")
+        return {}
+    found: dict[str, ToolDefinition] = {}
+    for index, file in enumerate(node):
+        try:
+            for definition in read_definitions(os.path.join(base, file)):
+                found[definition.name] = definition
+        except DefinitionError as error:
+            reader.fail(f"tool_definitions[{index}]", str(error))
+    return found
+
+
+def _read_tools(
+    reader: _Reader,
+    node: object,
+    value_sets: Mapping[str, ValueSetConfig],
+    default_mode: Mode,
+    definitions: Mapping[str, ToolDefinition],
+    sources: Mapping[str, SourceConfig],
+) -> dict[str, ToolPolicy]:
+    tools: dict[str, ToolPolicy] = {}
+    entries = reader.named_entries(node, "tools")
+    if not entries and not definitions:
+        reader.fail("tools", "expected at least one tool")
+    # Imported tools come first, then policy-only ones; a policy entry layers over its definition.
+    for name in [*definitions, *(name for name in entries if name not in definitions)]:
+        path = f"tools.{name}"
+        fields = reader.mapping(
+            entries.get(name), path, {"mode", "description", "arguments", "schema", "records", "rules", "side_effect"}
+        )
+        definition = definitions.get(name)
+        mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
+        description = reader.value(fields, "description", path, _string, definition.description if definition else "")
+        arguments = tuple(
+            _read_argument(reader, argument, spec, f"{path}.arguments.{argument}", value_sets)
+            for argument, spec in reader.named_entries(fields.get("arguments"), f"{path}.arguments").items()
+        )
+        schema = fields.get("schema", definition.schema if definition else None)
+        validator = None
+        if schema is not None:
+            if not isinstance(schema, dict):
+                reader.fail(f"{path}.schema", "expected a JSON Schema (a mapping)")
+                schema = None
+            else:
+                try:
+                    validator = compile_schema(schema)
+                except SchemaError as error:
+                    reader.fail(f"{path}.schema", f"not a valid JSON Schema: {schema_error_location(error)}")
+                    schema = None
+        properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        records = tuple(
+            _read_record(reader, record, spec, f"{path}.records.{record}", sources)
+            for record, spec in reader.named_entries(fields.get("records"), f"{path}.records").items()
+        )
+        rules = _read_rules(reader, fields.get("rules"), f"{path}.rules", {r.name for r in records})
+        known = (
+            frozenset(b.name for b in arguments)
+            | frozenset(key for key in properties if isinstance(key, str))
+            | frozenset(r.id_argument for r in records if r.id_argument)
+            | frozenset(rule.argument for rule in rules if rule.argument)
+        )
+        side_effect = _read_side_effect(reader, fields.get("side_effect"), f"{path}.side_effect", known)
+        tools[name] = ToolPolicy(
+            name=name,
+            mode=mode,
+            arguments=arguments,
+            description=description,
+            schema=schema,
+            schema_validator=validator,
+            records=records,
+            rules=rules,
+            known_arguments=known,
+            side_effect=side_effect,
+        )
+    for name, tool in tools.items():
+        status_tool = tool.side_effect.status_tool if tool.side_effect else ""
+        if status_tool and status_tool not in tools:
+            reader.fail(
+                f"tools.{name}.side_effect.status_tool",
+                f"{status_tool!r} is not a tool of this policy: list it under tools (its calls must pass the "
+                "gateway, which lets a repeat through once the model has checked)",
+            )
+    return tools
+
+
+def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset[str]) -> SideEffect | None:
+    """`side_effect: true` (every argument identifies the operation), or a mapping naming them."""
+    if node is None or node is False:
+        return None
+    if node is True:
+        return SideEffect()
+    fields = reader.mapping(node, path, {"same_operation", "window", "status_tool"})
+    defaults = SideEffect()
+    same_operation: tuple[str, ...] = reader.value(fields, "same_operation", path, _argument_list, ())
+    for argument in same_operation:
+        if known and argument not in known:
+            reader.fail(
+                f"{path}.same_operation",
+                f"{argument!r} is not an argument of this tool (known: {', '.join(sorted(known))})",
+            )
+    return SideEffect(
+        same_operation=same_operation,
+        window_seconds=reader.value(fields, "window", path, parse_duration, defaults.window_seconds),
+        status_tool=reader.value(fields, "status_tool", path, _string, ""),
+    )
+
+
+def _read_record(
+    reader: _Reader, name: str, node: object, path: str, sources: Mapping[str, SourceConfig]
+) -> RecordBinding:
+    fields = reader.mapping(node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl"})
+    source = reader.required_str(fields, "source", path)
+    if source and not isinstance(sources.get(source), GrpcSourceConfig):
+        grpc_sources = ", ".join(n for n, c in sources.items() if isinstance(c, GrpcSourceConfig)) or "none"
+        reader.fail(
+            f"{path}.source", f"expected a gRPC source (a RecordSource), got {source!r}; gRPC sources: {grpc_sources}"
+        )
+    return RecordBinding(
+        name=name,
+        source=source,
+        kind=reader.required_str(fields, "kind", path),
+        id_argument=reader.required_str(fields, "id_argument", path),
+        owner_attribute=reader.value(fields, "owner", path, _string, ""),
+        failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
+        lookup_tool=reader.value(fields, "lookup_tool", path, _string, ""),
+        ttl_seconds=reader.value(fields, "ttl", path, parse_duration, 30.0),
+    )
+
+
+_RULE_CODES = ("rule_failed", "out_of_range", "not_owned")
+_RECORD_REFERENCE = re.compile(r"\brecord\.([A-Za-z_][A-Za-z0-9_]*)")
+_ARGUMENT_REFERENCE = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> tuple[Rule, ...]:
+    if node is None:
+        return ()
+    if not isinstance(node, list):
+        reader.fail(path, "expected a list of rules ({name, expr, message, argument, code})")
+        return ()
+    rules = []
+    for index, entry in enumerate(node):
+        where = f"{path}[{index}]"
+        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code"})
+        expression = reader.required_str(fields, "expr", where)
+        code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
+        program = flat_program = None
+        flat = flatten(expression)
+        if expression:
+            try:
+                program = cel.compile(expression)
+            except ValueError as error:
+                reader.fail(f"{where}.expr", f"not a valid CEL expression: {error}")
+        if program is not None and flat is not None:
+            try:
+                flat_program = cel.compile(flat.expression)
+            except ValueError:  # the rewrite is an optimisation: the nested program stands alone
+                flat = None
+        referenced = frozenset(_RECORD_REFERENCE.findall(expression))
+        for unknown in sorted(referenced - records):
+            reader.fail(f"{where}.expr", f"refers to record.{unknown}, which this tool's records do not define")
+        rules.append(
+            Rule(
+                name=reader.value(fields, "name", where, _string, f"rule{index + 1}"),
+                expression=expression,
+                message=reader.value(fields, "message", where, _string, f"rule failed: {expression}"),
+                argument=reader.value(fields, "argument", where, _string, ""),
+                code=code,
+                program=program,
+                flat_program=flat_program,
+                flat_paths=flat.paths if flat is not None and flat_program is not None else (),
+                records=referenced,
+                arguments=frozenset(_ARGUMENT_REFERENCE.findall(expression))
+                | frozenset(_ARGUMENT_REFERENCE.findall(reader.value(fields, "message", where, _string, ""))),
+            )
+        )
+    return tuple(rules)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
+    def convert(value: object) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    return convert
+
+
+def _read_argument(
+    reader: _Reader, name: str, node: object, path: str, value_sets: Mapping[str, ValueSetConfig]
+) -> ArgumentBinding:
+    fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint"})
+    value_set = reader.required_str(fields, "value_set", path)
+    if value_set and value_set not in value_sets:
+        known = ", ".join(value_sets) or "none are defined"
+        reader.fail(f"{path}.value_set", f"undefined value set {value_set!r}; value sets: {known}")
+    norm_path = f"{path}.normalise"
+    norm = reader.mapping(fields.get("normalise"), norm_path, {"case", "separators", "trim"})
+    defaults = Normalisation()
+    normalisation = Normalisation(
+        case=reader.value(norm, "case", norm_path, _enum(CaseRule), defaults.case),
+        separators=reader.value(norm, "separators", norm_path, _separators, defaults.separators),
+        trim=reader.value(norm, "trim", norm_path, _boolean, defaults.trim),
+    )
+    return ArgumentBinding(
+        name=name,
+        value_set=value_set,
+        normalisation=normalisation,
+        required=reader.value(fields, "required", path, _boolean, True),
+        hint=reader.value(fields, "hint", path, _string, ""),
+    )
+
+
+def _read_repair(reader: _Reader, node: object) -> RepairConfig:
+    fields = reader.mapping(node, "repair", {"list_limit", "nearest", "max_attempts", "remember"})
+    defaults = RepairConfig()
+    return RepairConfig(
+        list_limit=reader.value(fields, "list_limit", "repair", _positive_int, defaults.list_limit),
+        nearest=reader.value(fields, "nearest", "repair", _positive_int, defaults.nearest),
+        max_attempts=reader.value(fields, "max_attempts", "repair", _positive_int, defaults.max_attempts),
+        remember_seconds=reader.value(fields, "remember", "repair", parse_duration, defaults.remember_seconds),
+    )
+
+
+def _read_sampling(reader: _Reader, node: object) -> SamplingConfig:
+    fields = reader.mapping(node, "sampling", {"rate", "max_value_chars", "redact"})
+    defaults = SamplingConfig()
+    return SamplingConfig(
+        rate=reader.value(fields, "rate", "sampling", _rate, defaults.rate),
+        max_value_chars=reader.value(fields, "max_value_chars", "sampling", _positive_int, defaults.max_value_chars),
+        redact=reader.value(fields, "redact", "sampling", _names, defaults.redact),
+    )
+
+
+def _argument_list(value: object) -> tuple[str, ...]:
+    """Argument names in the order written, each once; at least one."""
+    if value == []:
+        raise ValueError("expected at least one argument name (or leave it out: every argument)")
+    _names(value)  # raises unless a list of non-empty names
+    assert isinstance(value, list)
+    return tuple(dict.fromkeys(value))
+
+
+def _names(value: object) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError("expected a list of argument names")
+    return frozenset(value)

@@ -1,0 +1,100 @@
+"""The policy's tools as model clients describe them (OpenAI, Anthropic, MCP), with enums from today's value sets.
+
+A bound argument whose set has at most `repair.list_limit` members gets that
+set's members as its `enum` (sorted), so the model is offered exactly what the
+owning service accepts today; a larger set is named in the description
+instead. Each definition carries a digest that changes when, and only when,
+the definition does: an agent compares it to know when to describe its tools to
+the model again, and drift between what the model is offered and what the
+service takes is caught where it starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from argwatch.server.policy.model import Policy, ToolPolicy
+from argwatch.server.valuesets.snapshot import SetReading
+
+FORMATS = ("mcp", "openai", "anthropic")
+
+
+class ExportedTool(NamedTuple):
+    name: str
+    definition: dict[str, Any]
+    version: str
+    readings: tuple[SetReading, ...]  # the sets whose members fill an enum
+
+
+def export_tool(
+    policy: Policy, tool: ToolPolicy, read: Callable[[str], SetReading | None], shape: str = "mcp"
+) -> ExportedTool:
+    """One tool's definition in `shape` (mcp, openai or anthropic)."""
+    schema, readings = _schema(policy, tool, read)
+    description = tool.description or f"The {tool.name} tool."
+    if shape == "openai":
+        definition: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": tool.name, "description": description, "parameters": schema},
+        }
+    elif shape == "anthropic":
+        definition = {"name": tool.name, "description": description, "input_schema": schema}
+    elif shape == "mcp":
+        definition = {"name": tool.name, "description": description, "inputSchema": schema}
+    else:
+        raise ValueError(f"unknown tool definition format {shape!r}: one of {', '.join(FORMATS)}")
+    return ExportedTool(tool.name, definition, digest(definition), tuple(readings))
+
+
+def digest(value: object) -> str:
+    """A short, stable digest of a JSON value (keys sorted)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _schema(
+    policy: Policy, tool: ToolPolicy, read: Callable[[str], SetReading | None]
+) -> tuple[dict[str, Any], list[SetReading]]:
+    schema: dict[str, Any] = copy.deepcopy(dict(tool.schema)) if tool.schema else {"type": "object"}
+    properties: dict[str, Any] = schema.setdefault("properties", {})
+    required: list[str] = list(schema.get("required", []))
+    readings: list[SetReading] = []
+    limit = policy.repair.list_limit
+    for binding in tool.arguments:
+        prop: dict[str, Any] = properties.setdefault(binding.name, {})
+        prop.setdefault("type", "string")
+        reading = read(binding.value_set)
+        if reading is not None and reading.snapshot.size <= limit:
+            prop["enum"] = _members(reading)
+            if reading not in readings:
+                readings.append(reading)
+        else:
+            # Too many to list (or not loaded): say where the values come from rather than guess.
+            owner = f"one of the values of {binding.value_set}"
+            if reading is not None:
+                owner += f" ({reading.snapshot.size} values)"
+            prop["description"] = (f"{prop['description']} " if prop.get("description") else "") + f"Must be {owner}."
+        if binding.required and binding.name not in required:
+            required.append(binding.name)
+    if required:
+        schema["required"] = required
+    return schema, readings
+
+
+def _members(reading: SetReading) -> list[str]:
+    snapshot = reading.snapshot
+    return list(snapshot.sorted_members) if snapshot.sorted_members else sorted(snapshot.members)
+
+
+def export_tools(
+    policy: Policy, names: list[str], read: Callable[[str], SetReading | None], shape: str
+) -> tuple[list[ExportedTool], str]:
+    """The named tools (all, when none is named) and a digest of them all; KeyError names an unknown tool."""
+    tools: Mapping[str, ToolPolicy] = policy.tools
+    chosen = [tools[name] for name in names] if names else list(tools.values())
+    exported = [export_tool(policy, tool, read, shape) for tool in chosen]
+    return exported, digest([tool.version for tool in exported])

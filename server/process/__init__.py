@@ -1,0 +1,1 @@
+"""The process: building the gateway, its settings, TLS, worker processes and background-task lifecycle."""

@@ -1,0 +1,404 @@
+"""Builds the gateway process (Gateway and Admin gRPC servers, health, reflection, metrics) and runs its lifecycle.
+
+`build_gateway` is the one factory: the command line calls it, and the tests
+call it with listeners on 127.0.0.1:0 and their own registry, cache and clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
+
+from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
+from argwatch.server.edge.admin_service import AdminServicer
+from argwatch.server.edge.gateway_service import GatewayServicer, add_gateway_to_server
+from argwatch.server.edge.listener_options import gateway_server_options
+from argwatch.server.modes.control import LocalModes, ModeControl
+from argwatch.server.modes.fleet import SharedModes
+from argwatch.server.modes.store import ModeStore
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
+from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.process.settings import Settings
+from argwatch.server.process.tls import check_tls_settings, server_credentials
+from argwatch.server.records.lookup_client import RecordClient
+from argwatch.server.repair.rejections import RejectionLog
+from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.state.operations import OperationLog
+from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.count_windows import CountWindows
+from argwatch.server.telemetry.metrics import GatewayMetrics
+from argwatch.server.telemetry.offenders import OffenderTable
+from argwatch.server.telemetry.samples import SampledValueLog, dropped_sample_records
+from argwatch.server.validator import Validator
+from argwatch.server.valuesets.file_source import FileSetFetcher
+from argwatch.server.valuesets.grpc_source import GrpcSetFetcher
+from argwatch.server.valuesets.payload import SetFetcher
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+log = logging.getLogger("argwatch.server")
+
+GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
+ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
+
+
+def make_fetcher(config: SourceConfig) -> SetFetcher:
+    if isinstance(config, FileSourceConfig):
+        return FileSetFetcher(config.path)
+    return GrpcSetFetcher(config)
+
+
+@dataclass
+class RunningGateway:
+    """A started gateway: its bound ports and the parts tests look at."""
+
+    settings: Settings
+    policy: Policy
+    port: int
+    admin_port: int
+    metrics_port: int
+    registry: CollectorRegistry
+    modes: ModeStore
+    control: ModeControl
+    provider: ValueSetProvider
+    validator: Validator
+    cache: Any
+    record_clients: Mapping[str, RecordClient]
+    repairs: RepairTracker
+    windows: CountWindows
+    background: list[asyncio.Task[None]]
+    health: health.aio.HealthServicer
+    admin: AdminServicer
+    _server: grpc.aio.Server
+    _admin_server: grpc.aio.Server
+    _metrics_httpd: Any
+    _stopped: bool = False
+
+    @property
+    def target(self) -> str:
+        return f"{_host(self.settings.listen)}:{self.port}"
+
+    @property
+    def admin_target(self) -> str:
+        return f"{_host(self.settings.admin_listen)}:{self.admin_port}"
+
+    async def wait(self) -> None:
+        await self._server.wait_for_termination()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Reports NOT_SERVING first, lets in-flight calls finish within the grace period, then closes."""
+        if self._stopped:
+            return  # idempotent: a second stop (a test's teardown, a second signal) is a no-op
+        self._stopped = True
+        grace = self.settings.grace_seconds if grace is None else grace
+        await self.health.enter_graceful_shutdown()
+        self.admin.end_watches()  # a TUI watching must not hold the shutdown for the whole grace period
+        # Both listeners at once: from here new calls are refused on each, and in-flight ones drain.
+        await asyncio.gather(self._admin_server.stop(grace), self._server.stop(grace))
+        await self.provider.close()
+        await self.repairs.close()
+        await self.windows.close()
+        await self.control.close()
+        await cancel_and_wait(self.background)
+        for client in self.record_clients.values():
+            await client.close()
+        if hasattr(self.cache, "close"):
+            await self.cache.close()
+        self._metrics_httpd.shutdown()
+        self._metrics_httpd.server_close()
+        log.info("stopped")
+
+
+async def build_gateway(
+    settings: Settings,
+    *,
+    policy: Policy | None = None,
+    registry: CollectorRegistry | None = None,
+    cache: Any = None,
+    fetchers: Mapping[str, SetFetcher] | None = None,
+    clock: Callable[[], float] = time.time,
+    extra_services: Callable[[grpc.aio.Server], list[str]] | None = None,
+    reconnect_cap_seconds: float = 10.0,
+) -> RunningGateway:
+    """Builds and starts a gateway; returns once every value set was tried once and health is SERVING.
+
+    `extra_services` may add servicers to the Gateway server (the benchmark's
+    echo baseline) and returns their full names for reflection;
+    `reconnect_cap_seconds` caps the backoff between reconnects to a source.
+    """
+    policy = policy or load_policy(settings.policy)
+    tokens = _admin_tokens(settings)  # first: a refused configuration opens nothing
+    check_tls_settings(settings)
+    registry = registry if registry is not None else CollectorRegistry()
+    metrics = GatewayMetrics(registry)
+    if cache is None:
+        cache = SharedCache(redis_from_url(settings.redis) if settings.redis else None, metrics)
+    metrics.count_dropped_samples(dropped_sample_records)
+    fetchers = fetchers or {name: make_fetcher(config) for name, config in policy.sources.items()}
+    provider = ValueSetProvider(
+        policy,
+        fetchers,
+        cache,
+        metrics,
+        clock=clock,
+        backoff_cap=reconnect_cap_seconds,
+        snapshot_dir=settings.snapshot_dir,
+    )
+    modes = ModeStore(policy, settings.global_mode, state_file=settings.mode_state, clock=clock)
+    modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
+    control: ModeControl = (
+        SharedModes(
+            modes,
+            settings.redis,
+            metrics,
+            replica_id=settings.replica_id,
+            report=_replica_report(policy, modes, provider),
+        )
+        if settings.redis
+        else LocalModes(modes, "file" if settings.mode_state else "memory")
+    )
+    samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
+    record_clients = _record_clients(policy)
+    repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
+    windows = CountWindows(metrics.window_counts)
+    offenders = OffenderTable(clock)
+    validator = Validator(
+        policy,
+        provider,
+        modes,
+        metrics,
+        samples,
+        RejectionLog(cache, policy.repair),
+        record_clients,
+        repairs,
+        offenders,
+        OperationLog(cache, clock),
+    )
+
+    admin = AdminServicer(
+        replica_id=settings.replica_id,
+        policy_version=policy.version,
+        modes=modes,
+        control=control,
+        metrics=metrics,
+        provider=provider,
+        policy=policy,
+        windows=windows,
+        offenders=offenders,
+        tokens=tokens,
+        clock=clock,
+    )
+    health_servicer = health.aio.HealthServicer()
+    server = grpc.aio.server(
+        options=gateway_server_options(settings), maximum_concurrent_rpcs=settings.max_concurrent_rpcs
+    )
+    admin_server = grpc.aio.server(
+        options=[("grpc.so_reuseport", 0)],
+        interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None,
+    )
+    try:
+        port, admin_port, httpd = _listen(
+            settings,
+            server,
+            admin_server,
+            GatewayServicer(validator, metrics.validate_seconds.observe),
+            health_servicer,
+            extra_services,
+            registry,
+            admin,
+        )
+    except BaseException:
+        # Release whatever was bound before the failure, so no port or channel outlives it.
+        await server.stop(None)
+        await admin_server.stop(None)
+        await provider.close()
+        for client in record_clients.values():
+            await client.close()
+        raise
+
+    for name in ("", GATEWAY_SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.start()
+    await admin_server.start()
+    if isinstance(cache, SharedCache):
+        await cache.start()
+    missing = await provider.start(settings.startup_timeout_seconds)
+    if missing:
+        # Serving anyway, by design: checks against these sets fail open (or closed) and are
+        # counted, and argwatch_value_set_available shows them as 0 until they load.
+        log.warning(
+            "start-up: %d value set(s) not loaded within %.1fs, serving without them until they load: %s",
+            len(missing),
+            settings.startup_timeout_seconds,
+            ", ".join(f"{name} ({provider.last_error(name)})" for name in missing),
+        )
+    else:
+        log.info("start-up: all %d value sets loaded", len(policy.value_sets))
+    repairs.start()
+    windows.start()
+    await control.start()  # with Redis: the fleet's modes before the first call (Redis down: the last known, reported)
+    expiring = asyncio.get_running_loop().create_task(_expire_overrides(control))
+    for name in ("", GATEWAY_SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    running = RunningGateway(
+        settings=settings,
+        policy=policy,
+        port=port,
+        admin_port=admin_port,
+        metrics_port=httpd.server_port,
+        registry=registry,
+        modes=modes,
+        control=control,
+        provider=provider,
+        validator=validator,
+        cache=cache,
+        record_clients=record_clients,
+        repairs=repairs,
+        windows=windows,
+        background=[expiring],
+        health=health_servicer,
+        admin=admin,
+        _server=server,
+        _admin_server=admin_server,
+        _metrics_httpd=httpd,
+    )
+    log.info(
+        "serving policy %s (%d tools) on %s, admin on %s, metrics on :%d",
+        policy.version,
+        len(policy.tools),
+        running.target,
+        running.admin_target,
+        running.metrics_port,
+    )
+    return running
+
+
+def _admin_tokens(settings: Settings) -> TokenBook | None:
+    """The Admin API's tokens; an Admin listener off loopback without them is refused (ValueError)."""
+    if settings.admin_tokens:
+        return load_tokens(settings.admin_tokens)
+    host = _split(settings.admin_listen)[0]
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError(
+            f"the Admin API listens on {settings.admin_listen}, beyond loopback, with no --admin-tokens: "
+            "anyone who reaches it could change modes"
+        )
+    return None
+
+
+def _refusal_recorder(metrics: GatewayMetrics, modes: ModeControl) -> Callable[[str, str, Any], None]:
+    known = {f"/{ADMIN_SERVICE}/{name}" for name in admin_pb2.DESCRIPTOR.services_by_name["Admin"].methods_by_name}
+
+    def record(method: str, reason: str, metadata: Any) -> None:
+        kind = reason.split(":", 1)[0]
+        metrics.admin_call_refused(method.rsplit("/", 1)[-1] if method in known else "_unknown", kind)
+        if method in MODE_METHODS:
+            modes.record_refusal(reason.split(":", 1)[1] if ":" in reason else "unknown caller", kind)
+
+    return record
+
+
+async def _expire_overrides(modes: ModeControl) -> None:
+    """Reverts expired mode overrides within a second of their expiry (each audited)."""
+    while True:
+        await asyncio.sleep(1.0)
+        await modes.expire_due()
+
+
+def _replica_report(policy: Policy, modes: ModeStore, provider: ValueSetProvider) -> Callable[[], dict[str, Any]]:
+    """This replica's report for the fleet view: what it enforces and what it holds."""
+
+    def report() -> dict[str, Any]:
+        statuses = provider.statuses()
+        sources: dict[str, bool] = {}
+        for state in statuses:
+            sources[state.config.source] = sources.get(state.config.source, True) and state.source_connected
+        override = modes.global_override
+        return {
+            "policy_version": policy.version,
+            "global_mode": override.value if override else "",
+            "modes": {tool: mode.value for tool, mode in modes.tool_modes().items()},
+            "value_sets": {s.config.name: s.snapshot.version if s.snapshot is not None else -1 for s in statuses},
+            "sources": sources,
+        }
+
+    return report
+
+
+def _record_clients(policy: Policy) -> dict[str, RecordClient]:
+    """One RecordSource client per source that records use, caching answers for the shortest record TTL."""
+    ttls: dict[str, float] = {}
+    for tool in policy.tools.values():
+        for record in tool.records:
+            ttls[record.source] = min(ttls.get(record.source, record.ttl_seconds), record.ttl_seconds)
+    clients = {}
+    for source, ttl in ttls.items():
+        config = policy.sources[source]
+        assert isinstance(config, GrpcSourceConfig)  # the policy loader allows only gRPC sources here
+        clients[source] = RecordClient(config, ttl)
+    return clients
+
+
+def _listen(
+    settings: Settings,
+    server: grpc.aio.Server,
+    admin_server: grpc.aio.Server,
+    gateway: GatewayServicer,
+    health_servicer: health.aio.HealthServicer,
+    extra_services: Callable[[grpc.aio.Server], list[str]] | None,
+    registry: CollectorRegistry,
+    admin: AdminServicer,
+) -> tuple[int, int, Any]:
+    """Registers the servicers and binds the three listeners; raises OSError naming an address it cannot use."""
+    add_gateway_to_server(gateway, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
+    if extra_services is not None:
+        names += extra_services(server)
+    reflection.enable_server_reflection(names, server)
+    port = _bind(server, settings.listen, server_credentials(settings, admin=False))
+
+    admin_pb2_grpc.add_AdminServicer_to_server(admin, admin_server)
+    reflection.enable_server_reflection([ADMIN_SERVICE, reflection.SERVICE_NAME], admin_server)
+    admin_port = _bind(admin_server, settings.admin_listen, server_credentials(settings, admin=True))
+
+    host, metrics_port = _split(settings.metrics_listen)
+    try:
+        httpd, _ = start_http_server(metrics_port, addr=host or "0.0.0.0", registry=registry)
+    except OSError as error:
+        raise OSError(f"cannot listen on {settings.metrics_listen} (metrics): {error.strerror}") from None
+    return port, admin_port, httpd
+
+
+def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:
+    # grpcio raises RuntimeError on a failed bind (older releases returned 0).
+    try:
+        if credentials is None:
+            port = int(server.add_insecure_port(address))
+        else:
+            port = int(server.add_secure_port(address, credentials))
+    except RuntimeError as error:
+        raise OSError(f"cannot listen on {address}: {error}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _host(address: str) -> str:
+    host = address.rpartition(":")[0]
+    return "127.0.0.1" if host in ("", "0.0.0.0", "[::]") else host

@@ -1,0 +1,188 @@
+"""The one typed settings object, built once at the command line: flags > ARGWATCH_* environment > defaults."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from argwatch.server.policy.durations import parse_duration
+from argwatch.server.policy.model import Mode
+
+
+def _default_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How one gateway process runs. Domain code receives this; it never reads the environment."""
+
+    policy: str
+    listen: str = "0.0.0.0:50051"
+    # Loopback by default: the Admin API shows internals and will change modes.
+    admin_listen: str = "127.0.0.1:50052"
+    metrics_listen: str = "0.0.0.0:9464"
+    # Forces every tool into one mode (for example observe during an incident); None: per tool.
+    global_mode: Mode | None = None
+    # Where sampled offending values go: a file path, or "-" for standard output.
+    sample_log: str = "-"
+    replica_id: str = field(default_factory=_default_replica_id)
+    # How long in-flight calls get to finish on SIGTERM.
+    grace_seconds: float = 10.0
+    # Health stays NOT_SERVING until every value set has loaded once, or this long.
+    startup_timeout_seconds: float = 10.0
+    # redis://host:port/db shared by replicas (pulled value sets, repair state); None: memory only.
+    redis: str | None = None
+    # YAML list of {name, role: read|admin, token} allowed on the Admin API; None: open,
+    # which is allowed only when the Admin listener is on loopback.
+    admin_tokens: str | None = None
+    # File keeping mode overrides and their audit across restarts (written atomically);
+    # None: in memory only, and a restart returns every tool to the policy's mode.
+    mode_state: str | None = None
+    # Folder for last-good copies of value sets, read at start (a restart with a source down
+    # serves them as stale); None: not kept.
+    snapshot_dir: str | None = None
+    log_level: str = "INFO"
+    # PEM certificate chain and key for TLS on the Gateway and Admin listeners; empty: plaintext.
+    tls_cert: str = ""
+    tls_key: str = ""
+    # PEM CA bundle: when set, the listener requires client certificates it signed (mTLS).
+    tls_client_ca: str = ""
+    admin_tls_client_ca: str = ""
+    # Gateway processes on this host sharing the Gateway port (SO_REUSEPORT); see workers.py.
+    workers: int = 1
+    # Gateway RPCs served at once; beyond it a call is refused with RESOURCE_EXHAUSTED at
+    # once instead of queueing without bound (a stream counts as one while it is open).
+    max_concurrent_rpcs: int = 1000
+    # Let other processes listen on the Gateway port too (SO_REUSEPORT): set for --workers'
+    # workers. Off otherwise, so a second gateway on a port in use fails instead of silently
+    # taking half the connections.
+    reuse_port: bool = False
+
+
+def parse_address(value: str) -> str:
+    """Checks HOST:PORT (HOST may be empty, a name, an IPv4 address or [IPv6]); returns it unchanged."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:50051, got {value!r}")
+    if host.startswith("[") != host.endswith("]"):
+        raise ValueError(f"expected an IPv6 host in brackets such as [::1]:50051, got {value!r}")
+    return value
+
+
+def _mode_or_none(value: str) -> Mode | None:
+    if value in ("", "none"):
+        return None
+    try:
+        return Mode(value)
+    except ValueError:
+        raise ValueError(f"expected observe, reject or none, got {value!r}") from None
+
+
+def _redis_url(value: str) -> str:
+    if not value.startswith(("redis://", "rediss://")):
+        raise ValueError(f"expected redis://host:port[/db], got {value!r}")
+    return value
+
+
+def _boolean(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
+def _log_level(value: str) -> str:
+    level = value.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError(f"expected DEBUG, INFO, WARNING or ERROR, got {value!r}")
+    return level
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    name: str  # the Settings field
+    help: str
+    parse: Callable[[str], Any] = str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "ARGWATCH_" + self.name.upper()
+
+
+SERVE_OPTIONS = (
+    _Option("policy", "policy YAML file (required)"),
+    _Option("listen", "HOST:PORT for the Gateway API", parse_address),
+    _Option("admin_listen", "HOST:PORT for the Admin API (keep it private)", parse_address),
+    _Option("metrics_listen", "HOST:PORT for Prometheus /metrics", parse_address),
+    _Option("global_mode", "force every tool to observe or reject (none: per tool)", _mode_or_none),
+    _Option("sample_log", "file for sampled offending values, or - for stdout"),
+    _Option("replica_id", "this replica's id in status and logs"),
+    _Option("grace_seconds", "seconds in-flight calls get on shutdown", parse_duration),
+    _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration),
+    _Option("redis", "redis://HOST:PORT/DB shared by replicas (default: memory only)", _redis_url),
+    _Option(
+        "admin_tokens", "YAML file of Admin API tokens {name, role: read|admin, token} (default: open, loopback only)"
+    ),
+    _Option("mode_state", "file keeping mode overrides and their audit across restarts (default: memory)"),
+    _Option("snapshot_dir", "folder for last-good value-set copies, served stale after a restart (default: none)"),
+    _Option("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Option("tls_cert", "PEM certificate chain: TLS on the Gateway and Admin listeners (default: plaintext)"),
+    _Option("tls_key", "PEM private key of --tls-cert"),
+    _Option("tls_client_ca", "PEM CA bundle: the Gateway requires client certificates it signed (mTLS)"),
+    _Option("admin_tls_client_ca", "PEM CA bundle: the Admin API requires client certificates it signed (mTLS)"),
+    _Option(
+        "workers",
+        "gateway processes sharing the Gateway port (SO_REUSEPORT); each has its own Admin and metrics port, "
+        "counting up from the given ones; needs --redis",
+        _positive_int,
+    ),
+    _Option("reuse_port", "true: share the Gateway port with other processes (what --workers sets)", _boolean),
+    _Option(
+        "max_concurrent_rpcs",
+        "Gateway RPCs served at once; beyond it calls are refused with RESOURCE_EXHAUSTED, not queued",
+        _positive_int,
+    ),
+)
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = {f.name: f.default for f in fields(Settings)}
+    for option in SERVE_OPTIONS:
+        shown = defaults.get(option.name)
+        suffix = f" [env {option.env}" + (f"; default {shown}]" if isinstance(shown, str | float) else "]")
+        parser.add_argument(option.flag, dest=option.name, default=None, help=option.help + suffix)
+
+
+def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    """Settings from parsed flags, then the environment; raises ValueError naming the flag and variable."""
+    values: dict[str, Any] = {}
+    for option in SERVE_OPTIONS:
+        raw = getattr(args, option.name, None)
+        origin = option.flag
+        if raw is None:
+            raw, origin = environ.get(option.env), option.env
+        if raw is None:
+            continue
+        try:
+            values[option.name] = option.parse(raw)
+        except ValueError as error:
+            raise ValueError(f"{origin}: {error}") from None
+    if "policy" not in values:
+        raise ValueError("a policy is required: --policy FILE or ARGWATCH_POLICY")
+    return Settings(**values)

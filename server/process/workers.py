@@ -1,0 +1,99 @@
+"""`argwatch serve --workers N`: N gateway processes on one host sharing the Gateway port (SO_REUSEPORT).
+
+The parent starts N copies of itself, each with `--workers 1` and its own
+Admin and metrics ports (the given ports plus the worker's index), and a
+replica id ending in `-w<index>`. The kernel spreads new connections over the
+workers' listening sockets; gRPC sets SO_REUSEPORT on Linux by default, and
+the workers ask for it explicitly.
+
+Why one metrics endpoint per worker, not prometheus-client's multiprocess
+mode: that mode keeps every value in mmap'd files written on each increment
+(a cost on every call), and it cannot carry the gateway's own collectors:
+the hot-path tallies, and the gauges computed at scrape time such as a value
+set's age. A worker is simply one more target for Prometheus, and sums across
+`instance` are correct.
+
+Workers must agree on modes, so `--workers` above 1 needs `--redis` (the
+shared mode store) and refuses `--mode-state` (one file, N writers). A
+worker that exits unexpectedly stops the others and the parent exits
+non-zero: restarting is the supervisor's job (systemd, Kubernetes), which
+sees the failure instead of a half-running group.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from argwatch.server.process.settings import Settings
+
+log = logging.getLogger("argwatch.workers")
+
+MAX_WORKERS = 64
+
+
+def check_workers(settings: Settings) -> None:
+    """Raises ValueError when --workers cannot work with the other settings."""
+    if settings.workers <= 1:
+        return
+    if settings.workers > MAX_WORKERS:
+        raise ValueError(f"--workers {settings.workers}: at most {MAX_WORKERS}")
+    if not settings.redis:
+        raise ValueError("--workers above 1 needs --redis: the workers must share one mode store")
+    if settings.mode_state:
+        raise ValueError("--workers above 1 cannot use --mode-state (one file, several writers): modes live in Redis")
+    for flag, address in (("--listen", settings.listen), ("--admin-listen", settings.admin_listen),
+                          ("--metrics-listen", settings.metrics_listen)):  # fmt: skip
+        if address.rpartition(":")[2] == "0":
+            raise ValueError(f"{flag} {address}: --workers needs fixed ports (the workers share or count up from them)")
+
+
+def worker_arguments(argv: Sequence[str], settings: Settings, index: int) -> list[str]:
+    """The command line of worker `index`: the parent's, then the worker's own ports and id (later flags win)."""
+    return [
+        *argv,
+        "--workers", "1",
+        "--listen", settings.listen,
+        "--admin-listen", _plus(settings.admin_listen, index),
+        "--metrics-listen", _plus(settings.metrics_listen, index),
+        "--replica-id", f"{settings.replica_id}-w{index}",
+        "--reuse-port", "true",
+    ]  # fmt: skip
+
+
+def run_workers(argv: Sequence[str], settings: Settings) -> int:
+    """Starts the workers and waits; SIGTERM or SIGINT is passed to every worker."""
+    command = [sys.executable, "-m", "argwatch.server.cli", *argv]
+    workers = [subprocess.Popen(worker_arguments(command, settings, index)) for index in range(settings.workers)]
+    log.info("started %d workers: pids %s", len(workers), ", ".join(str(w.pid) for w in workers))
+    stopping = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    failed = 0
+    while any(worker.poll() is None for worker in workers):
+        for index, worker in enumerate(workers):
+            code = worker.poll()
+            if code is not None and code != 0 and not stopping:
+                log.error("worker %d (pid %d) exited with %d: stopping the others", index, worker.pid, code)
+                failed = code
+                stop(signal.SIGTERM, None)
+        time.sleep(0.2)
+    codes = [worker.wait() for worker in workers]
+    return failed or next((code for code in codes if code not in (0, -signal.SIGTERM, -signal.SIGINT)), 0)
+
+
+def _plus(address: str, offset: int) -> str:
+    host, _, port = address.rpartition(":")
+    return f"{host}:{int(port) + offset}"

@@ -1,0 +1,88 @@
+"""Record look-ups against the system of record (RecordSource.Lookup), with a short-TTL cache.
+
+A look-up answers found (with the record's attributes), not found, or
+unavailable (the source failed or was too slow). All look-ups of one call run
+concurrently, each bounded by its source's timeout and the call's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import grpc
+
+from argwatch.server.edge.wire import struct_to_dict
+from argwatch.server.policy.model import GrpcSourceConfig
+from argwatch.v1 import sources_pb2, sources_pb2_grpc
+
+
+class Lookup(NamedTuple):
+    """One look-up's outcome: found with attributes, not found, or unavailable (error says why)."""
+
+    found: bool
+    attributes: Mapping[str, Any]
+    error: str = ""
+
+    @property
+    def available(self) -> bool:
+        return not self.error
+
+
+class RecordClient:
+    """One channel to one RecordSource, with a cache of answers (found or not) for `ttl` seconds."""
+
+    def __init__(self, config: GrpcSourceConfig, ttl: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._config = config
+        self._channel = grpc.aio.insecure_channel(config.target)
+        self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
+        self._ttl = ttl
+        self._monotonic = monotonic
+        self._cache: dict[tuple[str, str], tuple[Lookup, float]] = {}
+
+    def cached(self, kind: str, record_id: str) -> Lookup | None:
+        """The cached answer, if one is fresh: no await, so a cache hit costs no trip through the event loop."""
+        cached = self._cache.get((kind, record_id))
+        return cached[0] if cached is not None and cached[1] > self._monotonic() else None
+
+    async def lookup(self, kind: str, record_id: str, deadline: float | None) -> Lookup:
+        """The record; `deadline` is the seconds the caller has left (None: the source's timeout only)."""
+        key = (kind, record_id)
+        cached = self._cache.get(key)
+        now = self._monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        timeout = self._config.timeout_seconds
+        if deadline is not None:
+            # Shorter than the caller's own deadline: a look-up that runs out must leave the gateway
+            # time to answer with a verdict (the check unavailable), not let the caller's call expire.
+            timeout = min(timeout, deadline - answer_margin(deadline))
+        if timeout <= 0:
+            return Lookup(False, {}, "no time left in the call's deadline")
+        try:
+            response = await self._stub.Lookup(sources_pb2.LookupRequest(kind=kind, id=record_id), timeout=timeout)
+        except grpc.aio.AioRpcError as error:
+            return Lookup(False, {}, f"{self._config.target} Lookup: {error.code().name}")
+        except asyncio.CancelledError:
+            raise
+        attributes = {key: _integral(value) for key, value in struct_to_dict(response.attributes).items()}
+        found = Lookup(response.found, attributes if response.found else {})
+        if len(self._cache) > 100_000:  # bounded: ids are model-written and may be endless
+            self._cache.clear()
+        self._cache[key] = (found, now + self._ttl)
+        return found
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+def answer_margin(deadline: float) -> float:
+    """How much of the caller's remaining time to keep for answering: 10 %, at least 20 ms."""
+    return max(0.02, deadline * 0.1)
+
+
+def _integral(value: object) -> object:
+    """Struct numbers arrive as doubles: 1000.0 becomes 1000, so rules compare it with JSON ints as written."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value

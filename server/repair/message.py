@@ -1,0 +1,218 @@
+"""Builds the model-facing error for a rejected call: what failed, the legal values, that nothing ran, what to do.
+
+Pure: it reads the problems, the current snapshots and the policy, and returns
+text and the values offered. Large sets are never listed whole: the nearest few
+to the value given, by edit similarity on the normalised forms, plus the count.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+from argwatch.server.policy.model import Policy, RepairConfig
+from argwatch.server.state.operations import OperationRecord, Outcome
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
+from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.verdict.set_checks import retirement_note
+
+_loose = normaliser(LOOSE)
+
+
+@dataclass(frozen=True, slots=True)
+class LegalValues:
+    """The values offered for one argument."""
+
+    argument: str
+    value_set: str
+    values: tuple[str, ...]
+    total: int
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RepairAdvice:
+    """Everything Repair returns."""
+
+    call_id: str
+    message: str
+    problems: tuple[Problem, ...]
+    legal_values: tuple[LegalValues, ...]
+    attempt: int
+    give_up: bool
+
+
+def legal_values_for(problem: Problem, snapshot: ValueSetSnapshot, config: RepairConfig) -> LegalValues:
+    """All members sorted for a small set; otherwise the nearest few to the value given."""
+    total = snapshot.size
+    if total <= config.list_limit:
+        everything = snapshot.sorted_members or tuple(sorted(snapshot.members))
+        return LegalValues(problem.argument, problem.value_set, everything, total, True)
+    wanted = _unquote(problem.value)
+    nearest = [problem.suggestion] if problem.suggestion else []
+    if wanted:
+        # Levenshtein, because a model's typo is mostly a substitution; compared on loose
+        # forms so case and separators do not dominate. A few extra candidates, ordered by
+        # (score, value), make ties come out the same in every process.
+        found = process.extract(
+            wanted,
+            snapshot.members,
+            scorer=Levenshtein.normalized_similarity,
+            processor=_loose,
+            limit=config.nearest * 4,
+        )
+        for member, _, _ in sorted(found, key=lambda hit: (-hit[1], hit[0])):
+            if member not in nearest:
+                nearest.append(member)
+    else:
+        nearest.extend(m for m in heapq.nsmallest(config.nearest, snapshot.members) if m not in nearest)
+    return LegalValues(problem.argument, problem.value_set, tuple(nearest[: config.nearest]), total, False)
+
+
+def build_advice(
+    *,
+    call_id: str,
+    tool: str,
+    policy: Policy,
+    problems: Sequence[Problem],
+    snapshots: Mapping[str, ValueSetSnapshot | None],
+    attempt: int,
+    give_up_reason: str,
+    repeat_of: OperationRecord | None = None,
+) -> RepairAdvice:
+    """The repair message for a rejected call."""
+    if repeat_of is not None:
+        message = repeat_message(tool, policy, repeat_of, give_up_reason)
+        return RepairAdvice(call_id, message, tuple(problems), (), attempt, bool(give_up_reason))
+    config = policy.repair
+    lines = [f"The call to {tool} was rejected by argument validation. Nothing was executed."]
+    offered: list[LegalValues] = []
+    hints: list[str] = []
+    tool_policy = policy.tools.get(tool)
+    bindings = {b.name: b for b in tool_policy.arguments} if tool_policy else {}
+    for problem in problems:
+        snapshot = snapshots.get(problem.value_set) if problem.value_set else None
+        lines.append(f"- {_describe(problem, policy, snapshot)}")
+        if problem.code in _OFFERS_VALUES and snapshot is not None:
+            legal = legal_values_for(problem, snapshot, config)
+            offered.append(legal)
+            lines.append(f"  {_render_legal(legal)}")
+        binding = bindings.get(problem.argument)
+        if binding is not None and binding.hint and binding.hint not in hints:
+            hints.append(binding.hint)
+    if give_up_reason:
+        lines.append(
+            f"Do not call {tool} again in this conversation: {give_up_reason}. "
+            "Tell the user what failed and ask how to proceed."
+        )
+    else:
+        lines.append(
+            f"What to do: call {tool} again with each argument above set to one of its valid "
+            "values, copied exactly. Do not guess a value that is not listed; if none fits, "
+            "ask the user."
+        )
+        lines.extend(hints)
+        lines.append(f"(attempt {attempt} of {config.max_attempts})")
+    return RepairAdvice(
+        call_id=call_id,
+        message="\n".join(lines),
+        problems=tuple(problems),
+        legal_values=tuple(offered),
+        attempt=attempt,
+        give_up=bool(give_up_reason),
+    )
+
+
+def repeat_message(tool: str, policy: Policy, earlier: OperationRecord, give_up_reason: str) -> str:
+    """A refused repeat: what happened, what the gateway knows of the earlier call, whether the side
+    effect may already have happened, and what to do instead."""
+    tool_policy = policy.tools.get(tool)
+    side_effect = tool_policy.side_effect if tool_policy is not None else None
+    status_tool = side_effect.status_tool if side_effect is not None else ""
+    names = side_effect.same_operation if side_effect is not None else ()
+    same = f"the same {_listed(names)}" if names else "the same arguments"
+    when = datetime.fromtimestamp(earlier.seen_at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [
+        f"The call to {tool} was not executed: it repeats an earlier call of the same operation "
+        f"({tool} with {same} in this conversation).",
+        f"- The earlier call: {earlier.call_id}, at {when}; idempotency key {earlier.key}; "
+        f"{earlier.calls} calls of this operation so far, this one included.",
+    ]
+    if earlier.outcome is Outcome.SUCCEEDED:
+        lines.append(
+            f"- It succeeded: its effect has already happened. Running {tool} again would do it a second time."
+        )
+        lines.append(f"What to do: do not call {tool} again for this. Tell the user it is already done.")
+        return "\n".join(lines)
+    known = "was reported unknown" if earlier.outcome is Outcome.UNKNOWN else "was never reported"
+    lines.append(
+        f"- Its outcome {known}: it may have succeeded (a timeout does not mean it failed), so running "
+        f"{tool} again could do it twice."
+    )
+    if give_up_reason:
+        lines.append(
+            f"Do not call {tool} again in this conversation: {give_up_reason}. Tell the user the earlier "
+            "attempt may already have gone through, and ask them to check before anything is retried."
+        )
+    elif status_tool:
+        lines.append(
+            f"What to do: call {status_tool} first to see whether the earlier call took effect. If it did, do "
+            f"not call {tool} again; tell the user it is done. If it did not, you may then call {tool} again "
+            "with the same arguments."
+        )
+    else:
+        lines.append(
+            f"What to do: do not call {tool} again. Tell the user the earlier attempt may already have gone "
+            "through, and ask them to check before it is retried."
+        )
+    return "\n".join(lines)
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+_OFFERS_VALUES = {ProblemCode.OUT_OF_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED}
+
+
+def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | None) -> str:
+    if problem.code is ProblemCode.OUT_OF_SET:
+        if problem.shape is Shape.RETIRED:
+            note = retirement_note(_unquote(problem.value), snapshot) if snapshot is not None else ""
+            return f"{problem.argument}: {problem.value} is no longer a valid value (it was retired{note})."
+        if problem.suggestion:
+            return (
+                f"{problem.argument}: {problem.value} is not a valid value as written; "
+                f'the valid value is "{problem.suggestion}" (exact spelling and case).'
+            )
+        return f"{problem.argument}: {problem.value} is not a valid value."
+    if problem.code is ProblemCode.WRONG_TYPE:
+        return f"{problem.argument}: expected a string, got {problem.value}."
+    if problem.code is ProblemCode.MISSING_REQUIRED:
+        return f"{problem.argument}: required, but missing."
+    if problem.code is ProblemCode.UNKNOWN_TOOL:
+        tools = sorted(policy.tools)
+        shown = ", ".join(tools[: policy.repair.list_limit])
+        return f"There is no tool named {problem.value}. Tools: {shown}."
+    if problem.code is ProblemCode.MALFORMED_ARGUMENTS:
+        return f"The arguments are not a JSON object ({problem.message}). Send one JSON object."
+    return problem.message
+
+
+def _render_legal(legal: LegalValues) -> str:
+    shown = ", ".join(f'"{value}"' for value in legal.values)
+    if legal.complete:
+        return f"Valid values ({legal.total}): {shown}."
+    return f"The {len(legal.values)} closest of {legal.total} valid values: {shown}."
+
+
+def _unquote(json_text: str) -> str:
+    if len(json_text) >= 2 and json_text.startswith('"') and json_text.endswith('"'):
+        return json_text[1:-1]
+    return ""

@@ -1,0 +1,88 @@
+"""Remembers rejected calls, so Repair can explain them and count attempts, in an aiocache cache.
+
+Each rejected call is stored under its call id for `repair.remember`; per
+conversation and tool, the number of rejected attempts and the fingerprint of
+the last rejected arguments, so a model repeating the same invalid call, or
+spending its budget, is told to give up. Values stored are immutable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from argwatch.server.policy.model import RepairConfig
+from argwatch.server.state.operations import OperationRecord
+from argwatch.server.verdict.findings import Problem
+
+_CALL_KEY = "argwatch:rejected:"
+_ATTEMPTS_KEY = "argwatch:attempts:"
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedCall:
+    """What Repair needs of a rejected call."""
+
+    call_id: str
+    tool: str
+    conversation_id: str
+    problems: tuple[Problem, ...]
+    attempt: int
+    give_up_reason: str
+    repeat_of: OperationRecord | None = None  # a refused repeat: the earlier call of its operation
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempts:
+    count: int
+    last_fingerprint: str
+
+
+def fingerprint(tool: str, arguments: object, raw: bytes) -> str:
+    """Identifies "the same call": the tool and its arguments with keys sorted (or the raw text)."""
+    try:
+        body = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS) if arguments is not None else raw
+    except (TypeError, orjson.JSONEncodeError):
+        body = raw
+    return hashlib.blake2b(tool.encode() + b"\0" + body, digest_size=12).hexdigest()
+
+
+class RejectionLog:
+    """Stores rejected calls and attempt counts in the injected cache."""
+
+    def __init__(self, cache: Any, config: RepairConfig) -> None:
+        self._cache = cache
+        self._config = config
+
+    async def record(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        conversation_id: str,
+        problems: tuple[Problem, ...],
+        call_fingerprint: str,
+        repeat_of: OperationRecord | None = None,
+    ) -> RejectedCall:
+        """Stores the rejection, and says which attempt it is and whether the model should give up."""
+        attempt, reason = 1, ""
+        if conversation_id:
+            key = f"{_ATTEMPTS_KEY}{conversation_id}\0{tool}"
+            previous: _Attempts | None = await self._cache.get(key)
+            if previous is not None:
+                attempt = previous.count + 1
+                if previous.last_fingerprint == call_fingerprint:
+                    reason = "it repeated the same invalid call"
+            if not reason and attempt >= self._config.max_attempts:
+                reason = f"this was attempt {attempt} of {self._config.max_attempts}"
+            await self._cache.set(key, _Attempts(attempt, call_fingerprint), ttl=self._config.remember_seconds)
+        rejected = RejectedCall(call_id, tool, conversation_id, problems, attempt, reason, repeat_of)
+        await self._cache.set(_CALL_KEY + call_id, rejected, ttl=self._config.remember_seconds)
+        return rejected
+
+    async def find(self, call_id: str) -> RejectedCall | None:
+        found: RejectedCall | None = await self._cache.get(_CALL_KEY + call_id)
+        return found

@@ -1,0 +1,160 @@
+"""The repair loop, measured: which rejected (conversation, tool) pairs were repaired, abandoned, or given up on.
+
+A rejection opens a repair for its conversation and tool. A later call of the
+same tool in the same conversation that passes closes it as succeeded
+(tool_argument_repair_succeeded_total, and the attempts it took); one still
+open after `repair.remember` is counted abandoned. Open repairs live in local
+memory and, with Redis configured, in the shared cache too, so a retry that
+lands on another replica closes the repair there and the opener does not count
+it abandoned.
+
+A passing call must not pay a Redis round trip to learn whether some replica
+has a repair open for it (with Redis, that trip was every passing call's, and
+halved a worker's throughput: bench/h2load.py). So every opening and closing is
+announced on CHANNEL, and each replica keeps the set of repairs open anywhere;
+a passing call looks there, locally, and asks Redis only for a repair it knows
+is open elsewhere. While the announcements cannot be followed (Redis down, not
+yet subscribed), passing calls ask Redis as before. A lost announcement costs
+the accuracy of the repair counters, never a verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from redis.exceptions import RedisError
+
+from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.state.shared_cache import SharedCache
+from argwatch.server.telemetry.metrics import GatewayMetrics
+
+log = logging.getLogger("argwatch.repairs")
+
+_KEY = "argwatch:open-repair:"
+CHANNEL = "argwatch:repairs"
+SWEEP_SECONDS = 5.0
+
+
+class OpenRepair(NamedTuple):
+    tool_label: str
+    attempts: int
+    expires_at: float  # epoch seconds
+
+
+class RepairTracker:
+    def __init__(
+        self,
+        cache: SharedCache,
+        metrics: GatewayMetrics,
+        remember_seconds: float,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._cache = cache
+        self._metrics = metrics
+        self._remember = remember_seconds
+        self._clock = clock
+        self._open: dict[tuple[str, str], OpenRepair] = {}
+        # Repairs open on any replica, as announced: joined key -> when it is forgotten (epoch seconds).
+        self._open_anywhere: dict[str, float] = {}
+        self._following = False  # True while subscribed to the announcements
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._sweep_forever())]
+        if self._cache.remote_configured:
+            self._tasks.append(loop.create_task(self._follow_forever()))
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._tasks)
+
+    async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None:
+        """A rejection in `conversation` opens (or continues) the repair of `tool`."""
+        if not conversation:
+            return
+        repair = OpenRepair(tool_label, attempt, self._clock() + self._remember)
+        self._open[conversation, tool] = repair
+        if self._cache.remote_configured:
+            joined = _joined(conversation, tool)
+            await self._cache.set(_KEY + joined, repair, ttl=self._remember)
+            await self._cache.publish(CHANNEL, "open:" + joined)
+
+    async def passed(self, conversation: str, tool: str) -> None:
+        """A call of `tool` in `conversation` passed every check: closes its open repair, if any, as succeeded."""
+        if not conversation:
+            return
+        key = (conversation, tool)
+        repair = self._open.pop(key, None)
+        if repair is None and not self._cache.remote_configured:
+            return
+        joined = _joined(conversation, tool)
+        if repair is None:
+            if self._following and joined not in self._open_anywhere:
+                return  # no replica announced an open repair for it: no Redis round trip
+            found = await self._cache.get(_KEY + joined)
+            repair = found if isinstance(found, OpenRepair) else None
+            if repair is None:
+                return
+        self._open_anywhere.pop(joined, None)
+        await self._cache.delete(_KEY + joined)
+        await self._cache.publish(CHANNEL, "close:" + joined)
+        self._metrics.repair_succeeded(repair.tool_label, repair.attempts)
+
+    async def sweep(self) -> None:
+        """Counts open repairs past their window as abandoned (unless another replica closed them)."""
+        now = self._clock()
+        for key, repair in list(self._open.items()):
+            if repair.expires_at > now:
+                continue
+            del self._open[key]
+            if self._cache.remote_configured:
+                still_open = await self._cache.get(_KEY + _joined(*key))
+                if still_open is None:
+                    continue  # closed on another replica (or expired there: counted by this one only)
+                await self._cache.delete(_KEY + _joined(*key))
+            self._metrics.repair_abandoned(repair.tool_label)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            await self.sweep()
+            now = self._clock()
+            for joined, forget_at in list(self._open_anywhere.items()):
+                if forget_at <= now:
+                    del self._open_anywhere[joined]
+
+    async def _follow_forever(self) -> None:
+        """Keeps _open_anywhere from the announcements; reconnects with backoff while Redis is away."""
+        delay = 0.2
+        while True:
+            pubsub = self._cache.pubsub()
+            try:
+                await pubsub.subscribe(CHANNEL)
+                self._following, delay = True, 0.2
+                async for message in pubsub.listen():
+                    if message.get("type") != "message":
+                        continue
+                    kind, _, joined = message["data"].decode().partition(":")
+                    if kind == "open":
+                        self._open_anywhere[joined] = self._clock() + self._remember
+                    elif kind == "close":
+                        self._open_anywhere.pop(joined, None)
+            except (RedisError, OSError) as error:
+                log.warning("repairs: cannot follow the open-repair announcements (%s); asking Redis per call", error)
+            finally:
+                # Announcements may have been missed: ask Redis per call until subscribed again.
+                self._following = False
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _joined(conversation: str, tool: str) -> str:
+    return f"{conversation}\0{tool}"

@@ -1,1 +1,0 @@
-"""gRPC servicers: thin translations between the wire and the domain."""

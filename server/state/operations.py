@@ -1,0 +1,188 @@
+"""Side effects: each operation's idempotency key, and the shared memory that catches its repeats.
+
+An operation is a tool with `side_effect` in the policy, called in one
+conversation with the same identifying arguments (`same_operation`). Its key is
+a hash of those, so every replica mints the same key for it, and a value the
+model may vary freely (a note) never changes it. The first call of an
+operation is remembered for the tool's window in the shared cache; a later call
+of the same operation within the window is a repeat. A repeat is let through
+as a retry when the earlier call was reported failed, or when the policy's
+status tool was called in the conversation since the earlier call; otherwise
+it may be a second refund. Outcomes reported after a success never undo it.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from argwatch.server.policy.model import SideEffect
+from argwatch.server.verdict.set_checks import as_json_text
+
+KEY_PREFIX = "aw1_"  # versioned: a change in how keys are derived must not collide with old ones
+_OPERATION = "argwatch:operation:"
+_CALL = "argwatch:operation-call:"
+_STATUS = "argwatch:status-checked:"
+# Written once, never read-modified-written: a success survives any write of the record that raced it.
+_SUCCEEDED = "argwatch:operation-succeeded:"
+_MAX_DEPTH = 32  # numbers deeper than this are hashed as written (no model needs them as identity)
+
+
+class Outcome(enum.Enum):
+    """How a call turned out, as the agent reported it; the value is the `outcome` metric label."""
+
+    UNREPORTED = "unreported"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class Retry(enum.Enum):
+    """Why a repeat is let through; the value is the `reason` metric label."""
+
+    NO = ""
+    AFTER_FAILURE = "after_failure"
+    AFTER_STATUS_CHECK = "after_status_check"
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    """The shared memory of one operation (picklable: it is stored in Redis)."""
+
+    key: str
+    tool: str
+    conversation_id: str
+    call_id: str  # the call that may have done it: the first, or the last genuine retry
+    seen_at: float  # epoch seconds: replicas compare it
+    outcome: Outcome
+    calls: int  # calls of the operation seen in the window, repeats included
+    window: float  # seconds it is remembered after its last call or report
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """What the gateway knows of a call's operation when the call arrives."""
+
+    key: str
+    earlier: OperationRecord | None  # None: the first call of the operation in the window
+    retry: Retry
+    shared: bool  # the shared cache answered (or there is none): every replica's calls were seen
+    status_tool: str = ""  # the policy's tool for learning whether the earlier call took effect
+
+    @property
+    def is_repeat(self) -> bool:
+        """A repeat that may do the operation twice: refused in reject mode."""
+        return self.earlier is not None and self.retry is Retry.NO
+
+
+def operation_key(
+    tool: str, conversation_id: str, arguments: Mapping[str, object], raw: bytes, side_effect: SideEffect
+) -> str:
+    """The operation's idempotency key: the same for the same tool, conversation and identifying values."""
+    names = side_effect.same_operation
+    chosen = {name: arguments.get(name) for name in names} if names else arguments
+    try:
+        body = orjson.dumps([tool, conversation_id, _canonical(chosen, 0)], option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        # Integers past 64 bits or nesting past orjson's depth: the text as sent, else a bounded rendering.
+        body = tool.encode() + b"\0" + conversation_id.encode() + b"\0" + (raw or as_json_text(chosen).encode())
+    return KEY_PREFIX + hashlib.blake2b(body, digest_size=16, person=b"argwatch-op-v1").hexdigest()
+
+
+def _canonical(value: object, depth: int) -> object:
+    """Numbers as the value they are (120.0 is 120); containers walked to a bounded depth."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if depth >= _MAX_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {key: _canonical(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical(item, depth + 1) for item in value]
+    return value
+
+
+class OperationLog:
+    """Operations and their outcomes in the shared cache (see shared_cache.SharedCache)."""
+
+    def __init__(self, cache: Any, clock: Callable[[], float] = time.time) -> None:
+        self._cache = cache
+        self._clock = clock
+
+    async def sight(
+        self, key: str, tool: str, conversation_id: str, call_id: str, side_effect: SideEffect, *, runs: bool
+    ) -> Sighting:
+        """Records a call of the operation `key`. `runs`: the call will run even if it is a repeat
+        (observe mode), so its outcome may be reported too."""
+        now = self._clock()
+        window = side_effect.window_seconds
+        first = OperationRecord(key, tool, conversation_id, call_id, now, Outcome.UNREPORTED, 1, window)
+        retry = Retry.NO
+        # The operation, and the call id ReportOutcome will name, in one round trip; the call id only if
+        # this is the first call (a refused repeat must never be reportable).
+        if await self._cache.add_then_set(_OPERATION + key, first, _CALL + call_id, key, ttl=window):
+            return Sighting(key, None, retry, self._shared, side_effect.status_tool)
+        earlier: OperationRecord | None = await self._cache.get(_OPERATION + key)
+        if earlier is None:  # it expired between the two reads: this is the first call after all
+            await self._cache.set(_OPERATION + key, first, ttl=window)
+            await self._cache.set(_CALL + call_id, key, ttl=window)
+            return Sighting(key, None, retry, self._shared, side_effect.status_tool)
+        earlier = replace(earlier, calls=earlier.calls + 1)
+        if earlier.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key) is not None:
+            # A success reported while another replica rewrote the record (a read, then a write) is kept here.
+            earlier = replace(earlier, outcome=Outcome.SUCCEEDED)
+        if earlier.outcome is Outcome.FAILED:
+            retry = Retry.AFTER_FAILURE
+        elif earlier.outcome is not Outcome.SUCCEEDED and side_effect.status_tool:
+            checked: float | None = await self._cache.get(_status_key(conversation_id, tool))
+            if checked is not None and checked >= earlier.seen_at:
+                retry = Retry.AFTER_STATUS_CHECK
+        if retry is not Retry.NO:  # a genuine retry: it is now the call that may do it
+            await self._cache.set(_OPERATION + key, replace(first, calls=earlier.calls), ttl=window)
+        else:  # the earlier call stays the one that may have done it; the window runs from now
+            await self._cache.set(_OPERATION + key, earlier, ttl=window)
+        if retry is not Retry.NO or runs:
+            await self._cache.set(_CALL + call_id, key, ttl=window)
+        return Sighting(key, earlier, retry, self._shared, side_effect.status_tool)
+
+    async def report(self, call_id: str, outcome: Outcome) -> OperationRecord | None:
+        """Stores a call's outcome on its operation; None when the call is unknown or its window passed.
+
+        A success stays: a later report of failure (or of an unknown outcome) for the same operation
+        must not let a second refund through.
+        """
+        key: str | None = await self._cache.get(_CALL + call_id)
+        if key is None:
+            return None
+        record: OperationRecord | None = await self._cache.get(_OPERATION + key)
+        if record is None:
+            return None
+        if outcome is Outcome.SUCCEEDED:
+            await self._cache.set(_SUCCEEDED + key, True, ttl=record.window)
+        elif record.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key) is not None:
+            record = replace(record, outcome=Outcome.SUCCEEDED)
+        if record.outcome is not Outcome.SUCCEEDED:
+            record = replace(record, outcome=outcome)
+            await self._cache.set(_OPERATION + key, record, ttl=record.window)
+        return record
+
+    async def status_checked(self, conversation_id: str, tools: tuple[tuple[str, float], ...]) -> None:
+        """The status tool ran in the conversation: a repeat of each of `tools` (name, window) since
+        is let through as a retry."""
+        now = self._clock()
+        for tool, window in tools:
+            await self._cache.set(_status_key(conversation_id, tool), now, ttl=window)
+
+    @property
+    def _shared(self) -> bool:
+        return bool(self._cache.shared_now)
+
+
+def _status_key(conversation_id: str, tool: str) -> str:
+    return f"{_STATUS}{conversation_id}\0{tool}"

@@ -1,0 +1,36 @@
+"""The gateway's answer to one call, as a frozen value the servicers translate to the wire."""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from argwatch.server.policy.model import Mode
+from argwatch.server.state.operations import Sighting
+from argwatch.server.valuesets.snapshot import SetReading
+from argwatch.server.verdict.findings import Problem, SkippedCheck
+
+
+class Decision(enum.Enum):
+    """Run the call or not; the value is the `decision` metric label."""
+
+    ALLOW = "allow"
+    REJECT = "reject"
+
+
+class Verdict(NamedTuple):
+    """The decision on one call, with everything that led to it (a NamedTuple: one per call, see findings.py)."""
+
+    call_id: str
+    decision: Decision
+    mode: Mode
+    problems: tuple[Problem, ...]
+    skipped: tuple[SkippedCheck, ...]
+    readings_used: tuple[SetReading, ...]
+    policy_version: str
+    # Reject mode judged as observe because a set it needed was stale (on_stale: observe).
+    downgraded_by_staleness: bool = False
+    give_up: bool = False  # a rejected call that should not be retried
+    repair_attempt: int = 0  # which rejected attempt in the conversation (0: allowed)
+    # A tool with side effects: its operation's key and any earlier call of it (None: no check ran).
+    sighting: Sighting | None = None

@@ -1,0 +1,236 @@
+"""The checker: a pure function of (tool policy, arguments, value-set snapshots) to every problem found.
+
+No I/O, and no exceptions on bad input: a value of the wrong type, a missing
+argument or an unavailable set is a finding in the result. A value is never
+coerced to a default; a formatting slip is reported with the legal value it
+normalises to, and the caller decides what to do with it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import NamedTuple, cast
+
+import orjson
+
+from argwatch.server.policy.model import ArgumentBinding, Failure, ToolPolicy
+from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot
+from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
+from argwatch.server.verdict.normalise import LOOSE, normaliser
+
+MAX_VALUE_CHARS = 200
+_MISSING = object()
+_loose = normaliser(LOOSE)
+
+
+class MembersPlan(NamedTuple):
+    """A tool's bound arguments, prepared once for the common case: every value present and in its set."""
+
+    bindings: tuple[tuple[str, str], ...]  # (argument, value set), in policy order
+    checks: tuple[ValueCheck, ...]  # what check_arguments reports when every value is in its set
+
+
+def members_plan(tool: ToolPolicy) -> MembersPlan:
+    return MembersPlan(
+        tuple((binding.name, binding.value_set) for binding in tool.arguments),
+        tuple(ValueCheck(binding.name, binding.value_set, True, True) for binding in tool.arguments),
+    )
+
+
+def all_in_sets(
+    plan: MembersPlan, arguments: Mapping[str, object], readings: Mapping[str, SetReading | None]
+) -> CheckResult | None:
+    """check_arguments' result when every bound value is present and in its set, built from `plan`
+    (no per-argument objects); None otherwise, and check_arguments then says what is wrong.
+    `readings` must hold the tool's sets in order of first binding, as the validator builds it."""
+    for argument, value_set in plan.bindings:
+        reading = readings[value_set]
+        value = arguments.get(argument)
+        if reading is None or value.__class__ is not str or value not in reading.snapshot.members:
+            return None
+    # Each of the tool's sets is bound by one of these arguments, so none of them is None here.
+    return CheckResult((), (), plan.checks, tuple(cast(Mapping[str, SetReading], readings).values()))
+
+
+def check_arguments(
+    tool: ToolPolicy,
+    arguments: Mapping[str, object],
+    readings: Mapping[str, SetReading | None],
+    failures: Mapping[str, Failure],
+) -> CheckResult:
+    """Checks every bound argument of `tool`.
+
+    `readings` maps each bound set to its reading, or None when it is
+    unavailable; `failures` says per set whether that fails open or closed.
+    A stale reading is still checked against: staleness is the caller's to report.
+    """
+    problems: list[Problem] = []
+    skipped: list[SkippedCheck] = []
+    value_checks: list[ValueCheck] = []
+    used: list[SetReading] = []
+    for binding in tool.arguments:
+        value = arguments.get(binding.name, _MISSING)
+        if value is _MISSING:
+            if binding.required:
+                problems.append(_missing(binding))
+            continue
+        reading = readings.get(binding.value_set)
+        if reading is None:
+            if failures.get(binding.value_set, Failure.OPEN) is Failure.CLOSED:
+                problems.append(_unavailable(binding, value))
+            else:
+                skipped.append(SkippedCheck(binding.name, binding.value_set))
+            continue
+        if reading not in used:
+            used.append(reading)
+        snapshot = reading.snapshot
+        if not isinstance(value, str):
+            value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
+            problems.append(_wrong_type(binding, value))
+            continue
+        if value in snapshot.members:
+            value_checks.append(ValueCheck(binding.name, binding.value_set, True, True))
+            continue
+        rule = binding.normalisation
+        in_set_normalised = normaliser(rule)(value) in snapshot.index_for(rule)
+        value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
+        problems.append(_out_of_set(binding, value, snapshot, in_set_normalised))
+    return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(used))
+
+
+def classify_shape(value: str, snapshot: ValueSetSnapshot) -> tuple[Shape, str]:
+    """Why `value` (not a member) missed, and the legal value it is a slip of, if any."""
+    loose = _loose(value)
+    suggestion = snapshot.loose_index.get(loose)
+    if suggestion is not None:
+        # One loose index serves both shapes: a slip that differs only in case is CASE.
+        shape = Shape.CASE if value.casefold() == suggestion.casefold() else Shape.SEPARATOR
+        return shape, suggestion
+    if value in snapshot.retired or loose in snapshot.loose_retired:
+        return Shape.RETIRED, ""
+    return Shape.INVENTED, ""
+
+
+def as_json_text(value: object, limit: int = MAX_VALUE_CHARS) -> str:
+    """The value as JSON text, cut to `limit` characters (with an ellipsis when cut)."""
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        # Nested deeper than orjson writes (254 levels; the parser takes 1,024): a bounded
+        # rendering, never repr(), which raises RecursionError on such a value.
+        text = _shallow_json(value, limit)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_SHALLOW_DEPTH = 16
+
+
+def _shallow_json(value: object, limit: int, depth: int = 0) -> str:
+    """JSON-like text of `value` down to _SHALLOW_DEPTH levels ("…" below), stopping once `limit` is passed."""
+    if depth >= _SHALLOW_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        parts: list[str] = []
+        for key, item in value.items():
+            parts.append(f"{orjson.dumps(str(key)).decode()}: {_shallow_json(item, limit, depth + 1)}")
+            if sum(map(len, parts)) > limit:
+                break
+        return "{" + ", ".join(parts) + "}"
+    if isinstance(value, list):
+        items: list[str] = []
+        for item in value:
+            items.append(_shallow_json(item, limit, depth + 1))
+            if sum(map(len, items)) > limit:
+                break
+        return "[" + ", ".join(items) + "]"
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        # A string orjson will not write (a lone surrogate): the standard library escapes it.
+        return json.dumps(str(value))
+
+
+def _out_of_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool) -> Problem:
+    shape, suggestion = classify_shape(value, snapshot)
+    shown = as_json_text(value)
+    if suggestion:
+        message = (
+            f"{binding.name}: {shown} is not in {binding.value_set} as written "
+            f"({shape.value}); the legal value is {as_json_text(suggestion)}"
+        )
+    elif shape is Shape.RETIRED:
+        message = f"{binding.name}: {shown} was retired from {binding.value_set}{retirement_note(value, snapshot)}"
+        suggestion = _replacement(value, snapshot)
+    else:
+        message = f"{binding.name}: {shown} is not in {binding.value_set}"
+    return Problem(
+        code=ProblemCode.OUT_OF_SET,
+        message=message,
+        argument=binding.name,
+        value_set=binding.value_set,
+        shape=shape,
+        value=shown,
+        suggestion=suggestion,
+        in_set_normalised=in_set_normalised,
+    )
+
+
+def retirement_note(value: str, snapshot: ValueSetSnapshot) -> str:
+    """' on 2026-10-01, replaced by "OTHER"': as much of it as the source said ("" if nothing)."""
+    info = snapshot.retirements.get(value)
+    if info is None:
+        return ""
+    when = f" on {time.strftime('%Y-%m-%d', time.gmtime(info.retired_at))}" if info.retired_at is not None else ""
+    by = f", replaced by {as_json_text(info.replaced_by)}" if info.replaced_by else ""
+    return when + by
+
+
+def _replacement(value: str, snapshot: ValueSetSnapshot) -> str:
+    info = snapshot.retirements.get(value)
+    return info.replaced_by if info is not None and info.replaced_by in snapshot.members else ""
+
+
+def _missing(binding: ArgumentBinding) -> Problem:
+    return Problem(
+        code=ProblemCode.MISSING_REQUIRED,
+        message=f"{binding.name}: required, missing; expected a value from {binding.value_set}",
+        argument=binding.name,
+        value_set=binding.value_set,
+    )
+
+
+def _wrong_type(binding: ArgumentBinding, value: object) -> Problem:
+    kind = _json_type(value)
+    return Problem(
+        code=ProblemCode.WRONG_TYPE,
+        message=f"{binding.name}: expected a string from {binding.value_set}, got {kind}",
+        argument=binding.name,
+        value_set=binding.value_set,
+        value=as_json_text(value),
+    )
+
+
+def _unavailable(binding: ArgumentBinding, value: object) -> Problem:
+    return Problem(
+        code=ProblemCode.CHECK_UNAVAILABLE,
+        message=(f"{binding.name}: {binding.value_set} could not be read and this check fails closed"),
+        argument=binding.name,
+        value_set=binding.value_set,
+        value=as_json_text(value),
+    )
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"a number ({as_json_text(value, 40)})"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

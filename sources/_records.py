@@ -1,0 +1,33 @@
+"""RecordStore: a RecordSource servicer over records held in memory, for a system of record to embed (and the demo)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+
+from argwatch.v1 import sources_pb2, sources_pb2_grpc
+
+
+class RecordStore(sources_pb2_grpc.RecordSourceServicer):
+    """Records by (kind, id); `put` and `delete` change them while serving."""
+
+    def __init__(self, records: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> None:
+        self._records: dict[tuple[str, str], Mapping[str, Any]] = dict(records or {})
+        self.lookups = 0
+
+    def put(self, kind: str, record_id: str, attributes: Mapping[str, Any]) -> None:
+        self._records[kind, record_id] = dict(attributes)
+
+    async def Lookup(
+        self, request: sources_pb2.LookupRequest, context: grpc.aio.ServicerContext
+    ) -> sources_pb2.LookupResponse:
+        self.lookups += 1
+        found = self._records.get((request.kind, request.id))
+        if found is None:
+            return sources_pb2.LookupResponse(found=False)
+        attributes = struct_pb2.Struct()
+        attributes.update(found)
+        return sources_pb2.LookupResponse(found=True, attributes=attributes)

@@ -1,0 +1,171 @@
+"""ValueSetCatalog and its servicer: the sets an owning service publishes, streamed to every gateway that watches.
+
+The bundled demo owning service and the tests run it. `publish` replaces a set,
+bumps its version and pushes a delta (added, removed) to every watcher;
+watchers get a snapshot of each set first and a heartbeat when nothing changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from argwatch.v1 import sources_pb2, sources_pb2_grpc
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedSet:
+    """One version of a set as its owner publishes it."""
+
+    name: str
+    version: int
+    members: frozenset[str]
+    retired: frozenset[str]
+    updated_at: float
+
+
+class ValueSetCatalog:
+    """The owner's sets, with their versions; notifies watchers of every change."""
+
+    def __init__(self) -> None:
+        self._sets: dict[str, PublishedSet] = {}
+        self._watchers: set[asyncio.Queue[sources_pb2.WatchValueSetsResponse]] = set()
+
+    def publish(self, name: str, members: Iterable[str], retired: Iterable[str] = ()) -> PublishedSet:
+        """Replaces the set's members; removed members become retired. Returns the new version."""
+        previous = self._sets.get(name)
+        member_set = frozenset(members)
+        retired_set = frozenset(retired)
+        if previous is not None:
+            retired_set |= previous.retired | (previous.members - member_set)
+        published = PublishedSet(
+            name=name,
+            version=(previous.version + 1) if previous else 1,
+            members=member_set,
+            retired=retired_set - member_set,
+            updated_at=time.time(),
+        )
+        self._sets[name] = published
+        if previous is None:
+            updates = snapshot_messages(published)
+        else:
+            updates = [
+                sources_pb2.WatchValueSetsResponse(
+                    delta=sources_pb2.ValueSetDelta(
+                        name=name,
+                        from_version=previous.version,
+                        to_version=published.version,
+                        added=sorted(member_set - previous.members),
+                        removed=sorted(previous.members - member_set),
+                    )
+                )
+            ]
+        for queue in self._watchers:
+            for update in updates:  # a snapshot's parts go in a row: publish() does not yield
+                queue.put_nowait(update)
+        return published
+
+    def get(self, name: str) -> PublishedSet | None:
+        return self._sets.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._sets)
+
+    def subscribe(self) -> asyncio.Queue[sources_pb2.WatchValueSetsResponse]:
+        queue: asyncio.Queue[sources_pb2.WatchValueSetsResponse] = asyncio.Queue()
+        self._watchers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[sources_pb2.WatchValueSetsResponse]) -> None:
+        self._watchers.discard(queue)
+
+
+# Members per snapshot message on a watch stream: ~1 MB, a few ms to decode.
+PART_MEMBERS = 50_000
+
+
+def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
+    return sources_pb2.ValueSet(
+        name=published.name,
+        version=published.version,
+        members=sorted(published.members),
+        retired=sorted(published.retired),
+        updated_at=_timestamp(published.updated_at),
+    )
+
+
+def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSetsResponse]:
+    """A snapshot as watch messages: one for a small set, parts of PART_MEMBERS for a large one."""
+    members = sorted(published.members)
+    if len(members) <= PART_MEMBERS:
+        return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
+    slices = [members[start : start + PART_MEMBERS] for start in range(0, len(members), PART_MEMBERS)]
+    messages = []
+    for index, part in enumerate(slices):
+        value_set = sources_pb2.ValueSet(
+            name=published.name, version=published.version, members=part, part=index, parts=len(slices)
+        )
+        if index == 0:
+            value_set.retired.extend(sorted(published.retired))
+            value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
+        messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
+    return messages
+
+
+class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
+    """Serves a ValueSetCatalog over gRPC."""
+
+    def __init__(self, catalog: ValueSetCatalog, heartbeat_seconds: float = 5.0) -> None:
+        self._catalog = catalog
+        self._heartbeat = heartbeat_seconds
+
+    async def GetValueSet(
+        self, request: sources_pb2.GetValueSetRequest, context: grpc.aio.ServicerContext
+    ) -> sources_pb2.GetValueSetResponse:
+        published = self._catalog.get(request.name)
+        if published is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no value set {request.name!r}")
+        assert published is not None  # abort raises
+        return sources_pb2.GetValueSetResponse(value_set=to_wire(published))
+
+    async def WatchValueSets(
+        self, request: sources_pb2.WatchValueSetsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[sources_pb2.WatchValueSetsResponse]:
+        wanted = set(request.names) or set(self._catalog.names())
+        queue = self._catalog.subscribe()
+        try:
+            for name in sorted(wanted):
+                published = self._catalog.get(name)
+                if published is not None:
+                    for message in snapshot_messages(published):
+                        yield message
+            while True:
+                try:
+                    update = await asyncio.wait_for(queue.get(), timeout=self._heartbeat)
+                except TimeoutError:
+                    yield self._heartbeat_message(wanted)
+                    continue
+                name = update.snapshot.name if update.HasField("snapshot") else update.delta.name
+                if name in wanted or not request.names:
+                    yield update
+        finally:
+            self._catalog.unsubscribe(queue)
+
+    def _heartbeat_message(self, wanted: set[str]) -> sources_pb2.WatchValueSetsResponse:
+        heartbeat = sources_pb2.Heartbeat(sent_at=_timestamp(time.time()))
+        for name in sorted(wanted):
+            published = self._catalog.get(name)
+            if published is not None:
+                heartbeat.versions[name] = published.version
+        return sources_pb2.WatchValueSetsResponse(heartbeat=heartbeat)
+
+
+def _timestamp(epoch_seconds: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(epoch_seconds * 1e9))
+    return stamp
