@@ -29,6 +29,7 @@ $(VENV)/typecheck/argwatch: $(BIN)/python Makefile
 	ln -sfn $(CURDIR)/tui $@/tui
 	ln -sfn $(CURDIR)/client $@/client
 	ln -sfn $(CURDIR)/sources $@/sources
+	ln -sfn $(CURDIR)/common $@/common
 	touch $@
 
 # System packages the tests use as real parts, installed with apt when missing (CI and

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import grpc
-
-from argwatch.client.gateway import DEFAULT_TIMEOUT, channel_options
+from argwatch.client.gateway import DEFAULT_TIMEOUT
+from argwatch.common.channels import PLAINTEXT, ChannelSecurity, blocking_channel, service_config_options
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 
@@ -15,11 +14,15 @@ FORMATS = {"mcp": pb.TOOL_FORMAT_MCP, "openai": pb.TOOL_FORMAT_OPENAI, "anthropi
 
 
 def tool_definitions(
-    target: str, shape: str = "mcp", tools: list[str] | None = None, timeout: float = DEFAULT_TIMEOUT
+    target: str,
+    shape: str = "mcp",
+    tools: list[str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    security: ChannelSecurity = PLAINTEXT,
 ) -> dict[str, Any]:
     """{"version", "tools": [definition, ...]} in `shape` (mcp, openai, anthropic), from the gateway at `target`."""
     request = pb.GetToolDefinitionsRequest(tools=tools or [], format=FORMATS[shape])
-    with grpc.insecure_channel(target, options=channel_options()) as channel:
+    with blocking_channel(target, security, options=service_config_options()) as channel:
         response: pb.GetToolDefinitionsResponse = gateway_pb2_grpc.GatewayStub(channel).GetToolDefinitions(
             request, timeout=timeout
         )

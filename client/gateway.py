@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import grpc
 
 from argwatch.client.adapters import ProviderToolCall
+from argwatch.common.channels import aio_channel, blocking_channel, service_config_options
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 
@@ -38,26 +37,6 @@ def _outcome_request(call_id: str, outcome: str) -> pb.ReportOutcomeRequest:
     return pb.ReportOutcomeRequest(call_id=call_id, outcome=OUTCOMES[outcome])
 
 
-def channel_options() -> list[tuple[str, object]]:
-    """Retries on UNAVAILABLE with backoff, from the published service config.
-
-    Its timeouts are left out: grpc-python fires a service config's timeout early
-    (grpc/grpc#34547), so every call here carries its own deadline instead.
-    """
-    config = json.loads(resources.files("argwatch.v1").joinpath("service_config.json").read_text())
-    for entry in config["methodConfig"]:
-        entry.pop("timeout", None)
-    return [("grpc.service_config", json.dumps(config)), ("grpc.enable_retries", 1)]
-
-
-def _open(api: Any, target: str, credentials: grpc.ChannelCredentials | None) -> Any:
-    """A channel from `api` (grpc or grpc.aio: the same calls), with the service config's retries."""
-    options = channel_options()
-    if credentials is not None:
-        return api.secure_channel(target, credentials, options=options)
-    return api.insecure_channel(target, options=options)
-
-
 def _request(call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str) -> pb.ValidateRequest:
     return pb.ValidateRequest(
         tool=call.tool,
@@ -78,7 +57,7 @@ class Gateway:
         timeout: float = DEFAULT_TIMEOUT,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        self._channel: grpc.aio.Channel = _open(grpc.aio, target, credentials)
+        self._channel = aio_channel(target, credentials=credentials, options=service_config_options())
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         self._timeout = timeout
 
@@ -124,7 +103,7 @@ class SyncGateway:
         timeout: float = DEFAULT_TIMEOUT,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        self._channel: grpc.Channel = _open(grpc, target, credentials)
+        self._channel = blocking_channel(target, credentials=credentials, options=service_config_options())
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
         self._timeout = timeout
 

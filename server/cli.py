@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from argwatch.server.policy.durations import parse_duration
+from argwatch.common.durations import parse_duration
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.process.settings import Settings, add_serve_arguments, settings_from
 from argwatch.server.process.workers import check_workers, run_workers

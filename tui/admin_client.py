@@ -8,8 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-import grpc
-
+from argwatch.common.channels import ChannelSecurity, aio_channel
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 
@@ -24,6 +23,12 @@ class Connection:
     tls_cert: str = ""  # a client certificate and key, for mTLS
     tls_key: str = ""
     tls_server_name: str = ""  # the name in the gateway's certificate, when the target's host differs
+
+    @property
+    def security(self) -> ChannelSecurity:
+        return ChannelSecurity(
+            ca_file=self.tls_ca, cert_file=self.tls_cert, key_file=self.tls_key, server_name=self.tls_server_name
+        )
 
 
 def default_actor() -> str:
@@ -63,7 +68,7 @@ class AdminClient:
     def __init__(self, target: str | Connection, timeout: float = 2.0) -> None:
         connection = target if isinstance(target, Connection) else Connection(target)
         self.target = connection.target
-        self._channel = _channel(connection)
+        self._channel = aio_channel(connection.target, connection.security)
         self._stub = admin_pb2_grpc.AdminStub(self._channel)
         self._timeout = timeout
         metadata = []
@@ -128,20 +133,3 @@ class AdminClient:
 
     async def close(self) -> None:
         await self._channel.close()
-
-
-def _channel(connection: Connection) -> grpc.aio.Channel:
-    if not connection.tls_ca:
-        return grpc.aio.insecure_channel(connection.target)
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=_read(connection.tls_ca),
-        private_key=_read(connection.tls_key) if connection.tls_key else None,
-        certificate_chain=_read(connection.tls_cert) if connection.tls_cert else None,
-    )
-    options = [("grpc.ssl_target_name_override", connection.tls_server_name)] if connection.tls_server_name else []
-    return grpc.aio.secure_channel(connection.target, credentials, options=options)
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()

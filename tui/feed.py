@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import grpc
 
+from argwatch.common.backoff import backoff_delay
 from argwatch.tui.admin_client import AdminApi
 from argwatch.v1 import admin_pb2
 
@@ -30,17 +31,19 @@ FeedEvent = Snapshot | Lost
 
 
 async def follow(api: AdminApi, interval: float) -> AsyncIterator[FeedEvent]:
-    """Snapshots while the gateway answers; a Lost when it stops, then retries (0.5 s doubling to 5 s)
-    until it answers again. Runs until cancelled."""
-    delay = RETRY_FIRST_SECONDS
+    """Snapshots while the gateway answers; a Lost when it stops, then retries with the shared jittered
+    backoff (ceilings 0.5 s doubling to 5 s, so several screens do not return in step) until it answers
+    again. Runs until cancelled."""
+    attempt = 0
     while True:
         try:
             async for status in api.watch(interval):
-                delay = RETRY_FIRST_SECONDS
+                attempt = 0
                 yield Snapshot(status)
             reason = "the gateway ended the status stream"
         except grpc.aio.AioRpcError as error:
             reason = f"{error.code().name}: {error.details()}"
+        attempt += 1
+        delay = backoff_delay(attempt, base=RETRY_FIRST_SECONDS, cap=RETRY_CAP_SECONDS)
         yield Lost(reason, delay)
         await asyncio.sleep(delay)
-        delay = min(delay * 2, RETRY_CAP_SECONDS)

@@ -12,7 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
 
-from argwatch.tui.durations import parse_expiry, spoken
+from argwatch.common.durations import spoken
+from argwatch.tui.expiry import parse_expiry
 from argwatch.v1 import gateway_pb2
 
 CLEAR = "clear"

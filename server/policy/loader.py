@@ -18,8 +18,8 @@ import cel
 import yaml
 from jsonschema.exceptions import SchemaError
 
+from argwatch.common.durations import parse_duration
 from argwatch.server.policy.cel_flatten import flatten
-from argwatch.server.policy.durations import parse_duration
 from argwatch.server.policy.model import (
     ArgumentBinding,
     CaseRule,

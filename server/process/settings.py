@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from argwatch.server.policy.durations import parse_duration
+from argwatch.common.durations import parse_duration
 from argwatch.server.policy.model import Mode
 
 

@@ -14,8 +14,10 @@ from typing import Any, NamedTuple
 
 import grpc
 
+from argwatch.common.channels import ChannelSecurity, aio_channel
 from argwatch.server.edge.wire import struct_to_dict
 from argwatch.server.policy.model import GrpcSourceConfig
+from argwatch.server.state.ttl_store import TtlStore
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 
@@ -36,24 +38,24 @@ class RecordClient:
 
     def __init__(self, config: GrpcSourceConfig, ttl: float, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._config = config
-        self._channel = grpc.aio.insecure_channel(config.target)
+        # The policy's `tls: true` holds for look-ups as for value sets (it was once ignored here).
+        self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls))
         self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
         self._ttl = ttl
-        self._monotonic = monotonic
-        self._cache: dict[tuple[str, str], tuple[Lookup, float]] = {}
+        # Bounded: ids are model-written and may be endless.
+        self._cache: TtlStore[tuple[str, str]] = TtlStore(monotonic, max_entries=100_000)
 
     def cached(self, kind: str, record_id: str) -> Lookup | None:
         """The cached answer, if one is fresh: no await, so a cache hit costs no trip through the event loop."""
-        cached = self._cache.get((kind, record_id))
-        return cached[0] if cached is not None and cached[1] > self._monotonic() else None
+        cached: Lookup | None = self._cache.get((kind, record_id))
+        return cached
 
     async def lookup(self, kind: str, record_id: str, deadline: float | None) -> Lookup:
         """The record; `deadline` is the seconds the caller has left (None: the source's timeout only)."""
         key = (kind, record_id)
-        cached = self._cache.get(key)
-        now = self._monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        cached: Lookup | None = self._cache.get(key)
+        if cached is not None:
+            return cached
         timeout = self._config.timeout_seconds
         if deadline is not None:
             # Shorter than the caller's own deadline: a look-up that runs out must leave the gateway
@@ -69,9 +71,7 @@ class RecordClient:
             raise
         attributes = {key: _integral(value) for key, value in struct_to_dict(response.attributes).items()}
         found = Lookup(response.found, attributes if response.found else {})
-        if len(self._cache) > 100_000:  # bounded: ids are model-written and may be endless
-            self._cache.clear()
-        self._cache[key] = (found, now + self._ttl)
+        self._cache.set(key, found, ttl=self._ttl)
         return found
 
     async def close(self) -> None:

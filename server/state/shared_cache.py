@@ -3,7 +3,7 @@
 Used for pulled value sets (so N replicas do not each pull an owning service),
 for repair state (so Repair works on any replica) and for the operations of
 tools with side effects (so a repeat on another replica is caught). Every write
-goes to local memory (local_memory.py) and to Redis; a read tries Redis, then
+goes to local memory (ttl_store.py) and to Redis; a read tries Redis, then
 local memory. A Redis
 operation never takes longer than `timeout`: on an error or a timeout the
 operation is counted (argwatch_shared_cache_errors_total), answered from local
@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 from aiocache import RedisCache
 from aiocache.serializers import PickleSerializer
 
-from argwatch.server.state.local_memory import LocalMemory
+from argwatch.server.state.ttl_store import TtlStore
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.shared_cache")
@@ -79,7 +79,7 @@ class SharedCache:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._remote = remote
-        self._local = LocalMemory(monotonic)
+        self._local = TtlStore(monotonic)
         self._metrics = metrics
         self._timeout = timeout
         self._retry_after = retry_after

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from argwatch.common.backoff import backoff_delay
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Normalisation, Policy, ValueSetConfig
 from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.valuesets import persist
-from argwatch.server.valuesets.backoff import backoff_delay
 from argwatch.server.valuesets.overlay import OverlaySet, with_delta
 from argwatch.server.valuesets.payload import (
     HeartbeatUpdate,

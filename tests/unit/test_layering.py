@@ -40,3 +40,10 @@ def test_the_verdict_core_works_without_wire_network_or_storage() -> None:
     assert "argwatch.server.verdict.set_checks" in modules  # the walk above found the modules
     forbidden = ("grpc", "argwatch.v1.", "redis", "aiocache", "prometheus_client", "argwatch.server.edge")
     assert not [m for m in modules if m.startswith(forbidden)]
+
+
+def test_what_every_side_shares_imports_none_of_the_sides() -> None:
+    """argwatch.common is imported by the gateway, the TUI and the client alike, so it loads none of them."""
+    modules = loaded_after("import argwatch.common.durations, argwatch.common.backoff, argwatch.common.channels")
+    forbidden = ("argwatch.server", "argwatch.tui", "argwatch.client", "argwatch.v1.", "textual")
+    assert not [m for m in modules if m.startswith(forbidden)]

@@ -59,7 +59,8 @@ def test_side_effect_errors_name_the_key_and_what_was_expected() -> None:
         "(or leave it out: every argument)"
     ]
     assert errors_of(POLICY.replace("window: 5m", "window: never")) == [
-        "tools.refund_order.side_effect.window: expected a duration such as 300, '30s', '5m' or '1h', got 'never'"
+        "tools.refund_order.side_effect.window: expected a duration such as "
+        "300, '30s', '250ms', '5m' or '1h30m', got 'never'"
     ]
     assert errors_of(POLICY.replace("side_effect: true", "side_effect: {identity: [a]}")) == [
         "tools.issue_credit.side_effect.identity: unknown key; expected one of same_operation, status_tool, window"

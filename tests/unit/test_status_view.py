@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from argwatch.tui.durations import parse_expiry, spoken
 from argwatch.tui.status_view import COLUMNS, build_rows, sparkline
 from tests.tui.recorded_admin import recorded_status
 
@@ -45,14 +42,6 @@ def test_a_sparkline_scales_to_its_peak_and_leaves_unchecked_steps_blank() -> No
     # A quarter of the peak is the third of eight levels.
     assert sparkline([0, 0, 1, 1, 4, 4], [10, 10, 10, 10, 10, 10], width=3) == "▁▃█"
     assert sparkline([0, 0, 0, 0], [0, 0, 10, 10], width=2) == " ▁"
-
-
-def test_expiry_durations_parse_and_read_back() -> None:
-    assert [parse_expiry(t) for t in ("", "90", "90s", "30m", "1h30m", "2h")] == [0, 90, 90, 1800, 5400, 7200]
-    assert spoken(5400) == "1h30m" and spoken(120) == "2m"
-    for bad in ("soon", "30x", "-5m", "8d"):
-        with pytest.raises(ValueError):
-            parse_expiry(bad)
 
 
 def test_the_summary_shows_the_fleet_its_skew_and_a_replica_that_stopped() -> None:

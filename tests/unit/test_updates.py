@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import pytest
 
-from argwatch.server.valuesets.backoff import backoff_delay
+from argwatch.common.backoff import backoff_delay
 from argwatch.server.valuesets.payload import DeltaUpdate, SetPayload
 from argwatch.server.valuesets.snapshot import make_snapshot
 from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
