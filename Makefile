@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak
+.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +106,10 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed $(VENV)/typecheck/argwatch
 	$(BIN)/mypy
 
+# The documentation site (docs/, mkdocs.yml) into .site/; --strict fails on a broken link or anchor.
+docs: $(VENV)/.installed
+	$(BIN)/mkdocs build --strict --site-dir .site
+
 clean:
 	rm -rf $(VENV) build *.egg-info proto/argwatch/v1/*_pb2*.py proto/argwatch/v1/*_pb2*.pyi \
-	  $(TS)/node_modules $(TS)/dist $(TS)/src/generated
+	  $(TS)/node_modules $(TS)/dist $(TS)/src/generated .site

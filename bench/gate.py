@@ -2,7 +2,7 @@
 
 No RPC: the Validator is called directly on a decoded call, so the figures are
 what the checks cost, to set against the ~200-300 us of server CPU an RPC costs
-here (bench/README.md). Run `bench/validate.py --gate` for the same gate over
+here (docs/performance.md). Run `bench/validate.py --gate` for the same gate over
 gRPC against a bare echo.
 
     python bench/gate.py

@@ -1,6 +1,6 @@
 """ValidateStream against a bare bidirectional echo stream, and against unary Validate, measured in the same run.
 
-Method (as validate.py, ../shared/BENCHMARKING.md): one server process serves
+Method (as validate.py; docs/performance.md): one server process serves
 Gateway/ValidateStream, Echo/EchoStream (the request bytes back, no
 (de)serialisation) and Gateway/Validate. The load generator rotates between
 the three every 0.25 s window, each drained before the next:

@@ -1,6 +1,6 @@
 """Validate against a bare echo RPC carrying the same payload, served by the same process, measured in the same run.
 
-Method (../shared/BENCHMARKING.md): one load generator alternates between the
+Method (docs/performance.md): one load generator alternates between the
 two RPCs every 0.25 s (A, B, A, B, ...); each window is drained before the
 next, so a window's calls, latencies and the server's CPU time belong to one
 side. The ratio of each adjacent pair is taken, and the median of the pairs is
