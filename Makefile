@@ -1,21 +1,35 @@
 # The two commands: `make run` (gateway + demo owning service + traffic, with the TUI on it)
 # and `make test` (the whole suite). Both set up everything they need first.
+# `make check` is the quick loop: lint and the unit tests, in well under a minute.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Every dependency and tool at the exact version CI ran (pip-compile's output; `make lock` refreshes it).
+LOCK := requirements/test.lock
 # Reinstall when anything that shapes the installed package changes.
-INSTALL_INPUTS := pyproject.toml setup.py $(wildcard proto/argwatch/v1/*.proto)
+INSTALL_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak docs
+.PHONY: run test check bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak docs lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The lock first (argwatch's own dependencies and every extra's tools, pinned), then argwatch itself
+# on top without resolving again, so nothing newer than the lock slips in.
 $(VENV)/.installed: $(BIN)/python $(INSTALL_INPUTS)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
+
+# After changing a dependency in pyproject.toml, or to take newer releases: re-resolve every extra
+# into the lock (tests/unit/test_lock.py fails while the two disagree), then run make test.
+lock: $(BIN)/python
+	$(BIN)/pip install --quiet pip-tools==7.6.2
+	$(BIN)/pip-compile --quiet --upgrade --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
+	  --annotation-style=line --extra tui --extra test --extra lint --extra fuzz --extra k8s --extra bench \
+	  --output-file $(LOCK) pyproject.toml
 
 run: $(VENV)/.installed
 	$(BIN)/python examples/run_demo.py
@@ -60,9 +74,11 @@ $(TS)/dist/check.js: $(TS)/node_modules/.installed $(TS)/tsconfig.json $(wildcar
 
 ts-client: system-deps $(TS)/dist/check.js
 
-test: system-deps $(VENV)/.installed typecheck ts-client
-	$(BIN)/ruff check .
+test: system-deps $(VENV)/.installed lint typecheck ts-client
 	$(BIN)/python -m pytest
+
+check: lint
+	$(BIN)/python -m pytest -q tests/unit
 
 # h2load (Debian's nghttp2-client) drives gRPC natively for bench/h2load.py.
 bench-deps:

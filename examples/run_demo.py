@@ -104,7 +104,7 @@ def main() -> int:
         admin = f"127.0.0.1:{PORTS['admin']}"
         if sys.stdin.isatty() and sys.stdout.isatty():
             # The TUI in the foreground; quitting it (q) stops the demo.
-            viewer = start([os.path.join(BIN, "argwatch"), "tui", "--target", admin])
+            viewer = start([os.path.join(BIN, "argwatch"), "tui", "--admin", admin])
         else:
             print("no terminal: a status line instead of the TUI (Ctrl-C stops)")
             print("per tool: mode, calls, out-of-set rate as written/after normalisation, rejected, failed open")

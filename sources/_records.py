@@ -22,7 +22,9 @@ class RecordStore(sources_pb2_grpc.RecordSourceServicer):
         self._records[kind, record_id] = dict(attributes)
 
     async def Lookup(
-        self, request: sources_pb2.LookupRequest, context: grpc.aio.ServicerContext
+        self,
+        request: sources_pb2.LookupRequest,
+        context: grpc.aio.ServicerContext[sources_pb2.LookupRequest, sources_pb2.LookupResponse],
     ) -> sources_pb2.LookupResponse:
         self.lookups += 1
         found = self._records.get((request.kind, request.id))

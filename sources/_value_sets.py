@@ -125,7 +125,9 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         self._heartbeat = heartbeat_seconds
 
     async def GetValueSet(
-        self, request: sources_pb2.GetValueSetRequest, context: grpc.aio.ServicerContext
+        self,
+        request: sources_pb2.GetValueSetRequest,
+        context: grpc.aio.ServicerContext[sources_pb2.GetValueSetRequest, sources_pb2.GetValueSetResponse],
     ) -> sources_pb2.GetValueSetResponse:
         published = self._catalog.get(request.name)
         if published is None:
@@ -134,7 +136,9 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         return sources_pb2.GetValueSetResponse(value_set=to_wire(published))
 
     async def WatchValueSets(
-        self, request: sources_pb2.WatchValueSetsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: sources_pb2.WatchValueSetsRequest,
+        context: grpc.aio.ServicerContext[sources_pb2.WatchValueSetsRequest, sources_pb2.WatchValueSetsResponse],
     ) -> AsyncIterator[sources_pb2.WatchValueSetsResponse]:
         wanted = set(request.names) or set(self._catalog.names())
         queue = self._catalog.subscribe()

@@ -13,9 +13,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import IO
 
+import grpc
 import orjson
 
-from argwatch.tui.admin_client import AdminClient
+from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.v1 import admin_pb2
 
 
@@ -66,10 +67,14 @@ def render_samples(counts: dict[tuple[str, str], Counter[str]], bad: int) -> lis
     return lines
 
 
-async def report_from_admin(target: str, window_seconds: int, out: IO[str] = sys.stdout) -> int:
-    client = AdminClient(target)
+async def report_from_admin(connection: Connection, window_seconds: int, out: IO[str] = sys.stdout) -> int:
+    """The report from a gateway's Admin API; 1, with the reason on stderr, when it does not answer."""
+    client = AdminClient(connection)
     try:
         report = await client.shape_report(window_seconds)
+    except grpc.aio.AioRpcError as error:
+        print(f"argwatch report: {connection.target}: {error.code().name}: {error.details()}", file=sys.stderr)
+        return 1
     finally:
         await client.close()
     out.write("\n".join(render_admin(report)) + "\n")

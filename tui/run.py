@@ -1,36 +1,49 @@
-"""`argwatch tui`: its options, and running the app until the on-call quits."""
+"""The options every Admin API command shares (tui, watch, report), and running the TUI until the on-call quits."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import sys
 
 from argwatch.tui.admin_client import AdminClient, Connection, default_actor
 
 TOKEN_ENV = "ARGWATCH_ADMIN_TOKEN"
+DEFAULT_ADMIN = "127.0.0.1:50052"
+TUI_EXTRA_HINT = "argwatch tui needs the TUI's extra: pip install 'argwatch[tui]'"
+
+
+def add_admin_arguments(parser: argparse.ArgumentParser, *, actor: bool = False) -> None:
+    """--admin, the token and the TLS files: the same flags on every command that reads the Admin API."""
+    group = parser.add_argument_group("the Admin API")
+    # --target: the name `argwatch tui` used before every command spoke of --admin; still accepted.
+    group.add_argument(
+        "--admin", "--target", dest="admin", default=DEFAULT_ADMIN, metavar="HOST:PORT", help="the Admin API's address"
+    )
+    group.add_argument(
+        "--token-file", default="", metavar="FILE", help=f"a file holding the Admin bearer token (else ${TOKEN_ENV})"
+    )
+    if actor:
+        group.add_argument(
+            "--actor", default=default_actor(), help="who you are, in the audit trail when the gateway has no tokens"
+        )
+    group.add_argument("--tls-ca", default="", metavar="FILE", help="CA bundle to verify the gateway with (TLS)")
+    group.add_argument("--tls-cert", default="", metavar="FILE", help="client certificate, for mTLS")
+    group.add_argument("--tls-key", default="", metavar="FILE", help="client private key, for mTLS")
+    group.add_argument("--tls-server-name", default="", help="the name in the gateway's certificate, if not the host")
 
 
 def add_tui_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", default="127.0.0.1:50052", help="the gateway's Admin API, HOST:PORT")
+    add_admin_arguments(parser, actor=True)
     parser.add_argument("--readonly", action="store_true", help="watch only: hide mode changes and refreshes")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots (at least 0.2)")
-    parser.add_argument(
-        "--token-file", default="", help=f"a file holding the Admin bearer token (else ${TOKEN_ENV}, if set)"
-    )
-    parser.add_argument(
-        "--actor", default=default_actor(), help="who you are, for the audit trail when the gateway has no tokens"
-    )
-    parser.add_argument("--tls-ca", default="", help="CA bundle to verify the gateway with (enables TLS)")
-    parser.add_argument("--tls-cert", default="", help="client certificate, for mTLS")
-    parser.add_argument("--tls-key", default="", help="client private key, for mTLS")
-    parser.add_argument("--tls-server-name", default="", help="the name in the gateway's certificate")
 
 
 def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Connection:
     """The connection the options describe; ValueError names a bad option."""
     environ = dict(os.environ) if environ is None else environ
-    if args.interval < 0.2:
+    if getattr(args, "interval", 1.0) < 0.2:
         raise ValueError(f"--interval {args.interval:g}: at least 0.2 seconds")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together (mTLS needs both)")
@@ -48,9 +61,9 @@ def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = N
         if path and not os.path.isfile(path):
             raise ValueError(f"--{option.replace('_', '-')} {path}: no such file")
     return Connection(
-        target=args.target,
+        target=args.admin,
         token=token,
-        actor=args.actor,
+        actor=getattr(args, "actor", ""),
         tls_ca=args.tls_ca,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
@@ -59,7 +72,13 @@ def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = N
 
 
 def run_tui(connection: Connection, interval: float, readonly: bool) -> int:
-    from argwatch.tui.app import ArgwatchApp  # Textual loads only for this command
+    try:
+        from argwatch.tui.app import ArgwatchApp  # Textual loads only for this command
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in ("textual", "rich"):
+            raise
+        print(f"{TUI_EXTRA_HINT} ({error.name} is not installed)", file=sys.stderr)
+        return 1
 
     async def main() -> None:
         client = AdminClient(connection)

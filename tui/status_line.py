@@ -1,4 +1,4 @@
-"""A live one-line status of a gateway, from its Admin API: what `make run` shows until the TUI lands."""
+"""`argwatch watch`: a live one-line status of a gateway from its Admin API (and `make run` without a terminal)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import grpc
 
-from argwatch.tui.admin_client import AdminClient
+from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.v1 import admin_pb2, gateway_pb2
 
 _MODE = {gateway_pb2.MODE_OBSERVE: "obs", gateway_pb2.MODE_REJECT: "REJ", gateway_pb2.MODE_UNSPECIFIED: "-"}
@@ -41,20 +41,38 @@ def render(status: admin_pb2.GetStatusResponse, previous: admin_pb2.GetStatusRes
     return f"{rate}" + " | ".join(parts) + sets
 
 
-async def watch_status(target: str, interval: float, count: int) -> int:
-    """Prints a status line every `interval` seconds (overwriting on a terminal) until interrupted or `count`."""
-    client = AdminClient(target)
+# Refusals that no amount of waiting cures: watch stops at once and exits 1 (a gateway that is
+# restarting, UNAVAILABLE, is shown and retried every interval instead).
+_FATAL = {
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNIMPLEMENTED,
+    grpc.StatusCode.INVALID_ARGUMENT,
+}
+
+
+async def watch_status(connection: Connection, interval: float, count: int) -> int:
+    """Prints a status line every `interval` seconds (overwriting on a terminal) until interrupted or `count`.
+
+    Exit status: 1 when the Admin API refused us (a bad or missing token, say), or the last attempt failed."""
+    target = connection.target
+    client = AdminClient(connection)
     previous = None
     printed = 0
+    failed = False
     overwrite = sys.stdout.isatty()
     try:
         while count == 0 or printed < count:
             try:
                 status = await client.status()
                 line = render(status, previous)
-                previous = status
+                previous, failed = status, False
             except grpc.aio.AioRpcError as error:
+                if error.code() in _FATAL:
+                    print(f"argwatch watch: {target}: {error.code().name}: {error.details()}", file=sys.stderr)
+                    return 1
                 line = f"admin API at {target}: {error.code().name}: {error.details()}"
+                failed = True
             if overwrite:
                 sys.stdout.write("\r\x1b[2K" + line[: _width()])
             else:
@@ -69,7 +87,7 @@ async def watch_status(target: str, interval: float, count: int) -> int:
         if overwrite:
             sys.stdout.write("\n")
         await client.close()
-    return 0
+    return 1 if failed else 0
 
 
 def _width() -> int:

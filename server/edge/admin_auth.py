@@ -85,7 +85,7 @@ def load_tokens(path: str) -> TokenBook:
     return TokenBook(entries)
 
 
-class AdminAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
+class AdminAuthInterceptor(grpc.aio.ServerInterceptor):
     """Refuses Admin calls without a valid token, or with too small a role."""
 
     def __init__(self, book: TokenBook, on_refused: Callable[[str, str, Any], None]) -> None:
@@ -119,7 +119,7 @@ class AdminAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  #
         log.warning("admin call refused: %s %s", method, reason)
         self._on_refused(method, reason, metadata)
 
-        async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             await context.abort(code, details)
 
         return grpc.unary_unary_rpc_method_handler(refuse)

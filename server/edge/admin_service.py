@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpc
 
@@ -85,12 +86,16 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._closing = asyncio.Event()
 
     async def GetStatus(
-        self, request: admin_pb2.GetStatusRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.GetStatusRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.GetStatusRequest, admin_pb2.GetStatusResponse],
     ) -> admin_pb2.GetStatusResponse:
         return await self._status()
 
     async def WatchStatus(
-        self, request: admin_pb2.WatchStatusRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.WatchStatusRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.WatchStatusRequest, admin_pb2.GetStatusResponse],
     ) -> AsyncIterator[admin_pb2.GetStatusResponse]:
         interval = request.interval_seconds or 1.0
         if interval < MIN_WATCH_INTERVAL:
@@ -183,7 +188,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return response
 
     async def SetMode(
-        self, request: admin_pb2.SetModeRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.SetModeRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
         mode = wire.MODES_FROM_WIRE.get(request.mode)
         try:
@@ -200,7 +207,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return admin_pb2.SetModeResponse(change=_change_to_wire(change))
 
     async def RefreshValueSet(
-        self, request: admin_pb2.RefreshValueSetRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.RefreshValueSetRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.RefreshValueSetRequest, admin_pb2.RefreshValueSetResponse],
     ) -> admin_pb2.RefreshValueSetResponse:
         if request.name not in self._policy.value_sets:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"the policy has no value set {request.name!r}")
@@ -209,7 +218,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return admin_pb2.RefreshValueSetResponse(value_set=_set_status(state))
 
     async def ListSamples(
-        self, request: admin_pb2.ListSamplesRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.ListSamplesRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.ListSamplesRequest, admin_pb2.ListSamplesResponse],
     ) -> admin_pb2.ListSamplesResponse:
         found = self._offenders.offenders(request.tool, request.argument, request.limit or 20)
         response = admin_pb2.ListSamplesResponse(
@@ -222,12 +233,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return response
 
     async def ListModeChanges(
-        self, request: admin_pb2.ListModeChangesRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.ListModeChangesRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.ListModeChangesRequest, admin_pb2.ListModeChangesResponse],
     ) -> admin_pb2.ListModeChangesResponse:
         changes = self._modes.changes(request.limit or 100)
         return admin_pb2.ListModeChangesResponse(changes=[_change_to_wire(c) for c in changes])
 
-    def _actor(self, context: grpc.aio.ServicerContext) -> str:
+    def _actor(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         """The caller's name from its token; without tokens, the x-argwatch-actor metadata or its address."""
         if self._tokens is not None:
             caller = self._tokens.caller(context.invocation_metadata())
@@ -256,7 +269,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return checks
 
     async def GetShapeReport(
-        self, request: admin_pb2.GetShapeReportRequest, context: grpc.aio.ServicerContext
+        self,
+        request: admin_pb2.GetShapeReportRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.GetShapeReportRequest, admin_pb2.GetShapeReportResponse],
     ) -> admin_pb2.GetShapeReportResponse:
         counts, covered = self._windows.window(request.window_seconds)
         response = admin_pb2.GetShapeReportResponse(
@@ -323,7 +338,7 @@ def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:
     return status
 
 
-def _actor(context: grpc.aio.ServicerContext) -> str:
+def _actor(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     """Who is calling: the x-argwatch-actor metadata if given, else the peer address."""
     for key, value in context.invocation_metadata() or ():
         if key == "x-argwatch-actor" and value:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from time import perf_counter
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -29,7 +30,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._validator = validator
         self._observe = observe_seconds if observe_seconds is not None else _ignore
 
-    async def Validate(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         started = perf_counter()
         try:
             request = _parse(body)
@@ -41,7 +42,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return response
 
     async def ValidateStream(
-        self, bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        self, bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> AsyncIterator[bytes]:
         # One at a time, in order: a check awaits only the in-memory cache, so
         # concurrency inside one stream would add scheduling cost and no speed.
@@ -57,7 +58,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             yield response
 
     async def Repair(
-        self, request: gateway_pb2.RepairRequest, context: grpc.aio.ServicerContext
+        self,
+        request: gateway_pb2.RepairRequest,
+        context: grpc.aio.ServicerContext[gateway_pb2.RepairRequest, gateway_pb2.RepairResponse],
     ) -> gateway_pb2.RepairResponse:
         if not request.call_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
@@ -72,7 +75,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return wire.advice_to_response(advice)
 
     async def GetToolDefinitions(
-        self, request: gateway_pb2.GetToolDefinitionsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: gateway_pb2.GetToolDefinitionsRequest,
+        context: grpc.aio.ServicerContext[
+            gateway_pb2.GetToolDefinitionsRequest, gateway_pb2.GetToolDefinitionsResponse
+        ],
     ) -> gateway_pb2.GetToolDefinitionsResponse:
         policy = self._validator.policy
         unknown = [name for name in request.tools if name not in policy.tools]
@@ -91,7 +98,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return response
 
     async def ReportOutcome(
-        self, request: gateway_pb2.ReportOutcomeRequest, context: grpc.aio.ServicerContext
+        self,
+        request: gateway_pb2.ReportOutcomeRequest,
+        context: grpc.aio.ServicerContext[gateway_pb2.ReportOutcomeRequest, gateway_pb2.ReportOutcomeResponse],
     ) -> gateway_pb2.ReportOutcomeResponse:
         if not request.call_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
@@ -119,7 +128,7 @@ def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) ->
     ValidateStream take and give bytes: they parse the request themselves (an undecodable one is
     INVALID_ARGUMENT, with why) and answer with bytes already serialized (wire.verdict_to_wire),
     so gRPC calls no Python (de)serializer for them."""
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Validate": grpc.unary_unary_rpc_method_handler(servicer.Validate),
         "ValidateStream": grpc.stream_stream_rpc_method_handler(servicer.ValidateStream),
         "Repair": grpc.unary_unary_rpc_method_handler(

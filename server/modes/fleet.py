@@ -33,6 +33,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 
+from argwatch.common.backoff import backoff_delay
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.model import Mode
 from argwatch.server.process.background import cancel_and_wait
@@ -230,20 +231,21 @@ class SharedModes:
                 del self._fleet[replica_id]
 
     async def _listen_forever(self) -> None:
-        delay = 0.2
+        attempt = 0
         while True:
             try:
                 async with self._subscriber.pubsub() as pubsub:
                     await pubsub.subscribe(CHANNEL)
                     self._subscribed.set()
-                    delay = 0.2
+                    attempt = 0
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             await self.reread()
             except (RedisError, OSError) as error:
                 self._down(error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            attempt += 1
+            # Jittered, so replicas that lost Redis together do not all return at the same instant.
+            await asyncio.sleep(backoff_delay(attempt, base=0.2, cap=5.0))
 
     async def _reread_forever(self) -> None:
         while True:

@@ -33,6 +33,7 @@ from argwatch.server.process.tls import check_tls_settings, server_credentials
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
 from argwatch.server.telemetry.count_windows import CountWindows
@@ -72,7 +73,7 @@ class RunningGateway:
     control: ModeControl
     provider: ValueSetProvider
     validator: Validator
-    cache: Any
+    cache: Cache
     record_clients: Mapping[str, RecordClient]
     repairs: RepairTracker
     windows: CountWindows
@@ -124,7 +125,7 @@ async def build_gateway(
     *,
     policy: Policy | None = None,
     registry: CollectorRegistry | None = None,
-    cache: Any = None,
+    cache: Cache | None = None,
     fetchers: Mapping[str, SetFetcher] | None = None,
     clock: Callable[[], float] = time.time,
     extra_services: Callable[[grpc.aio.Server], list[str]] | None = None,

@@ -6,7 +6,7 @@ import argparse
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from argwatch.common.durations import parse_duration
@@ -162,11 +162,27 @@ SERVE_OPTIONS = (
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = {f.name: f.default for f in fields(Settings)}
+    """Every setting as a flag, its help naming the environment variable and the default in force."""
     for option in SERVE_OPTIONS:
-        shown = defaults.get(option.name)
-        suffix = f" [env {option.env}" + (f"; default {shown}]" if isinstance(shown, str | float) else "]")
-        parser.add_argument(option.flag, dest=option.name, default=None, help=option.help + suffix)
+        parser.add_argument(
+            option.flag, dest=option.name, default=None, metavar=option.name.upper(), help=_help_of(option)
+        )
+
+
+def _help_of(option: _Option) -> str:
+    """`help [env ARGWATCH_X; default: Y]`, Y as Settings has it (help that already says its default keeps it)."""
+    if "default" in option.help or option.name == "policy":
+        return f"{option.help} [env {option.env}]"
+    found = next(f for f in fields(Settings) if f.name == option.name)
+    if found.default_factory is not MISSING:  # replica_id: computed per process
+        shown = "HOST-PID"
+    elif found.default in (None, ""):
+        shown = "none"
+    elif isinstance(found.default, Mode):
+        shown = found.default.value
+    else:
+        shown = str(found.default).lower() if isinstance(found.default, bool) else str(found.default)
+    return f"{option.help} [env {option.env}; default: {shown}]"
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from argwatch.server.policy.model import RepairConfig
+from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationRecord
 from argwatch.server.verdict.findings import Problem
 
@@ -53,7 +53,7 @@ def fingerprint(tool: str, arguments: object, raw: bytes) -> str:
 class RejectionLog:
     """Stores rejected calls and attempt counts in the injected cache."""
 
-    def __init__(self, cache: Any, config: RepairConfig) -> None:
+    def __init__(self, cache: Cache, config: RepairConfig) -> None:
         self._cache = cache
         self._config = config
 

@@ -29,8 +29,9 @@ from typing import NamedTuple
 
 from redis.exceptions import RedisError
 
+from argwatch.common.backoff import backoff_delay
 from argwatch.server.process.background import cancel_and_wait
-from argwatch.server.state.shared_cache import SharedCache
+from argwatch.server.state.cache import Cache
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.repairs")
@@ -49,7 +50,7 @@ class OpenRepair(NamedTuple):
 class RepairTracker:
     def __init__(
         self,
-        cache: SharedCache,
+        cache: Cache,
         metrics: GatewayMetrics,
         remember_seconds: float,
         *,
@@ -131,12 +132,14 @@ class RepairTracker:
 
     async def _follow_forever(self) -> None:
         """Keeps _open_anywhere from the announcements; reconnects with backoff while Redis is away."""
-        delay = 0.2
+        attempt = 0
         while True:
             pubsub = self._cache.pubsub()
+            if pubsub is None:
+                return  # no Redis: every repair is on this replica, nothing to follow
             try:
                 await pubsub.subscribe(CHANNEL)
-                self._following, delay = True, 0.2
+                self._following, attempt = True, 0
                 async for message in pubsub.listen():
                     if message.get("type") != "message":
                         continue
@@ -151,9 +154,9 @@ class RepairTracker:
                 # Announcements may have been missed: ask Redis per call until subscribed again.
                 self._following = False
                 with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            attempt += 1
+            await asyncio.sleep(backoff_delay(attempt, base=0.2, cap=5.0))
 
 
 def _joined(conversation: str, tool: str) -> str:

@@ -18,11 +18,11 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import orjson
 
 from argwatch.server.policy.model import SideEffect
+from argwatch.server.state.cache import Cache
 from argwatch.server.verdict.set_checks import as_json_text
 
 KEY_PREFIX = "aw1_"  # versioned: a change in how keys are derived must not collide with old ones
@@ -111,7 +111,7 @@ def _canonical(value: object, depth: int) -> object:
 class OperationLog:
     """Operations and their outcomes in the shared cache (see shared_cache.SharedCache)."""
 
-    def __init__(self, cache: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, cache: Cache, clock: Callable[[], float] = time.time) -> None:
         self._cache = cache
         self._clock = clock
 
@@ -181,7 +181,7 @@ class OperationLog:
 
     @property
     def _shared(self) -> bool:
-        return bool(self._cache.shared_now)
+        return self._cache.shared_now
 
 
 def _status_key(conversation_id: str, tool: str) -> str:

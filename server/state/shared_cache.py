@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 from aiocache import RedisCache
 from aiocache.serializers import PickleSerializer
+from redis.asyncio.client import PubSub
 
 from argwatch.server.state.ttl_store import TtlStore
 from argwatch.server.telemetry.metrics import GatewayMetrics
@@ -67,7 +68,7 @@ def redis_from_url(url: str) -> Any:
 
 
 class SharedCache:
-    """Redis when it answers in time, local memory always."""
+    """Redis when it answers in time, local memory always: the Cache (state/cache.py) the gateway runs on."""
 
     def __init__(
         self,
@@ -160,7 +161,7 @@ class SharedCache:
         if self.remote_healthy:
             await self._remote_call("publish", channel, message)
 
-    def pubsub(self) -> Any:
+    def pubsub(self) -> PubSub | None:
         """A redis-py PubSub on the shared Redis (its own connection), or None without Redis."""
         return self._remote.client.pubsub() if self._remote is not None else None
 

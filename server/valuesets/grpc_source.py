@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from types import MappingProxyType
 
 import grpc
@@ -52,7 +52,7 @@ class GrpcSetFetcher:
             raise SourceUnavailable(f"{self.config.target} answered {value_set.name!r} when asked for {name!r}")
         return payload_from_wire(value_set, name)
 
-    async def watch(self, names: list[str]) -> AsyncIterator[Update]:
+    async def watch(self, names: list[str]) -> AsyncGenerator[Update]:
         """The source's stream, as domain updates, until it ends or fails."""
         call = self._stub.WatchValueSets(sources_pb2.WatchValueSetsRequest(names=names))
         assembler = _PartAssembler()

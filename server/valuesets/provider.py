@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Normalisation, Policy, ValueSetConfig
 from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.state.cache import Cache
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.valuesets import persist
 from argwatch.server.valuesets.overlay import OverlaySet, with_delta
@@ -137,7 +138,7 @@ class ValueSetProvider:
         self,
         policy: Policy,
         fetchers: Mapping[str, SetFetcher],
-        shared_cache: Any,  # shared_cache.SharedCache: memory by default, Redis for several replicas
+        shared_cache: Cache,  # memory by default, Redis for several replicas
         metrics: GatewayMetrics,
         *,
         clock: Callable[[], float] = time.time,

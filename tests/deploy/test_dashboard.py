@@ -65,7 +65,7 @@ def test_the_dashboard_covers_what_on_call_needs() -> None:
         assert needed in used, needed
 
 
-def test_every_query_is_valid_promql(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_every_query_is_valid_promql(tmp_path) -> None:
     """promtool parses each query, as a recording rule (Grafana's $tool replaced by a regex)."""
     rules = [
         {"record": f"argwatch:dashboard_query_{index}", "expr": query.replace("$tool", ".*")}

@@ -92,7 +92,7 @@ def test_the_nav_lists_every_page_and_only_existing_pages() -> None:
 def test_no_tracked_file_points_at_notes_outside_the_repository() -> None:
     """No tracked file mentions ../shared/ or the design, style and benchmarking notes kept outside the repository."""
     this_file = Path(__file__).resolve()
-    offenders = []
+    offenders: list[str] = []
     for path in tracked_files():
         if path.resolve() == this_file or not path.is_file():
             continue

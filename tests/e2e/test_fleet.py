@@ -77,7 +77,7 @@ def admin_call(target: str, method: str, message: object) -> object:
 
 
 @pytest.fixture
-def fleet(tmp_path) -> Iterator[tuple[RedisProcess, list[Replica]]]:  # type: ignore[no-untyped-def]
+def fleet(tmp_path) -> Iterator[tuple[RedisProcess, list[Replica]]]:
     shutil.copy(os.path.join(EXAMPLES, "value_sets.yaml"), tmp_path / "value_sets.yaml")
     (tmp_path / "policy.yaml").write_text(
         "sources: {local: {file: value_sets.yaml}}\n"
@@ -97,7 +97,7 @@ def fleet(tmp_path) -> Iterator[tuple[RedisProcess, list[Replica]]]:  # type: ig
 
 def test_one_flip_is_enforced_by_all_three_and_redis_restarts_cost_no_call(
     fleet: tuple[RedisProcess, list[Replica]], tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     redis, replicas = fleet
     assert {validate(r.target).decision for r in replicas} == {pb.DECISION_REJECT}
     admin_call(
@@ -120,7 +120,7 @@ def test_one_flip_is_enforced_by_all_three_and_redis_restarts_cost_no_call(
                     modes_seen.add(validate(replica.target).mode)
                     answered[0] += 1
                 except grpc.RpcError as error:
-                    failures.append(f"{replica.name}: {error.code().name}")  # type: ignore[attr-defined]
+                    failures.append(f"{replica.name}: {error.code().name}")
 
     runner = threading.Thread(target=traffic)
     runner.start()

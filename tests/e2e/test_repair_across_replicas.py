@@ -23,13 +23,13 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def redis(tmp_path) -> Iterator[RedisProcess]:  # type: ignore[no-untyped-def]
+def redis(tmp_path) -> Iterator[RedisProcess]:
     server = start_redis(str(tmp_path))
     yield server
     server.kill()
 
 
-def test_a_call_rejected_on_one_replica_and_repaired_on_another_counts_succeeded(tmp_path, redis: RedisProcess) -> None:  # type: ignore[no-untyped-def]
+def test_a_call_rejected_on_one_replica_and_repaired_on_another_counts_succeeded(tmp_path, redis: RedisProcess) -> None:
     shutil.copy(os.path.join(EXAMPLES, "value_sets.yaml"), tmp_path / "value_sets.yaml")
     (tmp_path / "policy.yaml").write_text(
         "sources: {local: {file: value_sets.yaml}}\n"

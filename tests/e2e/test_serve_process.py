@@ -25,7 +25,7 @@ ARGWATCH = os.path.join(os.path.dirname(sys.executable), "argwatch")
 pytestmark = pytest.mark.e2e
 
 
-def read_until(stream, pattern: str, seconds: float = 20.0) -> re.Match[str]:  # type: ignore[no-untyped-def]
+def read_until(stream, pattern: str, seconds: float = 20.0) -> re.Match[str]:
     deadline = time.monotonic() + seconds
     seen = []
     while time.monotonic() < deadline:
@@ -60,7 +60,7 @@ def demo_source() -> Iterator[str]:
 
 
 @pytest.fixture
-def example_policy(tmp_path, demo_source: str) -> str:  # type: ignore[no-untyped-def]
+def example_policy(tmp_path, demo_source: str) -> str:
     """The bundled example policy, pointed at this test's demo source, sampling every offending value."""
     with open(os.path.join(EXAMPLES, "policy.yaml")) as handle:
         text = handle.read()
@@ -71,7 +71,7 @@ def example_policy(tmp_path, demo_source: str) -> str:  # type: ignore[no-untype
     return str(tmp_path / "policy.yaml")
 
 
-def test_serve_answers_agents_and_drains_on_sigterm(example_policy: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_serve_answers_agents_and_drains_on_sigterm(example_policy: str, tmp_path) -> None:
     samples = tmp_path / "samples.jsonl"
     with subprocess.Popen(
         [
@@ -95,7 +95,7 @@ def test_serve_answers_agents_and_drains_on_sigterm(example_policy: str, tmp_pat
         drive_and_stop(gateway, samples)
 
 
-def drive_and_stop(gateway: subprocess.Popen[str], samples) -> None:  # type: ignore[no-untyped-def]
+def drive_and_stop(gateway: subprocess.Popen[str], samples) -> None:
     """Calls the gateway as an agent would, reads its metrics, then stops it with SIGTERM."""
     try:
         match = read_until(gateway.stderr, r"on 127\.0\.0\.1:(\d+), admin on .*, metrics on :(\d+)")
@@ -126,7 +126,7 @@ def drive_and_stop(gateway: subprocess.Popen[str], samples) -> None:  # type: ig
     assert orjson.loads(line)["value"] == '"AMS-9"'
 
 
-def test_serve_refuses_an_invalid_policy_with_every_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_serve_refuses_an_invalid_policy_with_every_error(tmp_path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("tools:\n  t:\n    arguments:\n      a: {value_set: nowhere}\n    mood: happy\n")
     result = subprocess.run([ARGWATCH, "serve", "--policy", str(policy)], capture_output=True, text=True, timeout=30)
@@ -136,7 +136,7 @@ def test_serve_refuses_an_invalid_policy_with_every_error(tmp_path) -> None:  # 
     assert "refusing to start" in result.stderr
 
 
-def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -> None:
     ok = subprocess.run(
         [ARGWATCH, "policy", "check", os.path.join(EXAMPLES, "policy.yaml")], capture_output=True, text=True, timeout=30
     )
@@ -149,7 +149,7 @@ def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -
     assert "3 error(s)" in result.stderr
 
 
-def test_serve_says_which_address_it_cannot_listen_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_serve_says_which_address_it_cannot_listen_on(tmp_path) -> None:
     import socket
 
     policy = tmp_path / "policy.yaml"

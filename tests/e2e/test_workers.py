@@ -44,7 +44,7 @@ def free_run(count: int) -> int:
                 holder = socket.socket()
                 held.append(holder)
                 holder.bind(("127.0.0.1", port))
-            return first
+            return int(first)
         except OSError:
             continue
         finally:
@@ -58,7 +58,7 @@ def until(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 @pytest.fixture
-def policy(tmp_path) -> str:  # type: ignore[no-untyped-def]
+def policy(tmp_path) -> str:
     shutil.copy(os.path.join(EXAMPLES, "value_sets.yaml"), tmp_path / "value_sets.yaml")
     (tmp_path / "policy.yaml").write_text(
         "sources: {local: {file: value_sets.yaml}}\n"
@@ -69,7 +69,7 @@ def policy(tmp_path) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def redis(tmp_path) -> Iterator[RedisProcess]:  # type: ignore[no-untyped-def]
+def redis(tmp_path) -> Iterator[RedisProcess]:
     server = start_redis(str(tmp_path))
     yield server
     server.kill()
@@ -88,7 +88,7 @@ def decisions(metrics_port: int) -> float:
     return sum(float(v) for v in re.findall(r"^argwatch_decisions_total\{[^}]*\} (\S+)$", body, re.MULTILINE))
 
 
-def test_two_workers_share_the_port_count_apart_and_agree_on_modes(policy: str, redis: RedisProcess, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_two_workers_share_the_port_count_apart_and_agree_on_modes(policy: str, redis: RedisProcess, tmp_path) -> None:
     port, admin, metrics = free_run(1), free_run(2), free_run(2)
     log = open(tmp_path / "workers.log", "w")  # noqa: SIM115 (closed below)
     parent = subprocess.Popen(

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# make test installs it (the lock has every extra); a quicker setup without argwatch[fuzz] skips, saying so.
+pytest.importorskip("atheris", reason="atheris is in the fuzz extra: pip install -e '.[fuzz]'")
+
 HERE = Path(__file__).resolve().parent
 SECONDS = 15  # in make test; `make fuzz` runs it for 5 minutes
 

@@ -54,7 +54,7 @@ class ScriptedSource(sources_pb2_grpc.ValueSetSourceServicer):
         while True:
             yield await self.outbox.get()
 
-    def send_delta(self, name: str, from_version: int, to_version: int, added=(), removed=()) -> None:  # type: ignore[no-untyped-def]
+    def send_delta(self, name: str, from_version: int, to_version: int, added=(), removed=()) -> None:
         self.outbox.put_nowait(
             sources_pb2.WatchValueSetsResponse(
                 delta=sources_pb2.ValueSetDelta(

@@ -18,7 +18,7 @@ ADMIN = "admin-token-0123456789"
 READER = "read-token-0123456789a"
 
 
-async def test_tokens_and_roles(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_tokens_and_roles(tmp_path, source: SourceServer) -> None:
     (tmp_path / "tokens.yaml").write_text(
         f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n- {{name: grafana, role: read, token: {READER}}}\n"
     )
@@ -62,14 +62,14 @@ async def test_tokens_and_roles(tmp_path, source: SourceServer) -> None:  # type
         await gateway.stop(0)
 
 
-async def test_an_open_admin_api_beyond_loopback_is_refused(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_an_open_admin_api_beyond_loopback_is_refused(tmp_path, source: SourceServer) -> None:
     policy = make_policy(str(tmp_path), source.target)
     settings = dataclasses.replace(loopback_settings(policy.path), admin_listen="0.0.0.0:0")
     with pytest.raises(ValueError, match="beyond loopback, with no --admin-tokens"):
         await build_gateway(settings, policy=policy, registry=CollectorRegistry())
 
 
-async def test_the_gateway_listener_does_not_serve_the_admin_api(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_the_gateway_listener_does_not_serve_the_admin_api(tmp_path, source: SourceServer) -> None:
     """Agents reach only the Gateway listener; the Admin API is not there, whatever they send."""
     from argwatch.v1 import admin_pb2, admin_pb2_grpc
 
@@ -95,7 +95,7 @@ async def test_the_gateway_listener_does_not_serve_the_admin_api(tmp_path, sourc
         await gateway.stop(0)
 
 
-async def test_tokens_never_reach_the_log_the_audit_or_the_metrics(tmp_path, source: SourceServer, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_tokens_never_reach_the_log_the_audit_or_the_metrics(tmp_path, source: SourceServer, caplog) -> None:
     """Every path a token travels, right and wrong: none of them may write it anywhere an operator reads."""
     from prometheus_client import generate_latest
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -106,7 +107,7 @@ async def test_in_flight_calls_are_answered_during_the_grace_period(gateway_fact
         await stopping
 
 
-def _call_validate_as_a_generic_client(target: str, arguments: dict[str, object]) -> dict[str, object]:
+def _call_validate_as_a_generic_client(target: str, arguments: dict[str, object]) -> dict[str, Any]:
     """What grpcurl, Postman or evans do: no generated code, only what reflection says. Blocking (run in a thread)."""
     from google.protobuf import descriptor_pool, json_format, message_factory
     from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase

@@ -77,7 +77,7 @@ async def test_every_check_has_a_deadline(silent_gateway: str) -> None:
     assert time.monotonic() - started < 3.0
 
 
-async def test_the_client_hands_over_the_key_refuses_a_repeat_and_reports_outcomes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_client_hands_over_the_key_refuses_a_repeat_and_reports_outcomes(tmp_path) -> None:
     from tests.conftest import gateway_on
     from tests.service.test_side_effects import POLICY
 

@@ -39,7 +39,7 @@ class HangingSource:
 @pytest.fixture
 async def hanging() -> AsyncIterator[tuple[HangingSource, str]]:
     source = HangingSource()
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler] = {
         "GetValueSet": grpc.unary_unary_rpc_method_handler(source.hang),
         "WatchValueSets": grpc.unary_stream_rpc_method_handler(source.hang_stream),
     }
@@ -118,7 +118,7 @@ async def records_gateway(tmp_path: Path) -> AsyncIterator[tuple[HangingRecords,
     await server.stop(0)
 
 
-async def test_a_hanging_look_up_still_answers_within_the_callers_deadline(records_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_a_hanging_look_up_still_answers_within_the_callers_deadline(records_gateway) -> None:
     _records, gateway = records_gateway
     channel, stub = gateway_stub(gateway)
     async with channel:
@@ -129,7 +129,7 @@ async def test_a_hanging_look_up_still_answers_within_the_callers_deadline(recor
     assert "could not be checked" in response.problems[0].message
 
 
-async def test_a_caller_that_cancels_cancels_the_look_up(records_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_a_caller_that_cancels_cancels_the_look_up(records_gateway) -> None:
     records, gateway = records_gateway
     channel, stub = gateway_stub(gateway)
     async with channel:
@@ -149,7 +149,7 @@ async def test_a_source_that_streams_garbage_is_a_source_down_counted_while_call
     async def garbage_unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b"\xff\xff\xff\xff not a protobuf message"
 
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler] = {
         "GetValueSet": grpc.unary_unary_rpc_method_handler(garbage_unary),
         "WatchValueSets": grpc.unary_stream_rpc_method_handler(garbage),
     }

@@ -14,23 +14,23 @@ from tests.service.helpers import eventually, gateway_stub, request, series_coun
 
 
 @pytest.fixture
-async def observe_gateway(gateway_factory: GatewayFactory):  # type: ignore[no-untyped-def]
+async def observe_gateway(gateway_factory: GatewayFactory):
     return await gateway_factory(refund_mode="observe")
 
 
 @pytest.fixture
-async def reject_gateway(gateway_factory: GatewayFactory):  # type: ignore[no-untyped-def]
+async def reject_gateway(gateway_factory: GatewayFactory):
     return await gateway_factory(refund_mode="reject")
 
 
-async def validate(gateway, message: pb.ValidateRequest) -> pb.ValidateResponse:  # type: ignore[no-untyped-def]
+async def validate(gateway, message: pb.ValidateRequest) -> pb.ValidateResponse:
     channel, stub = gateway_stub(gateway)
     async with channel:
         response: pb.ValidateResponse = await stub.Validate(message, timeout=5)
         return response
 
 
-async def test_observe_mode_allows_an_invented_value_lists_the_problem_and_counts_it(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_observe_mode_allows_an_invented_value_lists_the_problem_and_counts_it(observe_gateway) -> None:
     response = await validate(observe_gateway, request("refund_order", {"reason_code": "OTHER"}, call_id="c1"))
     assert response.call_id == "c1"
     assert (response.decision, response.mode) == (pb.DECISION_ALLOW, pb.MODE_OBSERVE)
@@ -62,7 +62,7 @@ async def test_observe_mode_allows_an_invented_value_lists_the_problem_and_count
     assert value(registry, "tool_argument_repair_started_total", tool="refund_order") == 0
 
 
-async def test_a_legal_value_is_allowed_with_no_problem(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_a_legal_value_is_allowed_with_no_problem(reject_gateway) -> None:
     response = await validate(reject_gateway, request("refund_order", {"reason_code": "WRONG_ITEM"}))
     assert response.decision == pb.DECISION_ALLOW
     assert list(response.problems) == []
@@ -81,7 +81,7 @@ async def test_a_legal_value_is_allowed_with_no_problem(reject_gateway) -> None:
     )
 
 
-async def test_reject_mode_rejects_and_repair_lists_the_legal_set_sorted(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_reject_mode_rejects_and_repair_lists_the_legal_set_sorted(reject_gateway) -> None:
     channel, stub = gateway_stub(reject_gateway)
     async with channel:
         response = await stub.Validate(request("refund_order", {"reason_code": "ITEM_DEFECTIVE"}), timeout=5)
@@ -117,7 +117,7 @@ async def test_repair_of_a_large_set_offers_the_nearest_few_and_the_count(gatewa
     assert len(repair.message) < 1000
 
 
-async def test_a_formatting_slip_counts_out_of_set_but_in_set_after_normalisation(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_a_formatting_slip_counts_out_of_set_but_in_set_after_normalisation(observe_gateway) -> None:
     response = await validate(observe_gateway, request("refund_order", {"reason_code": "damaged-item"}))
     (problem,) = response.problems
     assert (problem.shape, problem.suggestion, problem.in_set_normalised) == (pb.SHAPE_SEPARATOR, "DAMAGED_ITEM", True)
@@ -178,7 +178,7 @@ async def test_past_max_staleness_with_failure_closed_rejects_with_a_problem(
     assert [p.code for p in response.problems] == [pb.PROBLEM_CODE_CHECK_UNAVAILABLE]
 
 
-async def test_a_thousand_invented_tool_names_add_no_metric_series(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_a_thousand_invented_tool_names_add_no_metric_series(observe_gateway) -> None:
     channel, stub = gateway_stub(observe_gateway)
     async with channel:
         await stub.Validate(request("warmup_tool", {}), timeout=5)
@@ -193,7 +193,7 @@ async def test_a_thousand_invented_tool_names_add_no_metric_series(observe_gatew
     )
 
 
-async def test_malformed_json_arguments_are_a_problem_in_the_response(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_malformed_json_arguments_are_a_problem_in_the_response(observe_gateway) -> None:
     for raw, reason in [
         (b'{"reason_code": "DAMAGED', "not valid JSON"),
         (b"[1, 2]", "expected a JSON object, got an array"),
@@ -217,7 +217,7 @@ async def test_malformed_json_arguments_are_a_problem_in_the_response(observe_ga
     )
 
 
-async def test_malformed_json_in_reject_mode_is_rejected_and_repairable(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_malformed_json_in_reject_mode_is_rejected_and_repairable(reject_gateway) -> None:
     channel, stub = gateway_stub(reject_gateway)
     async with channel:
         response = await stub.Validate(request("refund_order", raw=b"{not json"), timeout=5)
@@ -226,7 +226,7 @@ async def test_malformed_json_in_reject_mode_is_rejected_and_repairable(reject_g
     assert "not a JSON object" in repair.message
 
 
-async def test_struct_arguments_are_checked_like_json(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_struct_arguments_are_checked_like_json(observe_gateway) -> None:
     args = struct_pb2.Struct()
     args.update({"reason_code": "NOT_RECEIVED", "amount_cents": 120})
     response = await validate(observe_gateway, pb.ValidateRequest(tool="refund_order", arguments_struct=args))
@@ -236,7 +236,7 @@ async def test_struct_arguments_are_checked_like_json(observe_gateway) -> None: 
     assert [p.code for p in response.problems] == [pb.PROBLEM_CODE_WRONG_TYPE]
 
 
-async def test_validate_stream_answers_every_request_matched_by_call_id(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_validate_stream_answers_every_request_matched_by_call_id(observe_gateway) -> None:
     async def requests() -> AsyncIterator[pb.ValidateRequest]:
         for i in range(50):
             code = REASON_CODES[i % 4] if i % 5 else "MADE_UP"
@@ -250,7 +250,7 @@ async def test_validate_stream_answers_every_request_matched_by_call_id(observe_
     assert with_problems == {f"s{i}" for i in range(0, 50, 5)}
 
 
-async def test_repeating_the_same_invalid_call_tells_the_model_to_give_up(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_repeating_the_same_invalid_call_tells_the_model_to_give_up(reject_gateway) -> None:
     channel, stub = gateway_stub(reject_gateway)
     async with channel:
         first = await stub.Validate(request("refund_order", {"reason_code": "X"}, conversation="conv"), timeout=5)
@@ -261,7 +261,7 @@ async def test_repeating_the_same_invalid_call_tells_the_model_to_give_up(reject
     assert "Do not call refund_order again" in repairs[2].message
 
 
-async def test_repair_of_an_unknown_call_id_is_not_found(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_repair_of_an_unknown_call_id_is_not_found(reject_gateway) -> None:
     channel, stub = gateway_stub(reject_gateway)
     async with channel:
         with pytest.raises(grpc.aio.AioRpcError) as raised:
@@ -272,7 +272,7 @@ async def test_repair_of_an_unknown_call_id_is_not_found(reject_gateway) -> None
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_the_global_override_wins_over_the_tools_mode(reject_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_the_global_override_wins_over_the_tools_mode(reject_gateway) -> None:
     from argwatch.server.modes.store import GLOBAL
     from argwatch.server.policy.model import Mode
 
@@ -282,25 +282,30 @@ async def test_the_global_override_wins_over_the_tools_mode(reject_gateway) -> N
     assert value(reject_gateway.registry, "argwatch_mode", tool="refund_order") == 0
 
 
-async def test_file_source_sets_are_checked_with_retired_values(observe_gateway) -> None:  # type: ignore[no-untyped-def]
+async def test_file_source_sets_are_checked_with_retired_values(observe_gateway) -> None:
     response = await validate(observe_gateway, request("transfer_stock", {"warehouse_code": "LHR-1"}))
     assert [(p.shape, p.value_set) for p in response.problems] == [(pb.SHAPE_RETIRED, "wms.warehouses")]
     assert [(v.name, v.version) for v in response.value_sets] == [("wms.warehouses", 3)]
 
 
 async def test_bytes_that_are_not_a_validate_request_get_invalid_argument_and_the_server_serves_on(
-    observe_gateway,  # type: ignore[no-untyped-def]
+    observe_gateway,
 ) -> None:
     garbage = b"\x0a\xff\xff\xff\xff\x0f"  # field 1 (tool) claiming a length far past the end
     async with grpc.aio.insecure_channel(observe_gateway.target) as channel:
-        validate_raw = channel.unary_unary("/argwatch.v1.Gateway/Validate")
+        validate_raw: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            "/argwatch.v1.Gateway/Validate"
+        )
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await validate_raw(garbage, timeout=5)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "not a ValidateRequest" in (refused.value.details() or "")
-        stream = channel.stream_stream("/argwatch.v1.Gateway/ValidateStream")(timeout=5)
+        stream: grpc.aio.StreamStreamCall[bytes, bytes] = channel.stream_stream("/argwatch.v1.Gateway/ValidateStream")(
+            timeout=5
+        )
         await stream.write(request("refund_order", {"reason_code": REASON_CODES[0]}).SerializeToString())
-        assert pb.ValidateResponse.FromString(await stream.read()).decision == pb.DECISION_ALLOW
+        reply = await stream.read()
+        assert isinstance(reply, bytes) and pb.ValidateResponse.FromString(reply).decision == pb.DECISION_ALLOW
         await stream.write(garbage)
         with pytest.raises(grpc.aio.AioRpcError) as ended:
             await stream.read()

@@ -51,7 +51,7 @@ Start = Callable[..., Awaitable[RunningGateway]]
 
 
 @pytest.fixture
-async def start(tmp_path) -> AsyncIterator[Start]:  # type: ignore[no-untyped-def]
+async def start(tmp_path) -> AsyncIterator[Start]:
     store = RecordStore(ORDERS)
     server = grpc.aio.server()
     sources_pb2_grpc.add_RecordSourceServicer_to_server(store, server)

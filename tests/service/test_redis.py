@@ -21,13 +21,13 @@ from tests.service.test_provider import codes, scripted_policy
 
 
 @pytest.fixture
-def redis(tmp_path) -> Iterator[RedisProcess]:  # type: ignore[no-untyped-def]
+def redis(tmp_path) -> Iterator[RedisProcess]:
     server = start_redis(str(tmp_path))
     yield server
     server.kill()
 
 
-async def test_two_replicas_pull_a_set_from_the_source_once(tmp_path, redis: RedisProcess) -> None:  # type: ignore[no-untyped-def]
+async def test_two_replicas_pull_a_set_from_the_source_once(tmp_path, redis: RedisProcess) -> None:
     scripted = ScriptedSource({"s.codes": codes(3, "A", "B")}, can_watch=False)
     server, target = await serve(scripted)
     providers, caches = [], []
@@ -56,7 +56,7 @@ async def test_two_replicas_pull_a_set_from_the_source_once(tmp_path, redis: Red
         await server.stop(0)
 
 
-async def test_repair_works_on_another_replica(tmp_path, source: SourceServer, redis: RedisProcess) -> None:  # type: ignore[no-untyped-def]
+async def test_repair_works_on_another_replica(tmp_path, source: SourceServer, redis: RedisProcess) -> None:
     policy = make_policy(str(tmp_path), source.target)
     replicas = [
         await build_gateway(
@@ -84,7 +84,7 @@ async def test_redis_killed_mid_traffic_loses_no_call_and_blocks_none(
     gateway_factory: GatewayFactory,
     tmp_path,
     source: SourceServer,
-    redis: RedisProcess,  # type: ignore[no-untyped-def]
+    redis: RedisProcess,
 ) -> None:
     registry = CollectorRegistry()
     policy = make_policy(str(tmp_path), source.target)
@@ -125,7 +125,7 @@ async def test_redis_killed_mid_traffic_loses_no_call_and_blocks_none(
 
 async def test_passing_calls_ask_redis_nothing_unless_a_repair_is_open_somewhere(
     tmp_path, source: SourceServer, redis: RedisProcess
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from dataclasses import replace
 
     import redis as redis_client

@@ -12,7 +12,7 @@ from tests.conftest import SourceServer, loopback_settings, make_policy
 from tests.service.helpers import gateway_stub, request, value
 
 
-async def test_succeeded_abandoned_and_give_up_are_counted(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_succeeded_abandoned_and_give_up_are_counted(tmp_path, source: SourceServer) -> None:
     now = [time.time()]
     policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
     gateway = await build_gateway(

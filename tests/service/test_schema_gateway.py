@@ -19,7 +19,7 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
 
 @pytest.fixture
-async def gateway(tmp_path) -> AsyncIterator[RunningGateway]:  # type: ignore[no-untyped-def]
+async def gateway(tmp_path) -> AsyncIterator[RunningGateway]:
     shutil.copy(os.path.join(DATA, "mcp_tools.json"), tmp_path / "mcp_tools.json")
     (tmp_path / "sets.yaml").write_text("refunds.reason_codes: {version: 1, members: [DAMAGED_ITEM, NOT_RECEIVED]}\n")
     (tmp_path / "policy.yaml").write_text(

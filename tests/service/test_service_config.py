@@ -54,7 +54,7 @@ class ScriptedGateway:
 @pytest.fixture
 async def scripted() -> AsyncIterator[tuple[ScriptedGateway, str]]:
     gateway = ScriptedGateway([])
-    handler = grpc.unary_unary_rpc_method_handler(gateway.validate)
+    handler: grpc.RpcMethodHandler = grpc.unary_unary_rpc_method_handler(gateway.validate)
     server, target = await serve_raw("argwatch.v1.Gateway", {"Validate": handler})
     yield gateway, target
     await server.stop(0)

@@ -46,7 +46,7 @@ async def test_a_flip_takes_effect_on_the_next_validate_and_is_audited(gateway_f
     assert [c.outcome for c in trail.changes] == ["refused: a reason is required", "applied"]
 
 
-async def test_refresh_value_set_fetches_the_sources_copy_now(gateway_factory: GatewayFactory, source) -> None:  # type: ignore[no-untyped-def]
+async def test_refresh_value_set_fetches_the_sources_copy_now(gateway_factory: GatewayFactory, source) -> None:
     gateway = await gateway_factory(watch="false", ttl="5m")  # pulled: the next pull is minutes away
     source.catalog.publish("refunds.reason_codes", ["DAMAGED_ITEM", "PRICE_MATCH"])
     channel, admin = admin_stub(gateway)
@@ -104,7 +104,7 @@ async def test_an_expiring_override_reverts_by_itself_and_says_so(gateway_factor
 
         async def reverted() -> bool:
             verdict = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=5)
-            return verdict.decision == pb.DECISION_REJECT
+            return bool(verdict.decision == pb.DECISION_REJECT)
 
         await eventually(reverted)  # the 1 s expiry, swept every second
         trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
@@ -121,7 +121,7 @@ async def test_an_expiring_override_reverts_by_itself_and_says_so(gateway_factor
     assert refund.mode_source == "policy" and not refund.HasField("mode_expires_at")
 
 
-async def test_overrides_and_their_audit_survive_a_restart(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_overrides_and_their_audit_survive_a_restart(tmp_path, source: SourceServer) -> None:
     policy = make_policy(str(tmp_path), source.target)
     settings = replace(loopback_settings(policy.path), mode_state=str(tmp_path / "modes.json"))
     first = await build_gateway(settings, policy=policy, registry=CollectorRegistry())

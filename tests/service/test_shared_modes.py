@@ -23,14 +23,14 @@ Start = Callable[[str], Coroutine[Any, Any, RunningGateway]]
 
 
 @pytest.fixture
-async def redis(tmp_path) -> AsyncIterator[RedisProcess]:  # type: ignore[no-untyped-def]
+async def redis(tmp_path) -> AsyncIterator[RedisProcess]:
     server = start_redis(str(tmp_path))
     yield server
     server.kill()
 
 
 @pytest.fixture
-async def start(tmp_path, source: SourceServer, redis: RedisProcess) -> AsyncIterator[Start]:  # type: ignore[no-untyped-def]
+async def start(tmp_path, source: SourceServer, redis: RedisProcess) -> AsyncIterator[Start]:
     started: list[RunningGateway] = []
 
     async def start_one(replica_id: str) -> RunningGateway:
@@ -105,7 +105,7 @@ async def test_the_fleet_view_lists_every_replica_and_what_it_enforces(start: St
 
 async def test_redis_down_keeps_modes_refuses_changes_and_catches_up_when_back(
     start: Start, redis: RedisProcess, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     first, second = await start("replica-a"), await start("replica-b")
     await set_mode(first, pb.MODE_OBSERVE)
 

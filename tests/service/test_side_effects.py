@@ -69,7 +69,7 @@ async def refund(stub: Any, arguments: dict[str, Any] | None = None, conversatio
     return await stub.Validate(request("refund_order", arguments or REFUND, conversation=conversation), timeout=5)
 
 
-async def report(stub: Any, call_id: str, outcome: int) -> Any:
+async def report(stub: Any, call_id: str, outcome: pb.Outcome) -> Any:
     return await stub.ReportOutcome(pb.ReportOutcomeRequest(call_id=call_id, outcome=outcome), timeout=5)
 
 

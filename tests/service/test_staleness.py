@@ -8,7 +8,7 @@ from tests.conftest import GatewayFactory, SourceServer
 from tests.service.helpers import admin_stub, eventually, gateway_stub, request, value
 
 
-async def stale_verdict(gateway, source: SourceServer) -> pb.ValidateResponse:  # type: ignore[no-untyped-def]
+async def stale_verdict(gateway, source: SourceServer) -> pb.ValidateResponse:
     await source.stop()
     channel, stub = gateway_stub(gateway)
     async with channel:

@@ -23,7 +23,7 @@ def trusting(ca_path: str) -> grpc.ChannelCredentials:
         return grpc.ssl_channel_credentials(root_certificates=handle.read())
 
 
-async def test_tls_gateway_and_mtls_admin_accept_the_right_clients_only(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_tls_gateway_and_mtls_admin_accept_the_right_clients_only(tmp_path, source: SourceServer) -> None:
     files = make_tls_files(str(tmp_path))
     policy = make_policy(str(tmp_path), source.target)
     settings = replace(
@@ -62,7 +62,7 @@ async def test_tls_gateway_and_mtls_admin_accept_the_right_clients_only(tmp_path
         await gateway.stop(0)
 
 
-async def test_a_client_of_another_ca_is_refused_by_the_admin_listener(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_a_client_of_another_ca_is_refused_by_the_admin_listener(tmp_path, source: SourceServer) -> None:
     ours = make_tls_files(str(tmp_path))
     os.mkdir(tmp_path / "other")
     theirs = make_tls_files(str(tmp_path / "other"), ca_name="someone else's CA")
@@ -94,9 +94,9 @@ async def test_a_client_of_another_ca_is_refused_by_the_admin_listener(tmp_path,
 )
 async def test_tls_settings_that_do_not_go_together_refuse_to_start(
     tmp_path, source: SourceServer, changes: dict[str, str], message: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     make_tls_files(str(tmp_path))
     policy = make_policy(str(tmp_path), source.target)
-    settings = replace(loopback_settings(policy.path), **{k: str(tmp_path / v) for k, v in changes.items()})
+    settings = replace(loopback_settings(policy.path), **{k: str(tmp_path / v) for k, v in changes.items()})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=message):
         await build_gateway(settings, policy=policy, registry=CollectorRegistry())

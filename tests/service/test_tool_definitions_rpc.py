@@ -12,7 +12,7 @@ from tests.conftest import REASON_CODES, WAREHOUSES, GatewayFactory, SourceServe
 from tests.service.helpers import eventually, gateway_stub, run_program
 
 
-async def definitions(gateway, *tools: str, fmt: int = pb.TOOL_FORMAT_MCP) -> pb.GetToolDefinitionsResponse:  # type: ignore[no-untyped-def]
+async def definitions(gateway, *tools: str, fmt: pb.ToolFormat = pb.TOOL_FORMAT_MCP) -> pb.GetToolDefinitionsResponse:
     channel, stub = gateway_stub(gateway)
     async with channel:
         response: pb.GetToolDefinitionsResponse = await stub.GetToolDefinitions(
@@ -85,7 +85,7 @@ async def test_argwatch_tools_export_prints_them(gateway_factory: GatewayFactory
     gateway = await gateway_factory()
     argwatch = os.path.join(os.path.dirname(sys.executable), "argwatch")
     out = await run_program(
-        argwatch, "tools", "export", "--target", gateway.target, "--format", "openai", "--tool", "refund_order"
+        argwatch, "tools", "export", "--gateway", gateway.target, "--format", "openai", "--tool", "refund_order"
     )
     exported = json.loads(out)
     assert exported["version"]

@@ -110,7 +110,7 @@ async def test_a_snapshot_slow_to_build_is_shared_longer_and_watchers_keep_getti
         started = asyncio.get_running_loop().time()
         shared = [await stream.read() for _ in range(4)]  # one every 0.2 s: the stream keeps its cadence
         assert asyncio.get_running_loop().time() - started < 1.9
-        assert {s.taken_at.ToNanoseconds() for s in shared} == {first.taken_at.ToNanoseconds()}  # type: ignore[union-attr]
+        assert {s.taken_at.ToNanoseconds() for s in shared} == {first.taken_at.ToNanoseconds()}
         stream.cancel()
 
 
@@ -146,7 +146,7 @@ async def test_checks_that_failed_open_show_in_the_argument_row(
     assert not value_set.source_connected
 
 
-async def test_a_watcher_does_not_hold_the_shutdown_for_the_grace_period(tmp_path, source: SourceServer) -> None:  # type: ignore[no-untyped-def]
+async def test_a_watcher_does_not_hold_the_shutdown_for_the_grace_period(tmp_path, source: SourceServer) -> None:
     policy = make_policy(str(tmp_path), source.target)
     # A long grace: in-flight calls may take it, but a watching TUI is not in-flight work.
     settings = replace(loopback_settings(policy.path), grace_seconds=120.0)

@@ -59,7 +59,7 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
     started, rss_start = time.monotonic(), rss_mib()
     stop_at = started + SECONDS
 
-    async def worker(number: int, stub) -> None:  # type: ignore[no-untyped-def]
+    async def worker(number: int, stub) -> None:
         rng = random.Random(number)
         index = number
         next_at = time.monotonic()
@@ -85,7 +85,7 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
         async with asyncio.timeout(SECONDS + 30), progress:
             await progress.wait_for(lambda: sum(sent.values()) >= calls or time.monotonic() >= stop_at)
 
-    async def disturb(admin) -> None:  # type: ignore[no-untyped-def]
+    async def disturb(admin) -> None:
         """A third of the way in: flips; halfway: the source goes down, and comes back a few seconds later."""
         nonlocal source
         expected = RATE * SECONDS

@@ -41,7 +41,7 @@ async def client_for() -> AsyncIterator[object]:
 
 async def test_a_mode_flip_through_the_dialog_reaches_the_gateway_and_its_audit(
     gateway_factory: GatewayFactory, client_for
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     gateway = await gateway_factory(refund_mode="reject")
     app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
     async with app.run_test(size=SIZE) as pilot:
@@ -83,7 +83,7 @@ async def test_a_mode_flip_through_the_dialog_reaches_the_gateway_and_its_audit(
     assert after.decision == pb.DECISION_ALLOW
 
 
-async def test_cancelling_the_dialog_changes_nothing(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+async def test_cancelling_the_dialog_changes_nothing(gateway_factory: GatewayFactory, client_for) -> None:
     gateway = await gateway_factory(refund_mode="reject")
     app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
     async with app.run_test(size=SIZE) as pilot:
@@ -100,7 +100,7 @@ async def test_cancelling_the_dialog_changes_nothing(gateway_factory: GatewayFac
     assert gateway.modes.mode_for("refund_order") is Mode.REJECT
 
 
-async def test_applying_without_a_reason_is_refused_in_the_dialog(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+async def test_applying_without_a_reason_is_refused_in_the_dialog(gateway_factory: GatewayFactory, client_for) -> None:
     gateway = await gateway_factory(refund_mode="reject")
     app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
     async with app.run_test(size=SIZE) as pilot:
@@ -116,7 +116,7 @@ async def test_applying_without_a_reason_is_refused_in_the_dialog(gateway_factor
     assert gateway.modes.changes() == []
 
 
-async def test_the_filter_keeps_matching_rows_and_escape_clears_it(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+async def test_the_filter_keeps_matching_rows_and_escape_clears_it(gateway_factory: GatewayFactory, client_for) -> None:
     gateway = await gateway_factory()
     app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
     async with app.run_test(size=SIZE) as pilot:
@@ -140,7 +140,7 @@ async def test_the_filter_keeps_matching_rows_and_escape_clears_it(gateway_facto
 
 async def test_the_detail_view_shows_the_offending_values_and_the_sets_state(
     gateway_factory: GatewayFactory, client_for
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     gateway = await gateway_factory(refund_mode="observe")
     channel, stub = gateway_stub(gateway)
     async with channel:
@@ -168,7 +168,7 @@ async def test_the_detail_view_shows_the_offending_values_and_the_sets_state(
 
 async def test_it_says_when_the_gateway_is_lost_and_reconnects_by_itself(
     gateway_factory: GatewayFactory, source: SourceServer, tmp_path, client_for
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     first = await gateway_factory()
     admin_port = first.admin_port
     app = ArgwatchApp(client_for(first.admin_target), interval=0.2)
@@ -190,7 +190,7 @@ async def test_it_says_when_the_gateway_is_lost_and_reconnects_by_itself(
             await second.stop(0)
 
 
-async def test_readonly_hides_every_action_that_changes_something(gateway_factory: GatewayFactory, client_for) -> None:  # type: ignore[no-untyped-def]
+async def test_readonly_hides_every_action_that_changes_something(gateway_factory: GatewayFactory, client_for) -> None:
     gateway = await gateway_factory(refund_mode="reject")
     app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2, readonly=True)
     async with app.run_test(size=SIZE) as pilot:
@@ -203,7 +203,7 @@ async def test_readonly_hides_every_action_that_changes_something(gateway_factor
     assert gateway.modes.changes() == []
 
 
-async def test_many_rows_scroll_and_filter_from_the_bottom(tmp_path, client_for) -> None:  # type: ignore[no-untyped-def]
+async def test_many_rows_scroll_and_filter_from_the_bottom(tmp_path, client_for) -> None:
     """More rows than fit: rows are drawn as they scroll into view, and filtering from the bottom works."""
     (tmp_path / "sets.yaml").write_text("codes:\n  version: 1\n  members: [A, B, C]\n")
     tools = "".join(
@@ -227,7 +227,7 @@ async def test_many_rows_scroll_and_filter_from_the_bottom(tmp_path, client_for)
         await gateway.stop(0)
 
 
-async def test_repeats_of_a_side_effect_show_per_tool(tmp_path, client_for) -> None:  # type: ignore[no-untyped-def]
+async def test_repeats_of_a_side_effect_show_per_tool(tmp_path, client_for) -> None:
     from tests.conftest import gateway_on
     from tests.service.test_side_effects import POLICY, REFUND
 

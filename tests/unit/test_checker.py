@@ -21,7 +21,7 @@ LOOSE_RULE = Normalisation()
 STRICT_RULE = Normalisation(case=CaseRule.SENSITIVE, separators="", trim=False)
 
 
-def snapshot(rules: tuple[Normalisation, ...] = (LOOSE_RULE,)):  # type: ignore[no-untyped-def]
+def snapshot(rules: tuple[Normalisation, ...] = (LOOSE_RULE,)):
     return make_snapshot(
         "refunds.reason_codes", 3, CODES, ["BROKEN", "LOST_IN_TRANSIT"], received_at=1000.0, rules=rules
     )
@@ -37,7 +37,7 @@ def binding(name: str = "reason_code", rule: Normalisation = LOOSE_RULE, require
 
 def check(
     arguments: dict[str, object], *bindings: ArgumentBinding, available: bool = True, failure: Failure = Failure.OPEN
-):  # type: ignore[no-untyped-def]
+):
     snap = snapshot(tuple({b.normalisation for b in bindings} or {LOOSE_RULE})) if available else None
     reading = SetReading(snap, 1000.0, False) if snap is not None else None
     return check_arguments(

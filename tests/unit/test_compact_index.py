@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -20,11 +21,16 @@ def colliding_members(count: int, seed: int) -> list[str]:
     """Members of which many share a loose form: case and separator variants of a smaller pool."""
     rng = random.Random(seed)
     pool = [f"code{rng.randrange(count // 3)}" for _ in range(count)]
-    shapes = [str.upper, str.lower, lambda v: v[:2] + "-" + v[2:], lambda v: v[:2] + "_" + v[2:].upper()]
+    shapes: list[Callable[[str], str]] = [
+        str.upper,
+        str.lower,
+        lambda v: v[:2] + "-" + v[2:],
+        lambda v: v[:2] + "_" + v[2:].upper(),
+    ]
     return [rng.choice(shapes)(value) for value in pool]
 
 
-def dict_index(members: list[str], apply) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def dict_index(members: list[str], apply) -> dict[str, str]:
     index: dict[str, str] = {}
     for member in members:
         index.setdefault(apply(member), member)

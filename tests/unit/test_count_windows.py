@@ -19,6 +19,10 @@ def windows_over(counts: dict[tuple[str, str, str], float], clock: Clock) -> Cou
     return CountWindows(lambda: dict(counts), clock)
 
 
+def new_counts() -> dict[tuple[str, str, str], float]:
+    return {}
+
+
 def run(
     windows: CountWindows, clock: Clock, counts: dict[tuple[str, str, str], float], seconds: float, per_step: int
 ) -> None:
@@ -30,7 +34,7 @@ def run(
 
 
 def test_a_one_minute_window_excludes_what_happened_before_it() -> None:
-    clock, counts = Clock(), {}
+    clock, counts = Clock(), new_counts()
     windows = windows_over(counts, clock)
     run(windows, clock, counts, 300, per_step=10)  # 5 minutes at 2/s
     run(windows, clock, counts, 60, per_step=1)  # then a minute at 0.2/s
@@ -41,7 +45,7 @@ def test_a_one_minute_window_excludes_what_happened_before_it() -> None:
 
 
 def test_a_window_longer_than_the_uptime_covers_the_uptime() -> None:
-    clock, counts = Clock(), {}
+    clock, counts = Clock(), new_counts()
     windows = windows_over(counts, clock)
     run(windows, clock, counts, 120, per_step=5)
     deltas, covered = windows.window(3600)
@@ -49,7 +53,7 @@ def test_a_window_longer_than_the_uptime_covers_the_uptime() -> None:
 
 
 def test_the_15_minute_window_uses_the_minute_copies_after_two_minutes() -> None:
-    clock, counts = Clock(), {}
+    clock, counts = Clock(), new_counts()
     windows = windows_over(counts, clock)
     run(windows, clock, counts, 1800, per_step=1)  # 30 min at 0.2/s
     deltas, covered = windows.window(900)
@@ -57,7 +61,7 @@ def test_the_15_minute_window_uses_the_minute_copies_after_two_minutes() -> None
 
 
 def test_per_minute_series_sum_to_the_hour_and_end_with_the_running_minute() -> None:
-    clock, counts = Clock(), {}
+    clock, counts = Clock(), new_counts()
     windows = windows_over(counts, clock)
     run(windows, clock, counts, 3 * COARSE_SECONDS, per_step=1)
     clock.now += 1
@@ -70,7 +74,7 @@ def test_per_minute_series_sum_to_the_hour_and_end_with_the_running_minute() -> 
 
 
 def test_a_key_that_appears_later_counts_from_zero() -> None:
-    clock, counts = Clock(), {}
+    clock, counts = Clock(), new_counts()
     windows = windows_over(counts, clock)
     run(windows, clock, counts, 60, per_step=1)
     counts[("refund_order", "", "calls")] = 5

@@ -10,7 +10,7 @@ from argwatch.server.valuesets.file_source import FileSetFetcher
 from argwatch.server.valuesets.payload import SourceUnavailable
 
 
-async def test_reads_a_set_and_rereads_after_an_edit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_reads_a_set_and_rereads_after_an_edit(tmp_path) -> None:
     path = tmp_path / "sets.yaml"
     path.write_text("a.b:\n  version: 2\n  members: [X, Y]\n  retired: [Z]\n")
     fetcher = FileSetFetcher(str(path))
@@ -22,7 +22,7 @@ async def test_reads_a_set_and_rereads_after_an_edit(tmp_path) -> None:  # type:
     assert (second.version, second.members) == (3, ("X", "Y", "W"))
 
 
-async def test_the_version_defaults_to_the_files_modification_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_version_defaults_to_the_files_modification_time(tmp_path) -> None:
     path = tmp_path / "sets.yaml"
     path.write_text("a.b: {members: [X]}\n")
     assert (await FileSetFetcher(str(path)).fetch("a.b")).version == os.stat(path).st_mtime_ns
@@ -39,13 +39,13 @@ async def test_the_version_defaults_to_the_files_modification_time(tmp_path) -> 
         ("other: {members: [X]}", "has no value set 'a.b'"),
     ],
 )
-async def test_a_bad_file_is_unavailable_with_the_reason(tmp_path, content: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+async def test_a_bad_file_is_unavailable_with_the_reason(tmp_path, content: str, reason: str) -> None:
     path = tmp_path / "sets.yaml"
     path.write_text(content)
     with pytest.raises(SourceUnavailable, match=reason.replace("[", r"\[").replace("]", r"\]")):
         await FileSetFetcher(str(path)).fetch("a.b")
 
 
-async def test_a_missing_file_is_unavailable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_missing_file_is_unavailable(tmp_path) -> None:
     with pytest.raises(SourceUnavailable, match="cannot read value sets"):
         await FileSetFetcher(str(tmp_path / "missing.yaml")).fetch("a.b")

@@ -19,11 +19,11 @@ class Clock:
         return self.now
 
 
-def store(tmp_path, clock: Clock) -> ModeStore:  # type: ignore[no-untyped-def]
+def store(tmp_path, clock: Clock) -> ModeStore:
     return ModeStore(POLICY, state_file=str(tmp_path / "modes.json"), clock=clock)
 
 
-def test_overrides_take_precedence_global_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_overrides_take_precedence_global_first(tmp_path) -> None:
     modes = store(tmp_path, Clock())
     assert (modes.mode_for("refund_order"), modes.mode_for("create_ticket")) == (Mode.REJECT, Mode.OBSERVE)
     modes.set_mode("create_ticket", Mode.REJECT, actor="ana", reason="INC-1: tickets to ghosts")
@@ -34,7 +34,7 @@ def test_overrides_take_precedence_global_first(tmp_path) -> None:  # type: igno
     assert (modes.mode_for("refund_order"), modes.mode_for("create_ticket")) == (Mode.REJECT, Mode.REJECT)
 
 
-def test_an_expiring_override_reverts_by_itself_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_expiring_override_reverts_by_itself_and_says_so(tmp_path) -> None:
     clock = Clock()
     modes = store(tmp_path, clock)
     modes.set_mode("refund_order", Mode.OBSERVE, actor="ben", reason="INC-3", expires_in=600)
@@ -52,7 +52,7 @@ def test_an_expiring_override_reverts_by_itself_and_says_so(tmp_path) -> None:  
     assert modes.mode_for("refund_order") is Mode.REJECT
 
 
-def test_refused_changes_are_audited_too(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_refused_changes_are_audited_too(tmp_path) -> None:
     modes = store(tmp_path, Clock())
     with pytest.raises(ModeRefused, match="reason is required"):
         modes.set_mode("refund_order", Mode.OBSERVE, actor="eve", reason="  ")
@@ -65,7 +65,7 @@ def test_refused_changes_are_audited_too(tmp_path) -> None:  # type: ignore[no-u
     assert modes.mode_for("refund_order") is Mode.REJECT
 
 
-def test_a_restart_keeps_overrides_and_the_audit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_restart_keeps_overrides_and_the_audit(tmp_path) -> None:
     clock = Clock()
     first = store(tmp_path, clock)
     first.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-4")
@@ -81,7 +81,7 @@ def test_a_restart_keeps_overrides_and_the_audit(tmp_path) -> None:  # type: ign
     ]
 
 
-def test_an_unreadable_state_file_refuses_to_start_rather_than_forget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreadable_state_file_refuses_to_start_rather_than_forget(tmp_path) -> None:
     (tmp_path / "modes.json").write_text("{broken")
     with pytest.raises(ModeRefused, match="cannot read the mode state file"):
         store(tmp_path, Clock())

@@ -27,7 +27,7 @@ tools:
 REFUND = SideEffect(same_operation=("order_id", "amount_cents"))
 
 
-def parse(text: str):  # type: ignore[no-untyped-def]
+def parse(text: str):
     return parse_policy(textwrap.dedent(text).encode(), "/etc/argwatch/policy.yaml")
 
 
@@ -75,7 +75,7 @@ def test_the_key_is_the_operation_not_its_wording() -> None:
     ]
     for arguments in same:
         assert operation_key("refund_order", "conv-1", arguments, b"", REFUND) == key
-    different = [
+    different: list[tuple[str, str, dict[str, object]]] = [
         ("refund_order", "conv-2", {"order_id": "ord_1", "amount_cents": 1200}),
         ("refund_order", "conv-1", {"order_id": "ord_1", "amount_cents": 1201}),
         ("refund_order", "conv-1", {"order_id": "ORD_1", "amount_cents": 1200}),

@@ -17,11 +17,11 @@ SIZE = SHARD_ABOVE + 1000
 
 
 @pytest.fixture(scope="module")
-def large():  # type: ignore[no-untyped-def]
+def large():
     return make_snapshot("big", 1, [f"handle_{i:06d}" for i in range(SIZE)], received_at=0.0)
 
 
-def delta(from_version: int, added=(), removed=(), replaced=None) -> DeltaUpdate:  # type: ignore[no-untyped-def]
+def delta(from_version: int, added=(), removed=(), replaced=None) -> DeltaUpdate:
     return DeltaUpdate(
         "big", from_version, from_version + 1, tuple(added), tuple(removed), MappingProxyType(replaced or {})
     )
@@ -48,7 +48,7 @@ class CountingIndex(Mapping[str, str]):
     def __init__(self, inner: Mapping[str, str]) -> None:
         self.inner, self.passes = inner, 0
 
-    def get(self, key, default=None):  # type: ignore[no-untyped-def, override]
+    def get(self, key, default=None):
         return self.inner.get(key, default)
 
     def __getitem__(self, key: str) -> str:
@@ -62,7 +62,7 @@ class CountingIndex(Mapping[str, str]):
         return len(self.inner)
 
 
-def test_a_delta_is_layered_without_a_pass_over_the_set(large) -> None:  # type: ignore[no-untyped-def]
+def test_a_delta_is_layered_without_a_pass_over_the_set(large) -> None:
     members, index = CountingSet(large.members), CountingIndex(large.loose_index)
     watched = dataclasses.replace(large, members=members, loose_index=index)
     after = with_delta(
@@ -80,7 +80,7 @@ def test_a_delta_is_layered_without_a_pass_over_the_set(large) -> None:  # type:
     assert after.retirements["handle_000007"] == (50.0, "Handle-New")
 
 
-def test_layers_stack_and_undo_each_other(large) -> None:  # type: ignore[no-untyped-def]
+def test_layers_stack_and_undo_each_other(large) -> None:
     v2 = with_delta(large, delta(1, added=["X"], removed=["handle_000001"]), now=1.0, rules=())
     assert v2 is not None
     v3 = with_delta(v2, delta(2, added=["handle_000001"], removed=["X"]), now=2.0, rules=())
@@ -90,7 +90,7 @@ def test_layers_stack_and_undo_each_other(large) -> None:  # type: ignore[no-unt
     assert v3.members.base is large.members  # shared, never copied
 
 
-def test_layers_grown_too_large_ask_for_a_full_rebuild(large) -> None:  # type: ignore[no-untyped-def]
+def test_layers_grown_too_large_ask_for_a_full_rebuild(large) -> None:
     many = [f"new_{i}" for i in range(COMPACT_MIN + 1)]
     assert with_delta(large, delta(1, added=many), now=0.0, rules=()) is None
 

@@ -27,9 +27,9 @@ def test_every_package_folder_is_listed_and_every_listed_package_exists() -> Non
         folder = folder_of(package)
         assert (folder / "__init__.py").is_file(), f"{package}: listed, but {folder} is no package"
     found = set()
-    for prefix, folder in PACKAGE_DIR.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
+    for prefix, root_folder in PACKAGE_DIR.items():
+        for init in (ROOT / root_folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / root_folder)
             if "__pycache__" not in relative.parts:
                 found.add(".".join([prefix, *relative.parts]))
     assert found - listed == set(), "package folders missing from pyproject.toml's packages (they would not ship)"

@@ -36,7 +36,7 @@ def not_in_set(argument: str, value_set: str, value: str, suggestion: str = "") 
     )
 
 
-def advise(*problems: Problem, attempt: int = 1, give_up: str = ""):  # type: ignore[no-untyped-def]
+def advise(*problems: Problem, attempt: int = 1, give_up: str = ""):
     return build_advice(
         call_id="c",
         tool="t",

@@ -76,7 +76,7 @@ def test_control_characters_and_long_values_stay_one_valid_json_line(
     assert len(record["call_id"]) == 50
 
 
-def test_the_file_sink_writes_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_file_sink_writes_json_lines(tmp_path) -> None:
     path = tmp_path / "samples.jsonl"
     detach = attach_sample_sink(str(path))
     try:
@@ -101,7 +101,7 @@ def test_records_dropped_by_a_writer_that_fell_behind_are_counted() -> None:
     assert dropped_sample_records() == before + 2
 
 
-def test_a_sink_that_blocks_never_blocks_the_calls_and_what_it_cannot_take_is_counted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sink_that_blocks_never_blocks_the_calls_and_what_it_cannot_take_is_counted(tmp_path) -> None:
     """A FIFO nobody reads blocks its writer, even on open: the gateway starts, offers return, drops are counted."""
     import os
     import threading

@@ -15,9 +15,9 @@ def parsed(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def test_the_token_comes_from_a_file_before_the_environment(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_token_comes_from_a_file_before_the_environment(tmp_path) -> None:
     (tmp_path / "token").write_text("from-the-file-0123456789\n")
-    args = parsed("--target", "gw:50052", "--token-file", str(tmp_path / "token"), "--actor", "ana")
+    args = parsed("--admin", "gw:50052", "--token-file", str(tmp_path / "token"), "--actor", "ana")
     connection = connection_from(args, {TOKEN_ENV: "from-the-environment"})
     assert (connection.target, connection.token, connection.actor) == ("gw:50052", "from-the-file-0123456789", "ana")
     assert connection_from(parsed(), {TOKEN_ENV: "from-the-environment"}).token == "from-the-environment"

@@ -14,7 +14,7 @@ from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta,
 CURRENT = make_snapshot("s", 5, ["A", "B"], ["Z"], received_at=0.0)
 
 
-def delta(from_version: int, to_version: int, added=(), removed=(), name: str = "s", replaced=None) -> DeltaUpdate:  # type: ignore[no-untyped-def]
+def delta(from_version: int, to_version: int, added=(), removed=(), name: str = "s", replaced=None) -> DeltaUpdate:
     return DeltaUpdate(name, from_version, to_version, tuple(added), tuple(removed), MappingProxyType(replaced or {}))
 
 
@@ -44,7 +44,7 @@ def test_snapshots_are_judged(payload: SetPayload, verdict: Verdict, reason: str
         (delta(5, 6, added=["C", "D"]), CURRENT, Verdict.REJECT, "oversized"),
     ],
 )
-def test_deltas_are_judged(update: DeltaUpdate, current, verdict: Verdict, reason: str) -> None:  # type: ignore[no-untyped-def]
+def test_deltas_are_judged(update: DeltaUpdate, current, verdict: Verdict, reason: str) -> None:
     assert judge_delta(update, current, max_members=3) == (verdict, reason)
 
 

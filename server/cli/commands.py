@@ -1,0 +1,84 @@
+"""The commands other than serve: policy check, tools export, and the Admin API's tui, watch and report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+
+from argwatch.common.durations import parse_duration
+from argwatch.server.policy.loader import PolicyError, load_policy
+
+
+def check_policy(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    path = args.file
+    try:
+        policy = load_policy(path)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        print(f"{path}: {len(error.issues)} error(s)", file=sys.stderr)
+        return 1
+    bound = sum(len(tool.arguments) for tool in policy.tools.values())
+    print(
+        f"{path}: ok: {len(policy.tools)} tools, {bound} bound arguments, "
+        f"{len(policy.value_sets)} value sets, {len(policy.sources)} sources (version {policy.version})"
+    )
+    return 0
+
+
+def export_tools(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    import grpc
+
+    from argwatch.client.definitions import tool_definitions
+    from argwatch.common.channels import ChannelSecurity
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together (mTLS needs both)")
+    security = ChannelSecurity(
+        ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key, server_name=args.tls_server_name
+    )
+    try:
+        exported = tool_definitions(args.gateway, args.format, args.tool, security=security)
+    except grpc.RpcError as error:
+        code, details = error.code(), error.details()
+        print(f"argwatch tools export: {args.gateway}: {code.name}: {details}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"argwatch tools export: {error.filename}: {error.strerror}", file=sys.stderr)
+        return 1
+    print(json.dumps(exported, indent=2))
+    return 0
+
+
+def tui(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from argwatch.tui.run import connection_from, run_tui
+
+    return run_tui(connection_from(args, dict(environ)), args.interval, args.readonly)
+
+
+def watch(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from argwatch.tui.run import connection_from
+    from argwatch.tui.status_line import watch_status  # the TUI package talks only to the Admin API
+
+    if args.interval <= 0:
+        raise ValueError(f"--interval {args.interval:g}: above zero")
+    return asyncio.run(watch_status(connection_from(args, dict(environ)), args.interval, args.count))
+
+
+def report(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from argwatch.tui.report import report_from_admin, report_from_samples
+    from argwatch.tui.run import connection_from
+
+    if args.samples:
+        try:
+            return report_from_samples(args.samples)
+        except OSError as error:
+            print(f"argwatch report: cannot read {args.samples}: {error.strerror}", file=sys.stderr)
+            return 1
+    try:
+        window = 0 if args.window in ("0", "") else int(parse_duration(args.window))
+    except ValueError as error:
+        raise ValueError(f"--window: {error}") from None
+    return asyncio.run(report_from_admin(connection_from(args, dict(environ)), window))

@@ -1,0 +1,61 @@
+"""`argwatch serve`: settings from flags and the environment, one process or several workers, run until a signal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import signal
+import sys
+from collections.abc import Mapping
+
+from argwatch.server.policy.loader import PolicyError, load_policy
+from argwatch.server.policy.model import Policy
+from argwatch.server.process.settings import Settings, settings_from
+from argwatch.server.process.workers import check_workers, run_workers
+
+log = logging.getLogger("argwatch.cli")
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    settings = settings_from(args, environ)  # ValueError: a usage error, named by main()
+    check_workers(settings)
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        policy = load_policy(settings.policy)
+    except PolicyError as error:  # reported once, before any worker starts
+        print(error, file=sys.stderr)
+        print("argwatch: refusing to start with an invalid policy", file=sys.stderr)
+        return 2
+    if settings.workers > 1:
+        return run_workers(list(args.argv), settings)
+    return asyncio.run(_run(settings, policy))
+
+
+async def _run(settings: Settings, policy: Policy) -> int:
+    from argwatch.server.modes.store import ModeRefused
+    from argwatch.server.process.app import build_gateway
+    from argwatch.server.telemetry.samples import attach_sample_sink
+
+    detach = attach_sample_sink(settings.sample_log)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        gateway = await build_gateway(settings, policy=policy)
+    except (OSError, ValueError, ModeRefused) as error:
+        log.error("cannot start: %s", error)
+        detach()
+        return 2
+    # Everything built so far lives as long as the process: exempt it from the
+    # collector's scans, which otherwise grow with every long-lived object.
+    gc.freeze()
+    await stopping.wait()
+    log.info("signal received: draining (up to %.1fs)", settings.grace_seconds)
+    await gateway.stop()
+    detach()
+    return 0
