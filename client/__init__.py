@@ -14,11 +14,14 @@
 
 Deadlines are set on every call (2 s by default); UNAVAILABLE is retried, with
 backoff, as the published service config says; a rejection is a verdict, never
-retried. SyncGateway is the same for code without an event loop.
+retried. SyncGateway is the same for code without an event loop. tool_definitions
+fetches the policy's tools in a provider's shape (what `argwatch tools export` prints).
+The modules behind these names are internal (leading underscore).
 """
 
-from argwatch.client.adapters import ProviderToolCall, from_anthropic, from_mcp, from_openai, from_openai_responses
-from argwatch.client.gateway import Gateway, Outcome, SyncGateway
+from argwatch.client._adapters import ProviderToolCall, from_anthropic, from_mcp, from_openai, from_openai_responses
+from argwatch.client._definitions import tool_definitions
+from argwatch.client._gateway import Gateway, Outcome, SyncGateway
 
 __all__ = [
     "Gateway",
@@ -29,4 +32,5 @@ __all__ = [
     "from_mcp",
     "from_openai",
     "from_openai_responses",
+    "tool_definitions",
 ]

@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 
+from argwatch.common.channel_options import add_tls_arguments, security_from
 from argwatch.tui.admin_client import AdminClient, Connection, default_actor
 
 TOKEN_ENV = "ARGWATCH_ADMIN_TOKEN"
@@ -28,10 +29,7 @@ def add_admin_arguments(parser: argparse.ArgumentParser, *, actor: bool = False)
         group.add_argument(
             "--actor", default=default_actor(), help="who you are, in the audit trail when the gateway has no tokens"
         )
-    group.add_argument("--tls-ca", default="", metavar="FILE", help="CA bundle to verify the gateway with (TLS)")
-    group.add_argument("--tls-cert", default="", metavar="FILE", help="client certificate, for mTLS")
-    group.add_argument("--tls-key", default="", metavar="FILE", help="client private key, for mTLS")
-    group.add_argument("--tls-server-name", default="", help="the name in the gateway's certificate, if not the host")
+    add_tls_arguments(group)
 
 
 def add_tui_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,10 +43,7 @@ def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = N
     environ = dict(os.environ) if environ is None else environ
     if getattr(args, "interval", 1.0) < 0.2:
         raise ValueError(f"--interval {args.interval:g}: at least 0.2 seconds")
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise ValueError("--tls-cert and --tls-key go together (mTLS needs both)")
-    if args.tls_cert and not args.tls_ca:
-        raise ValueError("--tls-cert needs --tls-ca (mTLS is TLS with a client certificate)")
+    security = security_from(args)
     token = environ.get(TOKEN_ENV, "")
     if args.token_file:
         try:
@@ -56,18 +51,14 @@ def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = N
                 token = handle.read().strip()
         except OSError as error:
             raise ValueError(f"--token-file {args.token_file}: {error.strerror}") from None
-    for option in ("tls_ca", "tls_cert", "tls_key"):
-        path = getattr(args, option)
-        if path and not os.path.isfile(path):
-            raise ValueError(f"--{option.replace('_', '-')} {path}: no such file")
     return Connection(
         target=args.admin,
         token=token,
         actor=getattr(args, "actor", ""),
-        tls_ca=args.tls_ca,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        tls_server_name=args.tls_server_name,
+        tls_ca=security.ca_file,
+        tls_cert=security.cert_file,
+        tls_key=security.key_file,
+        tls_server_name=security.server_name,
     )
 
 

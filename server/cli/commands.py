@@ -31,14 +31,10 @@ def check_policy(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def export_tools(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     import grpc
 
-    from argwatch.client.definitions import tool_definitions
-    from argwatch.common.channels import ChannelSecurity
+    from argwatch.client import tool_definitions
+    from argwatch.common.channel_options import security_from
 
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise ValueError("--tls-cert and --tls-key go together (mTLS needs both)")
-    security = ChannelSecurity(
-        ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key, server_name=args.tls_server_name
-    )
+    security = security_from(args)
     try:
         exported = tool_definitions(args.gateway, args.format, args.tool, security=security)
     except grpc.RpcError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from importlib import metadata
 
+from argwatch.common.channel_options import add_tls_arguments
 from argwatch.server.cli import commands, serve
 from argwatch.server.process.settings import add_serve_arguments
 
@@ -121,10 +122,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     gateway.add_argument(
         "--gateway", "--target", dest="gateway", default="127.0.0.1:50051", metavar="HOST:PORT", help="its address"
     )
-    gateway.add_argument("--tls-ca", default="", metavar="FILE", help="CA bundle to verify the gateway with (TLS)")
-    gateway.add_argument("--tls-cert", default="", metavar="FILE", help="client certificate, for mTLS")
-    gateway.add_argument("--tls-key", default="", metavar="FILE", help="client private key, for mTLS")
-    gateway.add_argument("--tls-server-name", default="", help="the name in the gateway's certificate, if not the host")
+    add_tls_arguments(gateway)
     export.add_argument("--format", choices=["mcp", "openai", "anthropic"], default="mcp", help="the shape")
     export.add_argument("--tool", action="append", default=[], help="only this tool (repeatable; default: all)")
     export.set_defaults(run=commands.export_tools)

@@ -47,7 +47,7 @@ def test_the_wheel_has_the_stubs_and_only_the_argwatch_namespace(tmp_path) -> No
         "argwatch/tui/status_line.py",
         "argwatch/sources/__init__.py",
         "argwatch/common/channels.py",
-        "argwatch/client/gateway.py",
+        "argwatch/client/_gateway.py",
     ):
         assert shipped in names, shipped
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from argwatch.client.gateway import DEFAULT_TIMEOUT
+from argwatch.client._gateway import DEFAULT_TIMEOUT
 from argwatch.common.channels import PLAINTEXT, ChannelSecurity, blocking_channel, service_config_options
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc

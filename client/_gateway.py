@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import grpc
 
-from argwatch.client.adapters import ProviderToolCall
+from argwatch.client._adapters import ProviderToolCall
 from argwatch.common.channels import aio_channel, blocking_channel, service_config_options
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
