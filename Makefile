@@ -24,12 +24,15 @@ $(VENV)/.installed: $(BIN)/python $(INSTALL_INPUTS)
 	touch $@
 
 # After changing a dependency in pyproject.toml, or to take newer releases: re-resolve every extra
-# into the lock (tests/unit/test_lock.py fails while the two disagree), then run make test.
+# into the lock, and argwatch's own dependencies at the same versions into the image's lock
+# (tests/unit/test_lock.py fails while they disagree), then run make test.
 lock: $(BIN)/python
 	$(BIN)/pip install --quiet pip-tools==7.6.2
 	$(BIN)/pip-compile --quiet --upgrade --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
 	  --annotation-style=line --extra tui --extra test --extra lint --extra fuzz --extra k8s --extra bench \
 	  --output-file $(LOCK) pyproject.toml
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --annotation-style=line \
+	  --constraint $(LOCK) --output-file requirements/runtime.lock pyproject.toml
 
 run: $(VENV)/.installed
 	$(BIN)/python examples/run_demo.py
