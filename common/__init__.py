@@ -3,7 +3,7 @@
 - `durations`  the one duration grammar (policy files, flags, the TUI's expiry)
 - `backoff`    reconnect delays with full jitter (the gateway to owners, the TUI to the gateway)
 - `channels`   the one gRPC channel factory (TLS, mTLS, service config)
-- `channel_options` the TLS flags of every command that calls a gateway, parsed one way
+- `tls_flags`  the TLS flags of every command that calls a gateway, parsed one way
 
 Nothing here imports the server, the TUI, Textual or generated code, so each side
 can import it without pulling in the others (tests/unit/test_layering.py).

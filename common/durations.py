@@ -32,6 +32,11 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+def duration(text: str) -> float:
+    """parse_duration for argparse's `type=` (its name is what argparse says was invalid)."""
+    return parse_duration(text)
+
+
 def _seconds_of(text: str) -> float | None:
     text = text.strip().lower()
     if _NUMBER.fullmatch(text):

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.model import Failure, Mode, OnStale, Policy, ToolPolicy
-from argwatch.server.records.checks import check_records, check_rules
+from argwatch.server.records.checks import check_records
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
@@ -25,6 +25,7 @@ from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.snapshot import SetReading
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape
+from argwatch.server.verdict.rule_checks import check_rules
 from argwatch.server.verdict.schema_checks import schema_problems
 from argwatch.server.verdict.set_checks import all_in_sets, as_json_text, check_arguments, members_plan
 from argwatch.server.verdict.tool_call import ToolCall

@@ -1,1 +1,2 @@
-"""The operator's side: clients of the Admin API (a live status line now; the Textual TUI builds on it)."""
+"""The operator's side, over the Admin API only: the Textual TUI (argwatch tui, the tui extra), and
+`argwatch watch` and `argwatch report`, which need no Textual."""

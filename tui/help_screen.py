@@ -43,7 +43,7 @@ class HelpScreen(ModalScreen[None]):
             "",
             "A row marked ! needs attention; HEALTH says why:",
             "  FAIL-OPEN n  checks skipped (source unavailable): they did not check",
-            "  FAIL-CLOSED n  checks that could not run and refused the call (policy: fail closed)",
+            "  FAIL-CLOSED n  checks that could not run: each a problem (refused in reject mode)",
             "  STALE        the set was not confirmed within its TTL",
             "  SRC-DOWN     the set's source is unreachable",
             "  NO-SET       no usable copy of the set: its checks are skipped",

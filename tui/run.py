@@ -7,7 +7,8 @@ import asyncio
 import os
 import sys
 
-from argwatch.common.channel_options import add_tls_arguments, security_from
+from argwatch.common.durations import duration
+from argwatch.common.tls_flags import add_tls_arguments, security_from
 from argwatch.tui.admin_client import AdminClient, Connection, default_actor
 
 TOKEN_ENV = "ARGWATCH_ADMIN_TOKEN"
@@ -18,10 +19,9 @@ TUI_EXTRA_HINT = "argwatch tui needs the TUI's extra: pip install 'argwatch[tui]
 def add_admin_arguments(parser: argparse.ArgumentParser, *, actor: bool = False) -> None:
     """--admin, the token and the TLS files: the same flags on every command that reads the Admin API."""
     group = parser.add_argument_group("the Admin API")
-    # --target: the name `argwatch tui` used before every command spoke of --admin; still accepted.
-    group.add_argument(
-        "--admin", "--target", dest="admin", default=DEFAULT_ADMIN, metavar="HOST:PORT", help="the Admin API's address"
-    )
+    group.add_argument("--admin", default=DEFAULT_ADMIN, metavar="HOST:PORT", help="the Admin API's address")
+    # --target: the name `argwatch tui` used before every command spoke of --admin; still accepted, not shown.
+    group.add_argument("--target", dest="admin", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     group.add_argument(
         "--token-file", default="", metavar="FILE", help=f"a file holding the Admin bearer token (else ${TOKEN_ENV})"
     )
@@ -35,14 +35,16 @@ def add_admin_arguments(parser: argparse.ArgumentParser, *, actor: bool = False)
 def add_tui_arguments(parser: argparse.ArgumentParser) -> None:
     add_admin_arguments(parser, actor=True)
     parser.add_argument("--readonly", action="store_true", help="watch only: hide mode changes and refreshes")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots (at least 0.2)")
+    parser.add_argument(
+        "--interval", type=duration, default=1.0, metavar="DURATION", help="time between snapshots, at least 0.2s"
+    )
 
 
 def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Connection:
     """The connection the options describe; ValueError names a bad option."""
     environ = dict(os.environ) if environ is None else environ
     if getattr(args, "interval", 1.0) < 0.2:
-        raise ValueError(f"--interval {args.interval:g}: at least 0.2 seconds")
+        raise ValueError(f"--interval {args.interval:g}s: at least 0.2 seconds")
     security = security_from(args)
     token = environ.get(TOKEN_ENV, "")
     if args.token_file:

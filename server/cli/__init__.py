@@ -2,8 +2,9 @@
 
 Every command has a description and shows its defaults in `--help`; commands
 that read the Admin API (tui, watch, report) take the same `--admin`, token and
-TLS options; a usage error prints that command's usage and exits 2; a failure
-(a refused call, an unreadable file) exits 1 with the reason on stderr.
+TLS options; a usage error prints that command's usage and exits 2 (so does
+serve when it cannot start as configured); a failure while running (a refused
+call, an unreadable input file) exits 1 with the reason on stderr.
 """
 
 from __future__ import annotations

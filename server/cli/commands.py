@@ -32,7 +32,7 @@ def export_tools(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     import grpc
 
     from argwatch.client import tool_definitions
-    from argwatch.common.channel_options import security_from
+    from argwatch.common.tls_flags import security_from
 
     security = security_from(args)
     try:
@@ -58,8 +58,6 @@ def watch(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from argwatch.tui.run import connection_from
     from argwatch.tui.status_line import watch_status  # the TUI package talks only to the Admin API
 
-    if args.interval <= 0:
-        raise ValueError(f"--interval {args.interval:g}: above zero")
     return asyncio.run(watch_status(connection_from(args, dict(environ)), args.interval, args.count))
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from importlib import metadata
 
-from argwatch.common.channel_options import add_tls_arguments
+from argwatch.common.durations import duration
+from argwatch.common.tls_flags import add_tls_arguments
 from argwatch.server.cli import commands, serve
 from argwatch.server.process.settings import add_serve_arguments
 
@@ -15,7 +16,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.default in (None, "", False, argparse.SUPPRESS) or "%(default)" in text or "default" in text:
+        if action.default is None or action.default is False or action.default in ("", argparse.SUPPRESS):
+            return text
+        if "%(default)" in text or "default" in text:
             return text
         return text + " (default: %(default)s)"
 
@@ -93,7 +96,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         "rates, rejections and checks failed open. Exits 1 if the Admin API refuses the call.",
     )
     add_admin_arguments(watch)
-    watch.add_argument("--interval", type=float, default=1.0, help="seconds between lines")
+    watch.add_argument(
+        "--interval", type=duration, default=1.0, metavar="DURATION", help="time between lines, at least 0.2s"
+    )
     watch.add_argument("--count", type=int, default=0, help="stop after this many lines (0: never)")
     watch.set_defaults(run=commands.watch)
 
@@ -119,9 +124,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         "tools export",
     )
     gateway = export.add_argument_group("the Gateway API")
-    gateway.add_argument(
-        "--gateway", "--target", dest="gateway", default="127.0.0.1:50051", metavar="HOST:PORT", help="its address"
-    )
+    gateway.add_argument("--gateway", default="127.0.0.1:50051", metavar="HOST:PORT", help="its address")
+    # --target: this command's name for it before --gateway; still accepted, not shown.
+    gateway.add_argument("--target", dest="gateway", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     add_tls_arguments(gateway)
     export.add_argument("--format", choices=["mcp", "openai", "anthropic"], default="mcp", help="the shape")
     export.add_argument("--tool", action="append", default=[], help="only this tool (repeatable; default: all)")

@@ -39,7 +39,7 @@ from argwatch.server.policy.model import Mode
 from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
-log = logging.getLogger("argwatch.shared_modes")
+log = logging.getLogger("argwatch.modes.fleet")
 
 KEY = "argwatch:modes"
 CHANNEL = "argwatch:modes:changed"

@@ -120,7 +120,7 @@ class ToolPolicy:
     description: str = ""
     # The arguments' JSON Schema (draft 2020-12), inline or from imported tool definitions.
     schema: Mapping[str, Any] | None = None
-    # Its compiled validators, a schema_check.CompiledSchema (read-only after load).
+    # Its compiled validators, a verdict.schema_checks.CompiledSchema (read-only after load).
     schema_validator: Any = field(default=None, compare=False, repr=False)
     # Argument names the policy knows (bound ones and the schema's properties): only these
     # become metric labels; any other name the model writes is `_unknown`.

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from argwatch.common.durations import parse_duration
+from argwatch.common.durations import parse_duration, spoken
 from argwatch.server.policy.model import Mode
 
 
@@ -115,6 +115,7 @@ class _Option:
     name: str  # the Settings field
     help: str
     parse: Callable[[str], Any] = str
+    metavar: str = "FILE"  # what --help shows the value as
 
     @property
     def flag(self) -> str:
@@ -127,21 +128,28 @@ class _Option:
 
 SERVE_OPTIONS = (
     _Option("policy", "policy YAML file (required)"),
-    _Option("listen", "HOST:PORT for the Gateway API", parse_address),
-    _Option("admin_listen", "HOST:PORT for the Admin API (keep it private)", parse_address),
-    _Option("metrics_listen", "HOST:PORT for Prometheus /metrics", parse_address),
-    _Option("global_mode", "force every tool to observe or reject (none: per tool)", _mode_or_none),
+    _Option("listen", "the Gateway API's address", parse_address, "HOST:PORT"),
+    _Option("admin_listen", "the Admin API's address (keep it private)", parse_address, "HOST:PORT"),
+    _Option("metrics_listen", "Prometheus /metrics address", parse_address, "HOST:PORT"),
+    _Option(
+        "global_mode", "force every tool to observe or reject (none: per tool)", _mode_or_none, "{observe,reject,none}"
+    ),
     _Option("sample_log", "file for sampled offending values, or - for stdout"),
-    _Option("replica_id", "this replica's id in status and logs"),
-    _Option("grace_seconds", "seconds in-flight calls get on shutdown", parse_duration),
-    _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration),
-    _Option("redis", "redis://HOST:PORT/DB shared by replicas (default: memory only)", _redis_url),
+    _Option("replica_id", "this replica's id in status and logs", str, "ID"),
+    _Option("grace_seconds", "how long in-flight calls get on shutdown", parse_duration, "DURATION"),
+    _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration, "DURATION"),
+    _Option("redis", "Redis shared by replicas (default: memory only)", _redis_url, "redis://HOST:PORT/DB"),
     _Option(
         "admin_tokens", "YAML file of Admin API tokens {name, role: read|admin, token} (default: open, loopback only)"
     ),
     _Option("mode_state", "file keeping mode overrides and their audit across restarts (default: memory)"),
-    _Option("snapshot_dir", "folder for last-good value-set copies, served stale after a restart (default: none)"),
-    _Option("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
+    _Option(
+        "snapshot_dir",
+        "folder for last-good value-set copies, served stale after a restart (default: none)",
+        str,
+        "DIR",
+    ),
+    _Option("log_level", "how much to log", _log_level, "{DEBUG,INFO,WARNING,ERROR}"),
     _Option("tls_cert", "PEM certificate chain: TLS on the Gateway and Admin listeners (default: plaintext)"),
     _Option("tls_key", "PEM private key of --tls-cert"),
     _Option("tls_client_ca", "PEM CA bundle: the Gateway requires client certificates it signed (mTLS)"),
@@ -149,14 +157,18 @@ SERVE_OPTIONS = (
     _Option(
         "workers",
         "gateway processes sharing the Gateway port (SO_REUSEPORT); each has its own Admin and metrics port, "
-        "counting up from the given ones; needs --redis",
+        "counting up from the given ones; needs --redis; at most 64",
         _positive_int,
+        "N",
     ),
-    _Option("reuse_port", "true: share the Gateway port with other processes (what --workers sets)", _boolean),
+    _Option(
+        "reuse_port", "share the Gateway port with other processes (what --workers sets)", _boolean, "{true,false}"
+    ),
     _Option(
         "max_concurrent_rpcs",
         "Gateway RPCs served at once; beyond it calls are refused with RESOURCE_EXHAUSTED, not queued",
         _positive_int,
+        "N",
     ),
 )
 
@@ -164,9 +176,7 @@ SERVE_OPTIONS = (
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Every setting as a flag, its help naming the environment variable and the default in force."""
     for option in SERVE_OPTIONS:
-        parser.add_argument(
-            option.flag, dest=option.name, default=None, metavar=option.name.upper(), help=_help_of(option)
-        )
+        parser.add_argument(option.flag, dest=option.name, default=None, metavar=option.metavar, help=_help_of(option))
 
 
 def _help_of(option: _Option) -> str:
@@ -176,6 +186,8 @@ def _help_of(option: _Option) -> str:
     found = next(f for f in fields(Settings) if f.name == option.name)
     if found.default_factory is not MISSING:  # replica_id: computed per process
         shown = "HOST-PID"
+    elif option.parse is parse_duration and isinstance(found.default, float):
+        shown = spoken(found.default)
     elif found.default in (None, ""):
         shown = "none"
     elif isinstance(found.default, Mode):

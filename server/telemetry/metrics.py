@@ -190,7 +190,7 @@ class ToolMeters:
             for argument, value_set in bindings
             for in_set, normalised in ((True, True), (False, True), (False, False))
         }
-        # Every bound value in its set (checker.all_in_sets), in binding order.
+        # Every bound value in its set (verdict.set_checks.all_in_sets), in binding order.
         self.all_in_set = tuple(self.value_checks[argument, True, True] for argument, _ in bindings)
         self.repair_started = metrics.repair_started.labels(tool)
         # Chosen by identity in `decided`: hashing an Enum is a Python-level call, twice a call.

@@ -1,4 +1,4 @@
-"""Value sets read from a local YAML or JSON file: the embedded default, and a fallback for owners without a service.
+"""Value sets read from a local YAML or JSON file: the demo's (make run), and a fallback for owners without a service.
 
 The file maps set names to their content:
 

@@ -1,4 +1,4 @@
-"""The checker's vocabulary: problems, shapes, skipped checks and value checks, as immutable values.
+"""The verdict core's vocabulary: problems, shapes, skipped checks and value checks, as immutable values.
 
 The values built on every call (ValueCheck, SkippedCheck, CheckResult) are
 NamedTuples: as immutable as a frozen dataclass, built in C in ~0.7 us where a

@@ -1,4 +1,4 @@
-"""The checker: a pure function of (tool policy, arguments, value-set snapshots) to every problem found.
+"""Value-set checks: a pure function of (tool policy, arguments, value-set snapshots) to every problem found.
 
 No I/O, and no exceptions on bad input: a value of the wrong type, a missing
 argument or an unavailable set is a finding in the result. A value is never

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from argwatch.server.policy.cel_flatten import flatten, variable_name
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import ToolPolicy
-from argwatch.server.records.checks import check_rules
+from argwatch.server.verdict.rule_checks import check_rules
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,11 @@ LEAF_COMMANDS = ["serve", "policy check", "tui", "watch", "report", "tools expor
 
 
 def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {action.dest: action for action in parser._actions if action.option_strings and action.dest != "help"}
+    return {
+        action.dest: action
+        for action in parser._actions
+        if action.option_strings and action.dest != "help" and action.help != argparse.SUPPRESS
+    }
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,6 +49,14 @@ def test_serve_names_each_settings_default_and_environment_variable() -> None:
     text = COMMANDS["serve"].format_help()
     for shown in ("default: 0.0.0.0:50051", "default: 127.0.0.1:50052", "ARGWATCH_TLS_KEY", "default: 1000"):
         assert shown in " ".join(text.split()), shown
+
+
+def test_the_old_address_flag_is_still_accepted_but_not_shown() -> None:
+    args, _ = build_parser()[0].parse_known_args(["watch", "--target", "gw:1"])
+    assert args.admin == "gw:1"
+    assert "--target" not in COMMANDS["watch"].format_help()
+    args, _ = build_parser()[0].parse_known_args(["tools", "export", "--target", "gw:2"])
+    assert args.gateway == "gw:2"
 
 
 def test_every_admin_command_takes_the_same_address_token_and_tls_options() -> None:
