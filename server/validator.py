@@ -201,9 +201,9 @@ class Validator:
         problems.extend(rules.problems)
         for rule in rules.errors:
             self._metrics.rule_error(tool.name, rule)
-        if not records.skipped:
+        if not records.skipped and not rules.skipped:
             return result
-        return result._replace(skipped=(*result.skipped, *records.skipped))
+        return result._replace(skipped=(*result.skipped, *records.skipped, *rules.skipped))
 
     def _stale(self, label: str, value_set: str, mode: Mode, downgraded: bool) -> tuple[Mode, bool]:
         """Counts a check against a stale set; with on_stale: observe, a rejecting call is judged in observe."""

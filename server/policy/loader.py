@@ -39,6 +39,7 @@ from argwatch.server.policy.model import (
     ToolPolicy,
     ValueSetConfig,
 )
+from argwatch.server.policy.strict_yaml import DuplicateKeys, load_yaml
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
 from argwatch.server.verdict.schema_checks import compile_schema, schema_error_location
 
@@ -186,9 +187,11 @@ def load_policy(path: str) -> Policy:
 def parse_policy(raw: bytes, path: str) -> Policy:
     """Validates policy text; `path` names it in errors and anchors relative file sources."""
     try:
-        document = yaml.safe_load(raw)
+        document = load_yaml(raw)
     except yaml.YAMLError as error:
         raise PolicyError(path, [PolicyIssue("", f"not valid YAML: {_yaml_error(error)}")]) from None
+    except DuplicateKeys as error:  # YAML would keep the last silently: a tool or a binding lost
+        raise PolicyError(path, [PolicyIssue("", f"a key given twice: {found}") for found in error.found]) from None
     reader = _Reader()
     top = reader.mapping(
         document, "", {"default_mode", "sources", "value_sets", "tools", "tool_definitions", "repair", "sampling"}
@@ -286,10 +289,18 @@ def _read_definitions(reader: _Reader, node: object, base: str) -> dict[str, Too
         reader.fail("tool_definitions", "expected a list of files (MCP tools/list, OpenAI or Anthropic definitions)")
         return {}
     found: dict[str, ToolDefinition] = {}
+    defined_in: dict[str, str] = {}
     for index, file in enumerate(node):
         try:
             for definition in read_definitions(os.path.join(base, file)):
+                if definition.name in found:  # one would silently replace the other
+                    reader.fail(
+                        f"tool_definitions[{index}]",
+                        f"{file} defines the tool {definition.name!r} again (first in {defined_in[definition.name]})",
+                    )
+                    continue
                 found[definition.name] = definition
+                defined_in[definition.name] = file
         except DefinitionError as error:
             reader.fail(f"tool_definitions[{index}]", str(error))
     return found
@@ -426,7 +437,7 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
     rules = []
     for index, entry in enumerate(node):
         where = f"{path}[{index}]"
-        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code"})
+        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code", "on_error"})
         expression = reader.required_str(fields, "expr", where)
         code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
         program = flat_program = None
@@ -455,6 +466,7 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
                 flat_program=flat_program,
                 flat_paths=flat.paths if flat is not None and flat_program is not None else (),
                 records=referenced,
+                on_error=Failure(reader.value(fields, "on_error", where, _choice(("closed", "open")), "closed")),
                 arguments=frozenset(_ARGUMENT_REFERENCE.findall(expression))
                 | frozenset(_ARGUMENT_REFERENCE.findall(reader.value(fields, "message", where, _string, ""))),
             )

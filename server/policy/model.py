@@ -94,6 +94,9 @@ class Rule:
     # comes from: (variable, (root, field, ...)). None where the rewrite does not apply.
     flat_program: Any = field(default=None, compare=False, repr=False)
     flat_paths: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # When the rule cannot be evaluated on a call's values (a field absent or of another JSON type):
+    # CLOSED reports RULE_NOT_EVALUATED (refused in reject mode); OPEN lists a skipped check, counted.
+    on_error: Failure = Failure.CLOSED
 
 
 @dataclass(frozen=True, slots=True)

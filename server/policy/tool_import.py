@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import yaml
+
+from argwatch.server.policy.strict_yaml import load_json, load_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +39,8 @@ def read_definitions(path: str) -> list[ToolDefinition]:
     except OSError as error:
         raise DefinitionError(f"cannot read {path}: {error.strerror}") from None
     try:
-        document = orjson.loads(raw) if path.endswith(".json") else yaml.safe_load(raw)
-    except (orjson.JSONDecodeError, yaml.YAMLError) as error:
+        document = load_json(raw) if path.endswith(".json") else load_yaml(raw)
+    except (ValueError, yaml.YAMLError) as error:  # DuplicateKeys is a ValueError, as JSON's errors are
         raise DefinitionError(f"{path}: not valid JSON/YAML: {str(error).splitlines()[0]}") from None
     return parse_definitions(document, path)
 
@@ -50,7 +51,18 @@ def parse_definitions(document: object, origin: str) -> list[ToolDefinition]:
         raise DefinitionError(
             f"{origin}: expected an MCP tools/list result or a list of OpenAI/Anthropic tool definitions"
         )
-    return [_definition(entry, f"{origin}[{index}]") for index, entry in enumerate(entries)]
+    definitions = [_definition(entry, f"{origin}[{index}]") for index, entry in enumerate(entries)]
+    names = [definition.name for definition in definitions]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise DefinitionError(
+            f"{origin}: the tool {twice[0]!r} is defined twice (entries {_positions(names, twice[0])})"
+        )
+    return definitions
+
+
+def _positions(names: list[str], name: str) -> str:
+    return " and ".join(f"[{index}]" for index, found in enumerate(names) if found == name)
 
 
 def _entries(document: object) -> list[Any] | None:

@@ -30,6 +30,7 @@ class ProblemCode(enum.Enum):
     NOT_FOUND = "not_found"
     NOT_OWNED = "not_owned"
     RULE_FAILED = "rule_failed"
+    RULE_NOT_EVALUATED = "rule_not_evaluated"
     REPEATED_CALL = "repeated_call"
 
 
@@ -58,7 +59,8 @@ class Problem:
 
 
 class SkippedCheck(NamedTuple):
-    """A check that failed open because its value set could not be read."""
+    """A check that failed open: its value set or record could not be read, or (where the policy says
+    `on_error: open`) its rule could not be evaluated on this call's values."""
 
     argument: str
     value_set: str

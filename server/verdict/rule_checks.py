@@ -1,8 +1,12 @@
 """The policy's CEL rules over args, record and session: a pure function of the call and the records found.
 
 A rule runs only when every record it reads was found (a missing record is
-already a problem or a skipped check). A rule that cannot be evaluated (a
-missing field, a type mismatch) is reported as an error, never as a pass.
+already a problem or a skipped check). A rule that cannot be evaluated on the
+call's values (a field absent, or of a JSON type the rule cannot compare) is
+never a pass: it is a RULE_NOT_EVALUATED problem naming the rule and what it
+read, or, where the policy says `on_error: open` for that rule, a skipped
+check, listed and counted like any check that failed open. The model controls
+the values, so it must not be able to switch a rule off by changing a type.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from typing import Any, NamedTuple
 
 import cel
 
-from argwatch.server.policy.model import Rule, ToolPolicy
-from argwatch.server.verdict.findings import Problem, ProblemCode
+from argwatch.server.policy.model import Failure, Rule, ToolPolicy
+from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck
 from argwatch.server.verdict.set_checks import as_json_text
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
@@ -22,7 +26,8 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*
 
 class RuleOutcome(NamedTuple):
     problems: list[Problem]
-    errors: list[str]  # names of rules that could not be evaluated
+    errors: list[str]  # names of rules that could not be evaluated (counted in argwatch_rule_errors_total)
+    skipped: list[SkippedCheck]  # those of them whose policy says on_error: open
 
 
 def check_rules(
@@ -31,7 +36,7 @@ def check_rules(
     found: Mapping[str, Mapping[str, Any]],
     session: Mapping[str, str],
 ) -> RuleOutcome:
-    outcome = RuleOutcome([], [])
+    outcome = RuleOutcome([], [], [])
     if not tool.rules:
         return outcome
     runnable = [rule for rule in tool.rules if rule.records <= found.keys()]
@@ -91,9 +96,45 @@ def _run(
             holds = (rule.flat_program if flat else rule.program).execute(context)
         except Exception:  # a missing field or a type mismatch: the rule did not run
             outcome.errors.append(rule.name)
+            if rule.on_error is Failure.OPEN:
+                outcome.skipped.append(SkippedCheck(rule.argument, f"rule.{rule.name}"))
+            else:
+                outcome.problems.append(_not_evaluated(rule, arguments))
             continue
         if holds is not True:
             outcome.problems.append(_rule_problem(rule, roots, arguments))
+
+
+def _not_evaluated(rule: Rule, arguments: Mapping[str, object]) -> Problem:
+    read = "; ".join(_what_was_sent(name, arguments) for name in sorted(rule.arguments)) or "its fields"
+    value = as_json_text(arguments.get(rule.argument)) if rule.argument in arguments else ""
+    return Problem(
+        ProblemCode.RULE_NOT_EVALUATED,
+        f"{rule.argument or 'arguments'}: could not be checked by the rule {rule.name} ({read}), so the call "
+        "cannot pass it; send every value it reads, each as the JSON type the tool takes",
+        argument=rule.argument,
+        value_set=f"rule.{rule.name}",
+        value=value,
+    )
+
+
+def _what_was_sent(name: str, arguments: Mapping[str, object]) -> str:
+    if name not in arguments:
+        return f"{name} is missing"
+    value = arguments[name]
+    return f"{name} is {_json_type(value)} {as_json_text(value, 40)}"
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def _rule_problem(rule: Rule, context: Mapping[str, Any], arguments: Mapping[str, object]) -> Problem:
