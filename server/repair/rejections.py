@@ -15,6 +15,7 @@ import orjson
 
 from argwatch.server.policy.model import RepairConfig
 from argwatch.server.state.cache import Cache
+from argwatch.server.state.codec import shared_value
 from argwatch.server.state.operations import OperationRecord
 from argwatch.server.verdict.findings import Problem
 
@@ -22,6 +23,7 @@ _CALL_KEY = "argwatch:rejected:"
 _ATTEMPTS_KEY = "argwatch:attempts:"
 
 
+@shared_value("rejected_call")
 @dataclass(frozen=True, slots=True)
 class RejectedCall:
     """What Repair needs of a rejected call."""
@@ -35,6 +37,7 @@ class RejectedCall:
     repeat_of: OperationRecord | None = None  # a refused repeat: the earlier call of its operation
 
 
+@shared_value("repair_attempts")
 @dataclass(frozen=True, slots=True)
 class _Attempts:
     count: int

@@ -32,6 +32,7 @@ from redis.exceptions import RedisError
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.state.cache import Cache
+from argwatch.server.state.codec import shared_value
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.repairs")
@@ -41,6 +42,7 @@ CHANNEL = "argwatch:repairs"
 SWEEP_SECONDS = 5.0
 
 
+@shared_value("open_repair")
 class OpenRepair(NamedTuple):
     tool_label: str
     attempts: int

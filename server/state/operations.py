@@ -23,6 +23,7 @@ import orjson
 
 from argwatch.server.policy.model import SideEffect
 from argwatch.server.state.cache import Cache
+from argwatch.server.state.codec import shared_value
 from argwatch.server.verdict.set_checks import as_json_text
 
 KEY_PREFIX = "aw1_"  # versioned: a change in how keys are derived must not collide with old ones
@@ -51,9 +52,10 @@ class Retry(enum.Enum):
     AFTER_STATUS_CHECK = "after_status_check"
 
 
+@shared_value("operation")
 @dataclass(frozen=True, slots=True)
 class OperationRecord:
-    """The shared memory of one operation (picklable: it is stored in Redis)."""
+    """The shared memory of one operation (a declared shape: it is stored in Redis as JSON)."""
 
     key: str
     tool: str

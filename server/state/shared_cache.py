@@ -10,7 +10,9 @@ operation is counted (argwatch_shared_cache_errors_total), answered from local
 memory, and Redis is left alone for `retry_after` seconds, so while Redis is
 down a request pays a dictionary look-up, not a timeout.
 
-Values must be picklable (Redis stores them with aiocache's PickleSerializer).
+Values are JSON of shapes declared with @shared_value (codec.py), never
+pickle: a value read back that is not one of them is counted
+(argwatch_shared_cache_rejected_total{reason}) and treated as a miss.
 Without a Redis URL the cache is local memory only.
 """
 
@@ -24,9 +26,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from aiocache import RedisCache
-from aiocache.serializers import PickleSerializer
+from aiocache.serializers import BaseSerializer
 from redis.asyncio.client import PubSub
 
+from argwatch.server.state.codec import Corrupt, decode, encode
 from argwatch.server.state.ttl_store import TtlStore
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
@@ -49,6 +52,18 @@ async def _add_then_set(remote: Any, key: str, value: Any, then_key: str, then_v
     return int(await remote.client.eval(_ADD_THEN_SET, 2, *keys, dumps(value), dumps(then_value), int(ttl * 1000)))
 
 
+class SharedValueSerializer(BaseSerializer):  # type: ignore[misc]  # aiocache ships no types
+    """aiocache's serializer slot, filled with codec.py's JSON (bytes in and out; never pickle)."""
+
+    DEFAULT_ENCODING = None
+
+    def dumps(self, value: object) -> bytes:
+        return encode(value)
+
+    def loads(self, value: bytes | None) -> Any:
+        return None if value is None else decode(value)
+
+
 def redis_from_url(url: str) -> Any:
     """An aiocache RedisCache for redis://[:password@]host[:port][/db]; raises ValueError on a bad URL."""
     parsed = urlparse(url)
@@ -56,7 +71,7 @@ def redis_from_url(url: str) -> Any:
         raise ValueError(f"expected redis://host:port[/db], got {url!r}")
     db = int(parsed.path.lstrip("/") or 0)
     return RedisCache(
-        serializer=PickleSerializer(),
+        serializer=SharedValueSerializer(),
         endpoint=parsed.hostname,
         port=parsed.port or 6379,
         db=db,
@@ -86,6 +101,7 @@ class SharedCache:
         self._retry_after = retry_after
         self._monotonic = monotonic
         self._skip_until = 0.0
+        self._next_rejection_log = 0.0
 
     async def start(self, connect_seconds: float = 2.0) -> bool:
         """Connects to Redis once with a generous deadline, so no request pays for the handshake.
@@ -123,9 +139,19 @@ class SharedCache:
     async def get(self, key: str) -> Any:
         if self.remote_healthy:
             found = await self._remote_call("get", key)
-            if found is not None:
+            if isinstance(found, Corrupt):
+                self._rejected(key, found.reason)
+            elif found is not None:
                 return found
         return self._local.get(key)
+
+    def _rejected(self, key: str, reason: str) -> None:
+        """A value in Redis that the gateway did not write: counted, logged at most once a minute, ignored."""
+        self._metrics.shared_cache_rejected(reason)
+        now = self._monotonic()
+        if now >= self._next_rejection_log:
+            self._next_rejection_log = now + 60.0
+            log.warning("shared cache (Redis): ignoring a value under %r that argwatch did not write (%s)", key, reason)
 
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         self._local.set(key, value, ttl=ttl)

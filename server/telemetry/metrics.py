@@ -311,6 +311,12 @@ class GatewayMetrics:
             ["operation"],
             registry=registry,
         )
+        self.shared_cache_rejections = Counter(
+            "argwatch_shared_cache_rejected",
+            "Values read from Redis that argwatch did not write (not JSON, an unknown type, a wrong shape): ignored.",
+            ["reason"],
+            registry=registry,
+        )
         self.stale_checks = Counter(
             "tool_argument_check_stale",
             "Checks made against a stale copy of their value set (still checked, against the last good copy).",
@@ -420,6 +426,9 @@ class GatewayMetrics:
 
     def shared_cache_error(self, operation: str) -> None:
         self._child(self.shared_cache_errors, operation).inc()
+
+    def shared_cache_rejected(self, reason: str) -> None:
+        self._child(self.shared_cache_rejections, reason).inc()
 
     def check_stale(self, tool: str, value_set: str) -> None:
         self._child(self.stale_checks, tool, value_set).inc()

@@ -40,6 +40,7 @@ from argwatch.common.backoff import backoff_delay
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Normalisation, Policy, ValueSetConfig
 from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.state.cache import Cache
+from argwatch.server.state.codec import shared_value
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.valuesets import persist
 from argwatch.server.valuesets.overlay import OverlaySet, with_delta
@@ -71,8 +72,9 @@ WATCH_IDLE_SECONDS = 30.0
 RELEASE_AFTER_SECONDS = 1.0
 
 
+@shared_value("value_set")
 class _Shared(NamedTuple):
-    """What the shared cache holds for a pulled set: plain, picklable data (Redis stores it pickled)."""
+    """What the shared cache holds for a pulled set: plain data, a declared shape (Redis holds it as JSON)."""
 
     name: str
     version: int
