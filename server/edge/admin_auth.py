@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +64,18 @@ def bearer(metadata: Any) -> str | None:
     return None
 
 
-def load_tokens(path: str) -> TokenBook:
-    """Reads the tokens file; raises ValueError naming the entry that is wrong."""
+def load_tokens(path: str, *, allow_readable: bool = False) -> TokenBook:
+    """Reads the tokens file; raises ValueError naming the entry that is wrong, or, unless `allow_readable`,
+    saying that its group or others may read it (anyone who can read it can change modes)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the Admin tokens: {error.strerror}") from None
+    if mode & 0o077 and not allow_readable:
+        raise ValueError(
+            f"{path}: the Admin tokens file is readable by others (mode {stat.S_IMODE(mode):04o}): "
+            f"chmod 600 it, or start with --allow-readable-tokens true"
+        )
     try:
         with open(path, "rb") as handle:
             document = yaml.safe_load(handle)

@@ -192,6 +192,13 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.SetModeRequest,
         context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
+        # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
+        # never read as "clear" (which would quietly undo an on-call's reject).
+        if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"mode {request.mode} is not a mode: MODE_OBSERVE, MODE_REJECT, or MODE_UNSPECIFIED to clear",
+            )
         mode = wire.MODES_FROM_WIRE.get(request.mode)
         try:
             change = await self._control.set_mode(

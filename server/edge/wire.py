@@ -191,6 +191,7 @@ def problem_to_wire(problem: Problem) -> pb.Problem:
         value=problem.value,
         suggestion=problem.suggestion,
         in_set_normalised=problem.in_set_normalised,
+        expected=problem.expected,
     )
 
 

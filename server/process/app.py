@@ -287,7 +287,7 @@ async def build_gateway(
 def _admin_tokens(settings: Settings) -> TokenBook | None:
     """The Admin API's tokens; an Admin listener off loopback without them is refused (ValueError)."""
     if settings.admin_tokens:
-        return load_tokens(settings.admin_tokens)
+        return load_tokens(settings.admin_tokens, allow_readable=settings.allow_readable_tokens)
     host = _split(settings.admin_listen)[0]
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(

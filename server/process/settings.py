@@ -40,6 +40,9 @@ class Settings:
     # YAML list of {name, role: read|admin, token} allowed on the Admin API; None: open,
     # which is allowed only when the Admin listener is on loopback.
     admin_tokens: str | None = None
+    # A tokens file that others than its owner may read is refused at start, as ssh refuses such a
+    # key, unless this says the operator accepts it (a mounted Secret whose mode cannot be set).
+    allow_readable_tokens: bool = False
     # File keeping mode overrides and their audit across restarts (written atomically);
     # None: in memory only, and a restart returns every tool to the policy's mode.
     mode_state: str | None = None
@@ -141,6 +144,12 @@ SERVE_OPTIONS = (
     _Option("redis", "Redis shared by replicas (default: memory only)", _redis_url, "redis://HOST:PORT/DB"),
     _Option(
         "admin_tokens", "YAML file of Admin API tokens {name, role: read|admin, token} (default: open, loopback only)"
+    ),
+    _Option(
+        "allow_readable_tokens",
+        "accept an --admin-tokens file that its group or others may read",
+        _boolean,
+        "{true,false}",
     ),
     _Option("mode_state", "file keeping mode overrides and their audit across restarts (default: memory)"),
     _Option(

@@ -8,6 +8,8 @@ mismatched file stops the start with a message naming the flag.
 
 from __future__ import annotations
 
+import ssl
+
 import grpc
 
 from argwatch.server.process.settings import Settings
@@ -42,6 +44,15 @@ def check_tls_settings(settings: Settings) -> None:
     ):
         if path:
             _read(path, flag)
+    if settings.tls_cert:
+        # gRPC would say only "Failed to bind" for a key that is not the certificate's.
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(settings.tls_cert, settings.tls_key)
+        except ssl.SSLError as error:
+            raise ValueError(
+                f"--tls-cert {settings.tls_cert} and --tls-key {settings.tls_key} do not go together: "
+                f"{error.reason or error}"
+            ) from None
 
 
 def _read(path: str, flag: str) -> bytes:

@@ -179,9 +179,12 @@ def _listed(names: Sequence[str]) -> str:
 
 
 _OFFERS_VALUES = {ProblemCode.OUT_OF_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED}
+_SCHEMA_BOUNDS = {ProblemCode.OUT_OF_RANGE, ProblemCode.OUT_OF_SET}
 
 
 def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | None) -> str:
+    if problem.expected and not problem.value_set and problem.code in _SCHEMA_BOUNDS:  # the tool's schema said so
+        return f"{problem.argument or 'arguments'}: {problem.value} is not accepted; expected {problem.expected}."
     if problem.code is ProblemCode.OUT_OF_SET:
         if problem.shape is Shape.RETIRED:
             note = retirement_note(_unquote(problem.value), snapshot) if snapshot is not None else ""
@@ -193,7 +196,9 @@ def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | Non
             )
         return f"{problem.argument}: {problem.value} is not a valid value."
     if problem.code is ProblemCode.WRONG_TYPE:
-        return f"{problem.argument}: expected a string, got {problem.value}."
+        expected = problem.expected or (f"a string from {problem.value_set}" if problem.value_set else "another type")
+        return f"{problem.argument}: expected {expected}, got {problem.value}."
+
     if problem.code is ProblemCode.MISSING_REQUIRED:
         return f"{problem.argument}: required, but missing."
     if problem.code is ProblemCode.UNKNOWN_TOOL:

@@ -56,6 +56,7 @@ class Problem:
     value: str = ""  # the given value as JSON text, truncated; "" when missing
     suggestion: str = ""  # the legal value a CASE or SEPARATOR slip normalises to
     in_set_normalised: bool = False
+    expected: str = ""  # what the argument takes, in words ("an integer", "at most 5000"); "" if nothing more
 
 
 class SkippedCheck(NamedTuple):

@@ -112,9 +112,55 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
                 f"{argument or 'arguments'}: {error.message}",
                 argument=argument,
                 value=as_json_text(error.instance),
+                expected=expected_by(str(error.validator), error.validator_value),
             )
         )
     return problems
+
+
+_TYPES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "a boolean (true or false)",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+}
+_BOUNDS = {
+    "minimum": "a number of at least {}",
+    "maximum": "a number of at most {}",
+    "exclusiveMinimum": "a number above {}",
+    "exclusiveMaximum": "a number below {}",
+    "multipleOf": "a multiple of {}",
+    "minLength": "a string of at least {} characters",
+    "maxLength": "a string of at most {} characters",
+    "minItems": "an array of at least {} items",
+    "maxItems": "an array of at most {} items",
+    "uniqueItems": "an array without repeated items",
+    "minProperties": "an object with at least {} keys",
+    "maxProperties": "an object with at most {} keys",
+    "pattern": "a string matching the pattern {}",
+    "format": "a string in the format {}",
+}
+
+
+def expected_by(keyword: str, value: object) -> str:
+    """What a schema keyword asks for, in words the model can act on ("an integer", "at most 5000")."""
+    from argwatch.server.verdict.set_checks import as_json_text
+
+    if keyword == "type":
+        kinds = value if isinstance(value, list) else [value]
+        return " or ".join(_TYPES.get(str(kind), str(kind)) for kind in kinds)
+    if keyword == "enum" and isinstance(value, list):
+        shown = ", ".join(as_json_text(item, 60) for item in value[:20])
+        return f"one of {shown}" + (f" (and {len(value) - 20} more)" if len(value) > 20 else "")
+    if keyword == "const":
+        return f"exactly {as_json_text(value, 80)}"
+    template = _BOUNDS.get(keyword)
+    if template is None:
+        return ""
+    return template.format(value if keyword != "pattern" else as_json_text(value, 120))
 
 
 def _missing(error: ValidationError) -> list[str]:

@@ -209,6 +209,7 @@ def _wrong_type(binding: ArgumentBinding, value: object) -> Problem:
         argument=binding.name,
         value_set=binding.value_set,
         value=as_json_text(value),
+        expected=f"a string from {binding.value_set}",
     )
 
 

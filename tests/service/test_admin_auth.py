@@ -22,6 +22,7 @@ async def test_tokens_and_roles(tmp_path, source: SourceServer) -> None:
     (tmp_path / "tokens.yaml").write_text(
         f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n- {{name: grafana, role: read, token: {READER}}}\n"
     )
+    (tmp_path / "tokens.yaml").chmod(0o600)  # as an operator keeps it; a readable one is refused
     policy = make_policy(str(tmp_path), source.target)
     settings = dataclasses.replace(loopback_settings(policy.path), admin_tokens=str(tmp_path / "tokens.yaml"))
     gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
@@ -102,6 +103,7 @@ async def test_tokens_never_reach_the_log_the_audit_or_the_metrics(tmp_path, sou
     (tmp_path / "tokens.yaml").write_text(
         f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n- {{name: grafana, role: read, token: {READER}}}\n"
     )
+    (tmp_path / "tokens.yaml").chmod(0o600)  # as an operator keeps it; a readable one is refused
     guessed = "guessed-token-abcdefghij"
     policy = make_policy(str(tmp_path), source.target)
     settings = dataclasses.replace(loopback_settings(policy.path), admin_tokens=str(tmp_path / "tokens.yaml"))

@@ -34,6 +34,7 @@ async def argwatch(*args: str, env: dict[str, str] | None = None) -> tuple[int, 
 @pytest.fixture
 async def secured(tmp_path: Path, source: SourceServer) -> AsyncIterator[RunningGateway]:
     (tmp_path / "tokens.yaml").write_text(f"- {{name: grafana, role: read, token: {READER}}}\n")
+    (tmp_path / "tokens.yaml").chmod(0o600)  # as an operator keeps it; a readable one is refused
     policy = make_policy(str(tmp_path), source.target)
     settings = dataclasses.replace(loopback_settings(policy.path), admin_tokens=str(tmp_path / "tokens.yaml"))
     gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())

@@ -85,7 +85,7 @@ def test_every_problem_gets_its_line() -> None:
         Problem(ProblemCode.WRONG_TYPE, "m", "code", "small", value="120"),
     )
     assert "- code: " in advice.message and "- user: required, but missing." in advice.message
-    assert "- code: expected a string, got 120." in advice.message
+    assert "- code: expected a string from small, got 120." in advice.message  # what set_checks sets
     assert len(advice.legal_values) == 3
 
 
