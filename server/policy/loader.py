@@ -41,6 +41,7 @@ from argwatch.server.policy.model import (
 )
 from argwatch.server.policy.strict_yaml import DuplicateKeys, load_yaml
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
+from argwatch.server.verdict.linear_regex import cannot_run, patterns_in
 from argwatch.server.verdict.schema_checks import compile_schema, schema_error_location
 
 T = TypeVar("T")
@@ -336,6 +337,10 @@ def _read_tools(
         if schema is not None:
             if not isinstance(schema, dict):
                 reader.fail(f"{path}.schema", "expected a JSON Schema (a mapping)")
+                schema = None
+            elif slow := [(where, why) for where, pattern in patterns_in(schema) if (why := cannot_run(pattern))]:
+                for where, why in slow:  # it would backtrack on text the model wrote, stalling every call
+                    reader.fail(f"{path}.schema.{where}", why)
                 schema = None
             else:
                 try:

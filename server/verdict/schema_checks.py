@@ -11,15 +11,18 @@ Two validators, each for what it does best:
   is the judge whenever the two disagree.
 
 Where they disagree (tests/unit/test_schema_fast_path.py pins the cases), the
-Rust validator is the stricter one, so the Python one decides: `\\d` and `\\w` are
-ASCII-only in its regexes, `$` does not match before a final newline, formats
-are checked in full, and non-finite numbers are not numbers. One case goes the
+Rust validator is the stricter one, so the Python one decides: formats are
+checked in full, and non-finite numbers are not numbers. One case goes the
 other way: it computes multipleOf exactly (0.07 is a multiple of 0.01), where
-Python's float division says it is not; there the exact answer stands.
+Python's float division says it is not; there the exact answer stands. On
+patterns they agree: both search with the Rust regex engine, in time linear in
+the text (linear_regex.py), so `\\d` and `\\w` are ASCII and `$` matches only at
+the very end.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Mapping
@@ -30,6 +33,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from argwatch.server.verdict.findings import Problem, ProblemCode
+from argwatch.server.verdict.linear_regex import LINEAR, cannot_run, use_in_jsonschema
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,15 @@ _CODES = {
 _QUOTED = re.compile(r"'([^']*)'")
 
 
+def _a_linear_regex(instance: object) -> bool:
+    return not isinstance(instance, str) or not cannot_run(instance)
+
+
+FORMATS = copy.copy(Draft202012Validator.FORMAT_CHECKER)
+FORMATS.checkers = dict(FORMATS.checkers)  # our own table: the library's stays as it is
+FORMATS.checks("regex")(_a_linear_regex)
+
+
 class CompiledSchema(NamedTuple):
     """A tool's schema, compiled for both validators (read-only after load)."""
 
@@ -53,11 +66,16 @@ class CompiledSchema(NamedTuple):
 
 def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """Both validators for `schema`; raises SchemaError (with .json_path) when the schema itself is invalid."""
-    Draft202012Validator.check_schema(schema)
-    full = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    # "Is this a regex?" is asked of the engine that will run it: Python's re would refuse \p{Letter},
+    # which the linear engine runs, and accept lookarounds, which it cannot.
+    Draft202012Validator.check_schema(schema, format_checker=FORMATS)
+    use_in_jsonschema()  # the full check's regex searches run in linear time too (linear_regex.py)
+    full = Draft202012Validator(schema, format_checker=FORMATS)
     try:
-        # offline: a remote $ref is never fetched, at load or per call.
-        fast = jsonschema_rs.Draft202012Validator(dict(schema), validate_formats=True, offline=True)
+        # offline: a remote $ref is never fetched, at load or per call; LINEAR: patterns never backtrack.
+        fast = jsonschema_rs.Draft202012Validator(
+            dict(schema), validate_formats=True, offline=True, pattern_options=LINEAR
+        )
     except Exception as error:  # a pattern its regex engine rejects, a reference it cannot resolve offline
         log.info("schema: the fast check cannot take it (%s); every call uses the full check", error)
         fast = None
