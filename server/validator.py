@@ -55,6 +55,7 @@ class Validator:
         self._provider = provider
         self._modes = modes
         self._metrics = metrics
+        self.metrics = metrics  # the servicers count what they refuse before a call reaches here
         self._samples = samples
         self._rejections = rejections
         self._record_clients = record_clients or {}
@@ -229,6 +230,7 @@ class Validator:
             attempt=rejected.attempt,
             give_up_reason=rejected.give_up_reason,
             repeat_of=rejected.repeat_of,
+            more_problems=rejected.more_problems,
         )
 
     def _record(

@@ -11,6 +11,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from argwatch.server.edge import wire
+from argwatch.server.edge.request_limits import TooLong, check_call_id, check_validate
 from argwatch.server.policy.tool_export import export_tools
 from argwatch.server.validator import Validator
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
@@ -34,8 +35,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         started = perf_counter()
         try:
             request = _parse(body)
+            check_validate(request)
         except DecodeError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
+        except TooLong as error:
+            await self._refuse(context, error)
         verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
         response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
@@ -50,8 +54,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             started = perf_counter()
             try:
                 request = _parse(body)
+                check_validate(request)
             except DecodeError as error:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
+            except TooLong as error:
+                await self._refuse(context, error)
             verdict = await self._validator.validate(wire.call_from_request(request))
             response = wire.verdict_to_wire(verdict)
             self._observe(perf_counter() - started)
@@ -64,6 +71,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> gateway_pb2.RepairResponse:
         if not request.call_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
+        try:
+            check_call_id(request.call_id)
+        except TooLong as error:
+            await self._refuse(context, error)
         advice = await self._validator.repair(request.call_id)
         if advice is None:
             await context.abort(
@@ -73,6 +84,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             )
         assert advice is not None  # abort raises
         return wire.advice_to_response(advice)
+
+    async def _refuse(self, context: grpc.aio.ServicerContext[Any, Any], error: TooLong) -> None:
+        self._validator.metrics.request_refused(error.field)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
     async def GetToolDefinitions(
         self,
@@ -104,6 +119,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> gateway_pb2.ReportOutcomeResponse:
         if not request.call_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
+        try:
+            check_call_id(request.call_id)
+        except TooLong as error:
+            await self._refuse(context, error)
         outcome = wire.OUTCOMES_FROM_WIRE.get(request.outcome)
         if outcome is None:
             await context.abort(

@@ -169,7 +169,7 @@ async def build_gateway(
         else LocalModes(modes, "file" if settings.mode_state else "memory")
     )
     samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
-    record_clients = _record_clients(policy)
+    record_clients = _record_clients(policy, metrics)
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
     windows = CountWindows(metrics.window_counts)
     offenders = OffenderTable(clock)
@@ -336,7 +336,7 @@ def _replica_report(policy: Policy, modes: ModeStore, provider: ValueSetProvider
     return report
 
 
-def _record_clients(policy: Policy) -> dict[str, RecordClient]:
+def _record_clients(policy: Policy, metrics: GatewayMetrics) -> dict[str, RecordClient]:
     """One RecordSource client per source that records use, caching answers for the shortest record TTL."""
     ttls: dict[str, float] = {}
     for tool in policy.tools.values():
@@ -346,7 +346,7 @@ def _record_clients(policy: Policy) -> dict[str, RecordClient]:
     for source, ttl in ttls.items():
         config = policy.sources[source]
         assert isinstance(config, GrpcSourceConfig)  # the policy loader allows only gRPC sources here
-        clients[source] = RecordClient(config, ttl)
+        clients[source] = RecordClient(config, ttl, on_evict=lambda: metrics.table_eviction("record_cache"))
     return clients
 
 

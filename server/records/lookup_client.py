@@ -36,14 +36,20 @@ class Lookup(NamedTuple):
 class RecordClient:
     """One channel to one RecordSource, with a cache of answers (found or not) for `ttl` seconds."""
 
-    def __init__(self, config: GrpcSourceConfig, ttl: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: GrpcSourceConfig,
+        ttl: float,
+        monotonic: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[], None] | None = None,
+    ) -> None:
         self._config = config
         # The policy's `tls: true` holds for look-ups as for value sets (it was once ignored here).
         self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls))
         self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
         self._ttl = ttl
         # Bounded: ids are model-written and may be endless.
-        self._cache: TtlStore[tuple[str, str]] = TtlStore(monotonic, max_entries=100_000)
+        self._cache: TtlStore[tuple[str, str]] = TtlStore(monotonic, max_entries=100_000, on_evict=on_evict)
 
     def cached(self, kind: str, record_id: str) -> Lookup | None:
         """The cached answer, if one is fresh: no await, so a cache hit costs no trip through the event loop."""

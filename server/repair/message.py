@@ -85,6 +85,7 @@ def build_advice(
     attempt: int,
     give_up_reason: str,
     repeat_of: OperationRecord | None = None,
+    more_problems: int = 0,
 ) -> RepairAdvice:
     """The repair message for a rejected call."""
     if repeat_of is not None:
@@ -106,6 +107,8 @@ def build_advice(
         binding = bindings.get(problem.argument)
         if binding is not None and binding.hint and binding.hint not in hints:
             hints.append(binding.hint)
+    if more_problems:
+        lines.append(f"- ... and {more_problems} more problems like these.")
     if give_up_reason:
         lines.append(
             f"Do not call {tool} again in this conversation: {give_up_reason}. "

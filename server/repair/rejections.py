@@ -35,6 +35,7 @@ class RejectedCall:
     attempt: int
     give_up_reason: str
     repeat_of: OperationRecord | None = None  # a refused repeat: the earlier call of its operation
+    more_problems: int = 0  # problems past KEPT_PROBLEMS, not kept (the verdict listed them all)
 
 
 @shared_value("repair_attempts")
@@ -51,6 +52,11 @@ def fingerprint(tool: str, arguments: object, raw: bytes) -> str:
     except (TypeError, orjson.JSONEncodeError):
         body = raw
     return hashlib.blake2b(tool.encode() + b"\0" + body, digest_size=12).hexdigest()
+
+
+# What is remembered of one rejected call is bounded, as its ids are: a call inventing 10,000
+# arguments has 10,000 problems, listed in its verdict, and only the first few kept for Repair.
+KEPT_PROBLEMS = 32
 
 
 class RejectionLog:
@@ -82,7 +88,8 @@ class RejectionLog:
             if not reason and attempt >= self._config.max_attempts:
                 reason = f"this was attempt {attempt} of {self._config.max_attempts}"
             await self._cache.set(key, _Attempts(attempt, call_fingerprint), ttl=self._config.remember_seconds)
-        rejected = RejectedCall(call_id, tool, conversation_id, problems, attempt, reason, repeat_of)
+        kept, more = problems[:KEPT_PROBLEMS], max(0, len(problems) - KEPT_PROBLEMS)
+        rejected = RejectedCall(call_id, tool, conversation_id, kept, attempt, reason, repeat_of, more)
         await self._cache.set(_CALL_KEY + call_id, rejected, ttl=self._config.remember_seconds)
         return rejected
 

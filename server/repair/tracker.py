@@ -38,6 +38,9 @@ from argwatch.server.telemetry.metrics import GatewayMetrics
 log = logging.getLogger("argwatch.repairs")
 
 _KEY = "argwatch:open-repair:"
+# Open repairs kept on this replica, and repairs known open elsewhere: each keyed by a caller's
+# conversation id, so each bounded; past it the oldest goes, counted in argwatch_table_evictions_total.
+MAX_OPEN = 50_000
 CHANNEL = "argwatch:repairs"
 SWEEP_SECONDS = 5.0
 
@@ -82,6 +85,9 @@ class RepairTracker:
         if not conversation:
             return
         repair = OpenRepair(tool_label, attempt, self._clock() + self._remember)
+        if (conversation, tool) not in self._open and len(self._open) >= MAX_OPEN:
+            del self._open[next(iter(self._open))]  # the oldest opened: dicts keep insertion order
+            self._metrics.table_eviction("open_repairs")
         self._open[conversation, tool] = repair
         if self._cache.remote_configured:
             joined = _joined(conversation, tool)
@@ -147,6 +153,9 @@ class RepairTracker:
                         continue
                     kind, _, joined = message["data"].decode().partition(":")
                     if kind == "open":
+                        if joined not in self._open_anywhere and len(self._open_anywhere) >= MAX_OPEN:
+                            del self._open_anywhere[next(iter(self._open_anywhere))]
+                            self._metrics.table_eviction("open_repairs_elsewhere")
                         self._open_anywhere[joined] = self._clock() + self._remember
                     elif kind == "close":
                         self._open_anywhere.pop(joined, None)

@@ -95,7 +95,7 @@ class SharedCache:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._remote = remote
-        self._local = TtlStore(monotonic)
+        self._local = TtlStore(monotonic, on_evict=lambda: metrics.table_eviction("shared_cache_local"))
         self._metrics = metrics
         self._timeout = timeout
         self._retry_after = retry_after

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-DEFAULT_MAX_ENTRIES = 200_000
+DEFAULT_MAX_ENTRIES = 100_000
 # Keys are compared in the heap when expiries tie: strings, or tuples of them.
 K = TypeVar("K", str, tuple[str, str])
 
@@ -30,10 +30,16 @@ K = TypeVar("K", str, tuple[str, str])
 class TtlStore(Generic[K]):
     """Key -> value, each key with an optional lifetime in seconds, at most `max_entries` keys."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        on_evict: Callable[[], None] | None = None,
+    ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         self._clock = clock
+        self._on_evict = on_evict  # counts each eviction where the owner can see it (a metric)
         self._max = max_entries
         self._entries: dict[K, tuple[Any, float]] = {}  # key -> (value, expires at; inf: never)
         self._expiries: list[tuple[float, K]] = []  # a heap; an entry may be outdated by a later set
@@ -101,6 +107,8 @@ class TtlStore(Generic[K]):
                 key = next(iter(self._entries))
             del self._entries[key]
             self.evictions += 1
+            if self._on_evict is not None:
+                self._on_evict()
 
     def _rebuild_heap(self) -> None:
         self._expiries = [(expires, key) for key, (_, expires) in self._entries.items() if expires != math.inf]

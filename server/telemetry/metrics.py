@@ -317,6 +317,18 @@ class GatewayMetrics:
             ["reason"],
             registry=registry,
         )
+        self.requests_refused = Counter(
+            "argwatch_requests_refused",
+            "Gateway requests refused with INVALID_ARGUMENT before any check: a field past its length limit.",
+            ["field"],
+            registry=registry,
+        )
+        self.table_evictions = Counter(
+            "argwatch_table_evictions",
+            "Entries dropped from a full in-memory table to keep it within its bound (a flood of distinct ids).",
+            ["table"],
+            registry=registry,
+        )
         self.stale_checks = Counter(
             "tool_argument_check_stale",
             "Checks made against a stale copy of their value set (still checked, against the last good copy).",
@@ -426,6 +438,12 @@ class GatewayMetrics:
 
     def shared_cache_error(self, operation: str) -> None:
         self._child(self.shared_cache_errors, operation).inc()
+
+    def request_refused(self, field: str) -> None:
+        self._child(self.requests_refused, field).inc()
+
+    def table_eviction(self, table: str) -> None:
+        self._child(self.table_evictions, table).inc()
 
     def shared_cache_rejected(self, reason: str) -> None:
         self._child(self.shared_cache_rejections, reason).inc()

@@ -1,0 +1,47 @@
+"""How long each caller-supplied string may be: longer is INVALID_ARGUMENT, naming the field and the limit.
+
+The gateway keeps these strings (a rejected call by its call id, a repair by
+its conversation, an operation by its customer): 150 calls with 2 MB
+conversation ids once took a gateway from 218 to 808 MiB. With every string
+capped, and every table that keeps them capped in entries, what a caller can
+make the gateway hold has a ceiling (docs/security.md gives it). The limits
+sit well above what the providers' SDKs produce (call ids of ~30 characters,
+tool names of at most 64 for OpenAI and 128 for MCP).
+"""
+
+from __future__ import annotations
+
+from argwatch.v1 import gateway_pb2 as pb
+
+MAX_TOOL = 128
+MAX_CALL_ID = 128
+MAX_CONVERSATION_ID = 256
+MAX_CUSTOMER_ID = 256
+MAX_TENANT = 256
+
+
+class TooLong(ValueError):
+    """A caller-supplied string past its limit; `field` is the request's field name."""
+
+    def __init__(self, field: str, length: int, limit: int) -> None:
+        super().__init__(f"{field} is {length} characters; at most {limit}")
+        self.field = field
+
+
+def check_validate(request: pb.ValidateRequest) -> None:
+    """Raises TooLong for the first field of `request` past its limit (a few len() calls: ~0.3 us)."""
+    session = request.session
+    for field, value, limit in (
+        ("tool", request.tool, MAX_TOOL),
+        ("call_id", request.call_id, MAX_CALL_ID),
+        ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
+        ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
+        ("session.tenant", session.tenant, MAX_TENANT),
+    ):
+        if len(value) > limit:
+            raise TooLong(field, len(value), limit)
+
+
+def check_call_id(call_id: str) -> None:
+    if len(call_id) > MAX_CALL_ID:
+        raise TooLong("call_id", len(call_id), MAX_CALL_ID)
