@@ -19,6 +19,7 @@ import hmac
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +101,14 @@ def load_tokens(path: str, *, allow_readable: bool = False) -> TokenBook:
 class AdminAuthInterceptor(grpc.aio.ServerInterceptor):
     """Refuses Admin calls without a valid token, or with too small a role."""
 
-    def __init__(self, book: TokenBook, on_refused: Callable[[str, str, Any], None]) -> None:
+    def __init__(
+        self, book: TokenBook, on_refused: Callable[[str, str, Any], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._book = book
         self._on_refused = on_refused
+        self._clock = clock
+        self._next_log = 0.0
+        self._unlogged = 0
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]], handler_call_details: Any) -> Any:
         method = handler_call_details.method
@@ -128,7 +134,14 @@ class AdminAuthInterceptor(grpc.aio.ServerInterceptor):
         return await continuation(handler_call_details)
 
     def _refuse(self, method: str, reason: str, metadata: Any, code: grpc.StatusCode, details: str) -> Any:
-        log.warning("admin call refused: %s %s", method, reason)
+        # Logged at most once a second (with how many were not): a flood must not flood the log too.
+        now = self._clock()
+        if now >= self._next_log:
+            more = f" (and {self._unlogged} more refused since the last line)" if self._unlogged else ""
+            log.warning("admin call refused: %s %s%s", method, reason, more)
+            self._next_log, self._unlogged = now + 1.0, 0
+        else:
+            self._unlogged += 1
         self._on_refused(method, reason, metadata)
 
         async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:

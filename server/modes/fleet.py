@@ -48,6 +48,8 @@ REREAD_SECONDS = 2.0
 REPORT_TTL_SECONDS = 10.0
 FORGET_STOPPED_SECONDS = 600.0  # a replica that stopped reporting is listed as such for this long
 SHARED_AUDIT_KEEP = 1000
+SHARED_REFUSED_KEEP = 100
+MAX_PENDING_REFUSALS = 64
 TIMEOUT_SECONDS = 0.5
 
 T = TypeVar("T")
@@ -124,9 +126,13 @@ class SharedModes:
             raise ModeRefused(refusal) from None
 
     def record_refusal(self, actor: str, reason: str) -> None:
-        """Audits a refused call fleet-wide (in the background; locally only while Redis is down)."""
-        self._tasks.append(asyncio.get_running_loop().create_task(self._record_refusal(actor, reason)))
+        """Audits a refused call fleet-wide (in the background; locally only while Redis is down). At most
+        MAX_PENDING_REFUSALS wait for Redis at once; past that one is audited on this replica only."""
         self._tasks = [task for task in self._tasks if not task.done()]
+        if len(self._tasks) >= MAX_PENDING_REFUSALS:
+            self._store.record_refusal(actor, reason)
+            return
+        self._tasks.append(asyncio.get_running_loop().create_task(self._record_refusal(actor, reason)))
 
     async def expire_due(self) -> None:
         if not self._store.has_due():
@@ -182,7 +188,7 @@ class SharedModes:
                     await pipe.watch(KEY)
                     raw = await pipe.get(KEY)
                     shared = orjson.loads(raw) if raw else None
-                    before = self._store.export(SHARED_AUDIT_KEEP)
+                    before = self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
                     if shared is not None and int(shared["version"]) >= self._store.version:
                         self._store.adopt(shared)  # apply the change on top of the fleet's latest state
                     refused: ModeRefused | None = None
@@ -192,7 +198,7 @@ class SharedModes:
                     except ModeRefused as error:
                         refused = error  # the refusal is in the audit: share it too
                     pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-                    pipe.set(KEY, orjson.dumps(self._store.export(SHARED_AUDIT_KEEP)))
+                    pipe.set(KEY, orjson.dumps(self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)))
                     pipe.publish(CHANNEL, str(self._store.version))
                     try:
                         await pipe.execute()

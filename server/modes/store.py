@@ -1,16 +1,27 @@
 """The mode store: each tool's mode, on-call overrides (per tool or global, optionally expiring), and their audit.
 
 The mode in force for a tool is, in order: a global override, the tool's
-override, the policy's mode. Every change (set, cleared, expired, refused) is
-appended to the audit trail. With a state file, overrides and the audit are
-written atomically after every change and read back at start, so a restart
-never silently puts a tool back into a mode the on-call changed; an override
-that expired while the gateway was down is reverted at start, and the audit
-says so. The hot path reads one precomputed mapping.
+override, the policy's mode. Every change (set, cleared, expired) is appended
+to the audit trail, and so is every refused attempt of a caller who got past
+the Admin API's authentication; a caller without a valid token changes
+nothing durable (its refusals are counted, not written). Changes and refused
+attempts are kept apart, each bounded, so no number of refusals can push a
+change out of the trail.
+
+With a state file, each audited entry is one line appended to it (a JSON line
+with the overrides in force after it), never a rewrite of the whole file on
+the event loop; it is compacted, atomically, when it has grown to twice what is
+kept. It is read back at start, so a restart never silently puts a tool back
+into a mode the on-call changed; an override that expired while the gateway
+was down is reverted at start, and the audit says so. A state file written
+before the journal (one JSON document) is read too. The hot path reads one
+precomputed mapping.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +38,8 @@ log = logging.getLogger("argwatch.modes")
 
 ModeListener = Callable[[str, Mode], None]
 GLOBAL = ""  # the target of the global override
-AUDIT_KEEP = 10_000
+AUDIT_KEEP = 10_000  # changes (applied, cleared, expired)
+REFUSED_KEEP = 1_000  # refused attempts, kept apart: they can never push a change out
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +88,8 @@ class ModeStore:
         self._clock = clock
         self._overrides: dict[str, Override] = {}
         self._audit: list[ModeChange] = []
+        self._refused: list[ModeChange] = []
+        self._journal_lines = 0  # lines in the state file since it was last compacted
         self._listeners: list[ModeListener] = []
         # Bumped by every audited change; with a shared store, the newer of two states wins.
         self.version = 0
@@ -114,8 +128,9 @@ class ModeStore:
         return "policy", None
 
     def changes(self, limit: int = 100) -> list[ModeChange]:
-        """The most recent audit entries, newest first."""
-        return list(reversed(self._audit[-limit:]))
+        """The most recent audit entries (changes and refused attempts), newest first."""
+        merged = heapq.merge(reversed(self._audit), reversed(self._refused), key=lambda c: -c.at)
+        return list(itertools.islice(merged, limit))
 
     # ---- changing
 
@@ -146,12 +161,13 @@ class ModeStore:
         now = self._clock()
         return any(o.expires_at is not None and o.expires_at <= now for o in self._overrides.values())
 
-    def export(self, audit_keep: int = AUDIT_KEEP) -> dict[str, object]:
-        """The state as a JSON-able document: version, overrides, the newest `audit_keep` audit entries."""
+    def export(self, audit_keep: int = AUDIT_KEEP, refused_keep: int = REFUSED_KEEP) -> dict[str, object]:
+        """The state as a JSON-able document: version, overrides, the newest changes and refused attempts."""
         return {
             "version": self.version,
-            "overrides": {target: {**asdict(o), "mode": o.mode.value} for target, o in self._overrides.items()},
+            "overrides": self._overrides_document(),
             "audit": [asdict(change) for change in self._audit[-audit_keep:]],
+            "refused": [asdict(change) for change in self._refused[-refused_keep:]],
         }
 
     def adopt(self, document: Mapping[str, object]) -> None:
@@ -161,10 +177,11 @@ class ModeStore:
         self.version = int(document.get("version", 0))  # type: ignore[call-overload]
         self._recompute()
         if self._state_file is not None:
-            self._save(self._state_file)
+            self._compact(self._state_file)  # another replica's changes: rare, so a whole rewrite is fine
 
     def record_refusal(self, actor: str, reason: str) -> None:
-        """Audits a mode change refused before it was read (no token, or a read-only token)."""
+        """Audits a mode change refused before it was read from an authenticated caller (a read-only token).
+        A caller with no valid token is never audited: the interceptor only counts it."""
         self._record(ModeChange(self._clock(), actor, "?", "", "", "", None, f"refused: {reason}"))
 
     def expire_due(self) -> list[ModeChange]:
@@ -234,8 +251,12 @@ class ModeStore:
 
     def _record(self, change: ModeChange) -> None:
         self.version += 1
-        self._audit.append(change)
-        del self._audit[:-AUDIT_KEEP]
+        if change.outcome.startswith("refused"):
+            self._refused.append(change)
+            del self._refused[:-REFUSED_KEEP]
+        else:
+            self._audit.append(change)
+            del self._audit[:-AUDIT_KEEP]
         log.warning(
             "mode change: %s %s -> %s by %s (%s): %s",
             change.target or "<global>",
@@ -246,22 +267,60 @@ class ModeStore:
             change.outcome,
         )
         if self._state_file is not None:
-            self._save(self._state_file)
+            self._append(self._state_file, change)
 
-    def _save(self, path: str) -> None:
-        write_atomically(path, orjson.dumps(self.export()))
+    def _overrides_document(self) -> dict[str, dict[str, Any]]:
+        return {target: {**asdict(o), "mode": o.mode.value} for target, o in self._overrides.items()}
+
+    def _append(self, path: str, change: ModeChange) -> None:
+        """One line: the change, and the overrides in force after it. An append of a few hundred bytes
+        (no fsync: a killed process loses nothing the kernel has; the compaction syncs)."""
+        if self._journal_lines >= 2 * (AUDIT_KEEP + REFUSED_KEEP):
+            self._compact(path)
+        line = {"version": self.version, "change": asdict(change), "overrides": self._overrides_document()}
+        with open(path, "ab") as handle:
+            handle.write(orjson.dumps(line) + b"\n")
+        self._journal_lines += 1
+
+    def _compact(self, path: str) -> None:
+        """The journal rewritten, atomically, as one line holding what is kept."""
+        write_atomically(path, orjson.dumps({"version": self.version, "snapshot": self.export()}) + b"\n")
+        self._journal_lines = 1
 
     def _load(self, path: str) -> None:
         try:
             with open(path, "rb") as handle:
-                document = orjson.loads(handle.read())
+                raw = handle.read()
         except FileNotFoundError:
             return
-        except (OSError, orjson.JSONDecodeError) as error:
+        except OSError as error:
             # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
-            raise ModeRefused(f"cannot read the mode state file {path}: {error}") from None
+            raise ModeRefused(f"cannot read the mode state file {path}: {error.strerror}") from None
+        try:
+            lines = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+        except orjson.JSONDecodeError as error:
+            if raw.endswith(b"\n") or b"\n" not in raw.rstrip(b"\n"):
+                raise ModeRefused(f"cannot read the mode state file {path}: {error}") from None
+            # The last line was cut by a crash mid-append: everything before it stands.
+            lines = [orjson.loads(line) for line in raw.splitlines()[:-1] if line.strip()]
+            log.warning("mode state file %s: its last line was cut (a crash mid-write); ignoring it", path)
+        document: dict[str, Any] = {"audit": [], "refused": [], "overrides": {}}
+        for line in lines:
+            if "change" in line:  # a journal line
+                entry = line["change"]
+                (document["refused"] if entry["outcome"].startswith("refused") else document["audit"]).append(entry)
+                document["overrides"] = line["overrides"]
+            else:  # a compacted snapshot, or the whole file in the format before the journal
+                snapshot = line.get("snapshot", line)
+                document = {
+                    "audit": list(snapshot.get("audit", [])),
+                    "refused": list(snapshot.get("refused", [])),
+                    "overrides": snapshot.get("overrides", {}),
+                }
+            document["version"] = line.get("version", 0)
         self._read_document(document)
-        self.version = int(document.get("version", len(self._audit)))
+        self.version = int(document.get("version") or len(self._audit))
+        self._journal_lines = len(lines)
 
     def _read_document(self, document: Mapping[str, Any]) -> None:
         overrides: dict[str, Override] = {}
@@ -273,7 +332,12 @@ class ModeStore:
                 Mode(saved["mode"]), saved["actor"], saved["reason"], saved["set_at"], saved.get("expires_at")
             )
         self._overrides = overrides
-        self._audit = [ModeChange(**entry) for entry in document.get("audit", [])]
+        entries = [ModeChange(**entry) for entry in [*document.get("audit", []), *document.get("refused", [])]]
+        # Older state put refused attempts in the audit too: sort them out, each list by time.
+        self._audit = sorted((c for c in entries if not c.outcome.startswith("refused")), key=lambda c: c.at)
+        self._refused = sorted((c for c in entries if c.outcome.startswith("refused")), key=lambda c: c.at)
+        del self._audit[:-AUDIT_KEEP]
+        del self._refused[:-REFUSED_KEEP]
 
 
 def _name(mode: Mode | None) -> str:

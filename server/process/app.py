@@ -303,8 +303,10 @@ def _refusal_recorder(metrics: GatewayMetrics, modes: ModeControl) -> Callable[[
     def record(method: str, reason: str, metadata: Any) -> None:
         kind = reason.split(":", 1)[0]
         metrics.admin_call_refused(method.rsplit("/", 1)[-1] if method in known else "_unknown", kind)
-        if method in MODE_METHODS:
-            modes.record_refusal(reason.split(":", 1)[1] if ":" in reason else "unknown caller", kind)
+        # Only a caller the tokens name is audited (a read-only token trying to change a mode): one with no
+        # valid token is counted above and changes nothing durable, so no flood of them can fill the trail.
+        if method in MODE_METHODS and kind == "permission_denied":
+            modes.record_refusal(reason.split(":", 1)[1], kind)
 
     return record
 
