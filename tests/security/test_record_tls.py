@@ -1,4 +1,5 @@
-"""`tls: true` on a source holds for record look-ups as for value sets: both speak TLS to an owner serving only TLS.
+"""Issue 17.7: `tls: true` on a source holds for record look-ups as for value sets: both speak TLS to an owner
+serving only TLS.
 
 The gateway verifies owners with the system's CA roots. The test points gRPC's
 roots at a throwaway CA (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, read once per
