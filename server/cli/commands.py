@@ -76,3 +76,25 @@ def report(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     except ValueError as error:
         raise ValueError(f"--window: {error}") from None
     return asyncio.run(report_from_admin(connection_from(args, dict(environ)), window))
+
+
+def health(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """grpc.health.v1 Check against the Gateway listener: 0 when SERVING (the container's health check)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from argwatch.common.channels import blocking_channel
+    from argwatch.common.tls_flags import security_from
+
+    try:
+        with blocking_channel(args.gateway, security_from(args)) as channel:
+            answer = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
+            )
+    except grpc.RpcError as error:
+        code, details = error.code(), error.details()
+        print(f"argwatch health: {args.gateway}: {code.name}: {details}", file=sys.stderr)
+        return 1
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+    print(f"{args.gateway}: {status}")
+    return 0 if answer.status == health_pb2.HealthCheckResponse.SERVING else 1

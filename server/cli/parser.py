@@ -131,4 +131,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     export.add_argument("--format", choices=["mcp", "openai", "anthropic"], default="mcp", help="the shape")
     export.add_argument("--tool", action="append", default=[], help="only this tool (repeatable; default: all)")
     export.set_defaults(run=commands.export_tools)
+
+    health = command(
+        "health",
+        "ask a gateway whether it is serving",
+        "Ask a gateway's Gateway listener whether it is serving (grpc.health.v1): exits 0 when SERVING, 1\n"
+        "otherwise (still loading its value sets, draining, or unreachable). The image's health check.",
+    )
+    target = health.add_argument_group("the Gateway API")
+    target.add_argument("--gateway", default="127.0.0.1:50051", metavar="HOST:PORT", help="its address")
+    add_tls_arguments(target)
+    health.add_argument("--service", default="", help="the health service name ('' is the whole server)")
+    health.add_argument("--timeout", type=duration, default=2.0, metavar="DURATION", help="how long to wait")
+    health.set_defaults(run=commands.health)
     return parser, found

@@ -66,3 +66,10 @@ async def test_report_without_a_token_fails_cleanly_and_with_one_reports(secured
     )
     assert code == 0, err
     assert out.startswith("mismatch shapes")
+
+
+@pytest.mark.e2e
+async def test_health_says_serving_for_a_running_gateway(secured: RunningGateway) -> None:
+    code, out, err = await argwatch("health", "--gateway", secured.target)
+    assert code == 0, err
+    assert out.strip() == f"{secured.target}: SERVING"

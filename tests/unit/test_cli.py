@@ -13,7 +13,7 @@ from argwatch.server.cli import main
 from argwatch.server.cli.parser import build_parser
 
 _, COMMANDS = build_parser()
-LEAF_COMMANDS = ["serve", "policy check", "tui", "watch", "report", "tools export"]
+LEAF_COMMANDS = ["serve", "policy check", "tui", "watch", "report", "tools export", "health"]
 
 
 def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
