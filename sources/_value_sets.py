@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
@@ -27,12 +28,21 @@ class PublishedSet:
     members: frozenset[str]
     retired: frozenset[str]
     updated_at: float
+    incarnation: str = ""
 
 
 class ValueSetCatalog:
-    """The owner's sets, with their versions; notifies watchers of every change."""
+    """The owner's sets, with their versions; notifies watchers of every change.
 
-    def __init__(self) -> None:
+    Versions count from 1 in each catalog, so each catalog is a new incarnation
+    (sources.proto ValueSet.incarnation): a gateway that sees an owner restart
+    takes its sets afresh instead of refusing version 1 as older than what it
+    held. Pass `incarnation` only when versions carry on across restarts (they
+    come from a database, say), to keep the same one.
+    """
+
+    def __init__(self, incarnation: str | None = None) -> None:
+        self.incarnation = uuid.uuid4().hex[:16] if incarnation is None else incarnation
         self._sets: dict[str, PublishedSet] = {}
         self._watchers: set[asyncio.Queue[sources_pb2.WatchValueSetsResponse]] = set()
 
@@ -49,6 +59,7 @@ class ValueSetCatalog:
             members=member_set,
             retired=retired_set - member_set,
             updated_at=time.time(),
+            incarnation=self.incarnation,
         )
         self._sets[name] = published
         if previous is None:
@@ -62,6 +73,7 @@ class ValueSetCatalog:
                         to_version=published.version,
                         added=sorted(member_set - previous.members),
                         removed=sorted(previous.members - member_set),
+                        incarnation=self.incarnation,
                     )
                 )
             ]
@@ -96,6 +108,7 @@ def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
         members=sorted(published.members),
         retired=sorted(published.retired),
         updated_at=_timestamp(published.updated_at),
+        incarnation=published.incarnation,
     )
 
 
@@ -108,7 +121,12 @@ def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSet
     messages = []
     for index, part in enumerate(slices):
         value_set = sources_pb2.ValueSet(
-            name=published.name, version=published.version, members=part, part=index, parts=len(slices)
+            name=published.name,
+            version=published.version,
+            members=part,
+            part=index,
+            parts=len(slices),
+            incarnation=published.incarnation,
         )
         if index == 0:
             value_set.retired.extend(sorted(published.retired))
@@ -161,7 +179,7 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
             self._catalog.unsubscribe(queue)
 
     def _heartbeat_message(self, wanted: set[str]) -> sources_pb2.WatchValueSetsResponse:
-        heartbeat = sources_pb2.Heartbeat(sent_at=_timestamp(time.time()))
+        heartbeat = sources_pb2.Heartbeat(sent_at=_timestamp(time.time()), incarnation=self._catalog.incarnation)
         for name in sorted(wanted):
             published = self._catalog.get(name)
             if published is not None:

@@ -125,7 +125,9 @@ def make_policy(folder: str, source_target: str, **kwargs: str) -> Policy:
     return parse_policy(text.encode(), path)
 
 
-async def gateway_on(folder: os.PathLike[str], text: str, **settings: object) -> RunningGateway:
+async def gateway_on(
+    folder: os.PathLike[str], text: str, *, reconnect_cap_seconds: float | None = None, **settings: object
+) -> RunningGateway:
     """A gateway on loopback on the policy `text`, written to `folder` (its file sources resolve there);
     `settings` replace loopback_settings' fields. The caller stops it."""
     import dataclasses
@@ -135,7 +137,8 @@ async def gateway_on(folder: os.PathLike[str], text: str, **settings: object) ->
     with open(path, "w") as handle:  # noqa: ASYNC230 (a test's setup, before any server runs)
         handle.write(text)
     chosen = dataclasses.replace(loopback_settings(path), **settings)  # type: ignore[arg-type]
-    return await build_gateway(chosen, policy=policy, registry=CollectorRegistry())
+    extra = {} if reconnect_cap_seconds is None else {"reconnect_cap_seconds": reconnect_cap_seconds}
+    return await build_gateway(chosen, policy=policy, registry=CollectorRegistry(), **extra)  # type: ignore[arg-type]
 
 
 RECORDS_POLICY = """

@@ -12,6 +12,7 @@ import grpc
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
+from argwatch.server.edge.request_limits import MAX_REASON, MAX_TOOL
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.model import Failure, Policy
@@ -192,6 +193,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.SetModeRequest,
         context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
+        # What is audited is kept: bounded, as the Gateway's strings are (request_limits.py).
+        for field, text, limit in (("tool", request.tool, MAX_TOOL), ("reason", request.reason, MAX_REASON)):
+            if len(text) > limit:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}"
+                )
         # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
         # never read as "clear" (which would quietly undo an on-call's reject).
         if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:

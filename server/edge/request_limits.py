@@ -18,6 +18,7 @@ MAX_CALL_ID = 128
 MAX_CONVERSATION_ID = 256
 MAX_CUSTOMER_ID = 256
 MAX_TENANT = 256
+MAX_REASON = 1024  # a mode change's reason, kept in the audit
 
 
 class TooLong(ValueError):

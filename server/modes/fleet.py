@@ -168,7 +168,7 @@ class SharedModes:
     async def _reread(self) -> None:
         try:
             raw = await self._redis.get(KEY)
-            shared = orjson.loads(raw) if raw else None
+            shared = self._readable(raw)
             shared_version = int(shared["version"]) if shared else 0
             if shared is not None and shared_version > self._store.version:
                 self._store.adopt(shared)
@@ -181,13 +181,27 @@ class SharedModes:
         except (RedisError, OSError) as error:
             self._down(error)
 
+    def _readable(self, raw: bytes | str | None) -> dict[str, Any] | None:
+        """The fleet's state as stored, if it is one: anything else in the key (not JSON, another shape) is
+        counted and read as no state, so this replica writes its own back over it."""
+        if not raw:
+            return None
+        try:
+            shared = orjson.loads(raw)
+            ModeStore.check_document(shared)
+        except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
+            self._metrics.shared_cache_rejected("bad_mode_state")
+            log.warning("modes: ignoring the shared state in Redis, which argwatch did not write (%s)", error)
+            return None
+        return shared  # type: ignore[no-any-return]
+
     async def _transact(self, change: Callable[[], T]) -> T:
         async with self._lock:
             for _ in range(10):
                 async with self._redis.pipeline(transaction=True) as pipe:
                     await pipe.watch(KEY)
                     raw = await pipe.get(KEY)
-                    shared = orjson.loads(raw) if raw else None
+                    shared = self._readable(raw)
                     before = self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
                     if shared is not None and int(shared["version"]) >= self._store.version:
                         self._store.adopt(shared)  # apply the change on top of the fleet's latest state
@@ -229,9 +243,12 @@ class SharedModes:
         keys = [key async for key in self._redis.scan_iter(match=REPLICA_PREFIX + "*", count=100)]
         values = await self._redis.mget(keys) if keys else []
         for value in values:
-            if value:
-                found = orjson.loads(value)
-                self._fleet[found["replica_id"]] = {**found, "seen_at": found.get("at", now)}
+            try:
+                found = orjson.loads(value) if value else None
+                if isinstance(found, dict) and isinstance(found.get("replica_id"), str):
+                    self._fleet[found["replica_id"]] = {**found, "seen_at": float(found.get("at", now))}
+            except (orjson.JSONDecodeError, TypeError, ValueError):
+                self._metrics.shared_cache_rejected("bad_replica_report")
         for replica_id, found in list(self._fleet.items()):
             if now - found["seen_at"] > FORGET_STOPPED_SECONDS:
                 del self._fleet[replica_id]
@@ -249,6 +266,8 @@ class SharedModes:
                             await self.reread()
             except (RedisError, OSError) as error:
                 self._down(error)
+            except Exception:  # a value in Redis argwatch did not write must not end the following
+                log.exception("modes: following the announcements failed; subscribing again")
             attempt += 1
             # Jittered, so replicas that lost Redis together do not all return at the same instant.
             await asyncio.sleep(backoff_delay(attempt, base=0.2, cap=5.0))
@@ -256,7 +275,10 @@ class SharedModes:
     async def _reread_forever(self) -> None:
         while True:
             await asyncio.sleep(REREAD_SECONDS)
-            await self.reread()
+            try:
+                await self.reread()
+            except Exception:  # whatever Redis holds, following the fleet must not stop for good
+                log.exception("modes: re-reading the shared state failed; trying again")
 
     def _up(self) -> None:
         if not self.connected:

@@ -179,6 +179,23 @@ class ModeStore:
         if self._state_file is not None:
             self._compact(self._state_file)  # another replica's changes: rare, so a whole rewrite is fine
 
+    @staticmethod
+    def check_document(document: object) -> None:
+        """Raises (TypeError, ValueError, KeyError) unless `document` has the shape export() gives."""
+        if not isinstance(document, dict) or not isinstance(document.get("version"), int):
+            raise ValueError("not a mode state document")
+        overrides = document.get("overrides", {})
+        if not isinstance(overrides, dict):
+            raise TypeError("overrides: not a mapping")
+        for saved in overrides.values():
+            Override(Mode(saved["mode"]), str(saved["actor"]), str(saved["reason"]), float(saved["set_at"]))
+        for key in ("audit", "refused"):
+            for entry in document.get(key, []):
+                change = ModeChange(**entry)
+                float(change.at)
+                if not all(isinstance(text, str) for text in (change.actor, change.target, change.outcome)):
+                    raise TypeError(f"{key}: an entry whose actor, target or outcome is not text")
+
     def record_refusal(self, actor: str, reason: str) -> None:
         """Audits a mode change refused before it was read from an authenticated caller (a read-only token).
         A caller with no valid token is never audited: the interceptor only counts it."""
@@ -296,14 +313,19 @@ class ModeStore:
         except OSError as error:
             # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
             raise ModeRefused(f"cannot read the mode state file {path}: {error.strerror}") from None
-        try:
-            lines = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
-        except orjson.JSONDecodeError as error:
-            if raw.endswith(b"\n") or b"\n" not in raw.rstrip(b"\n"):
-                raise ModeRefused(f"cannot read the mode state file {path}: {error}") from None
-            # The last line was cut by a crash mid-append: everything before it stands.
-            lines = [orjson.loads(line) for line in raw.splitlines()[:-1] if line.strip()]
-            log.warning("mode state file %s: its last line was cut (a crash mid-write); ignoring it", path)
+        lines, unreadable = [], 0
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                lines.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                unreadable += 1  # cut by a crash or a full disk mid-append: the lines around it stand
+        if unreadable and not lines:
+            # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
+            raise ModeRefused(f"cannot read the mode state file {path}: no line of it is JSON")
+        if unreadable:
+            log.warning("mode state file %s: ignoring %d unreadable line(s) (cut mid-write)", path, unreadable)
         document: dict[str, Any] = {"audit": [], "refused": [], "overrides": {}}
         for line in lines:
             if "change" in line:  # a journal line

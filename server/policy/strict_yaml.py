@@ -1,4 +1,5 @@
-"""YAML (and JSON) read strictly: a key given twice in one mapping is an error naming both lines, never "last wins".
+"""YAML (and JSON) read strictly: a key given twice in one mapping is an error naming both lines, never "last wins";
+and no aliases, which can expand a small file into gigabytes.
 
 PyYAML and the json module both keep the last of two equal keys without a word,
 so a policy with two `transfer_stock` entries (reject with a binding, then
@@ -25,6 +26,16 @@ class _StrictLoader(yaml.SafeLoader):
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self.duplicates: list[str] = []
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        # An alias (*name, and so a merge key <<: *name) can expand a 500-byte file into gigabytes
+        # ("billion laughs"): a policy or definitions file spells each thing out.
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) and merge keys are not accepted here: write the value out", mark
+            )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}

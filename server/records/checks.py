@@ -31,11 +31,18 @@ async def check_records(
     clients: Mapping[str, RecordClient],
     deadline: float | None,
 ) -> RecordOutcome:
-    wanted = [
-        (binding, value)
-        for binding in tool.records
-        if isinstance(value := arguments.get(binding.id_argument), str) and value
-    ]
+    outcome = RecordOutcome([], [], {})
+    wanted: list[tuple[RecordBinding, str]] = []
+    for binding in tool.records:
+        value = arguments.get(binding.id_argument)
+        # An id that cannot be looked up is a problem, never a check skipped in silence: the model
+        # writes it, and must not switch off an ownership check by sending a number or nothing.
+        unusable = _unusable_id(binding, value)
+        if unusable is not None:
+            outcome.problems.append(unusable)
+        else:
+            assert isinstance(value, str)
+            wanted.append((binding, value))
     # Cache hits are answered in place; the rest go out together (one directly: gather's tasks
     # cost ~14 us a call for nothing when there is only one).
     lookups: list[Lookup | None] = [clients[binding.source].cached(binding.kind, value) for binding, value in wanted]
@@ -49,11 +56,45 @@ async def check_records(
         )
         for index, answer in zip(missing, fetched, strict=True):
             lookups[index] = answer
-    outcome = RecordOutcome([], [], {})
     for (binding, record_id), answered in zip(wanted, lookups, strict=True):
         assert answered is not None
         _judge(binding, record_id, answered, customer_id, outcome)
     return outcome
+
+
+MAX_ID_CHARS = 256  # ids are kept in the look-up cache: none longer than this is looked up
+
+
+def _unusable_id(binding: RecordBinding, value: object) -> Problem | None:
+    argument = binding.id_argument
+    where = f"record.{binding.name}"
+    if value is None or value == "":
+        return Problem(
+            ProblemCode.MISSING_REQUIRED,
+            f"{argument}: required, missing (the {binding.kind} it names is checked)",
+            argument=argument,
+            value_set=where,
+            expected=f"the id of a {binding.kind}, a string",
+        )
+    if not isinstance(value, str):
+        return Problem(
+            ProblemCode.WRONG_TYPE,
+            f"{argument}: expected the id of a {binding.kind} as a string, got {as_json_text(value, 80)}",
+            argument=argument,
+            value_set=where,
+            value=as_json_text(value),
+            expected=f"the id of a {binding.kind}, a string",
+        )
+    if len(value) > MAX_ID_CHARS:
+        return Problem(
+            ProblemCode.OUT_OF_RANGE,
+            f"{argument}: {len(value)} characters is no {binding.kind} id (at most {MAX_ID_CHARS})",
+            argument=argument,
+            value_set=where,
+            value=as_json_text(value),
+            expected=f"the id of a {binding.kind}, at most {MAX_ID_CHARS} characters",
+        )
+    return None
 
 
 def _judge(binding: RecordBinding, record_id: str, lookup: Lookup, customer_id: str, outcome: RecordOutcome) -> None:

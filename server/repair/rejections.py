@@ -9,7 +9,7 @@ spending its budget, is told to give up. Values stored are immutable.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -59,6 +59,25 @@ def fingerprint(tool: str, arguments: object, raw: bytes) -> str:
 KEPT_PROBLEMS = 32
 
 
+KEPT_CHARS = 512  # of a kept problem's message; its argument and value at most 256 (model text, all three)
+
+
+def _bounded(problem: Problem) -> Problem:
+    """The problem as kept for Repair: messages and names cut, as jsonschema puts the whole instance in its."""
+    if len(problem.message) <= KEPT_CHARS and len(problem.argument) <= 256 and len(problem.value) <= 256:
+        return problem
+    return replace(
+        problem,
+        message=_cut(problem.message, KEPT_CHARS),
+        argument=_cut(problem.argument, 256),
+        value=_cut(problem.value, 256),
+    )
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class RejectionLog:
     """Stores rejected calls and attempt counts in the injected cache."""
 
@@ -80,7 +99,7 @@ class RejectionLog:
         attempt, reason = 1, ""
         if conversation_id:
             key = f"{_ATTEMPTS_KEY}{conversation_id}\0{tool}"
-            previous: _Attempts | None = await self._cache.get(key)
+            previous: _Attempts | None = await self._cache.get(key, _Attempts)  # never a foreign value
             if previous is not None:
                 attempt = previous.count + 1
                 if previous.last_fingerprint == call_fingerprint:
@@ -88,11 +107,12 @@ class RejectionLog:
             if not reason and attempt >= self._config.max_attempts:
                 reason = f"this was attempt {attempt} of {self._config.max_attempts}"
             await self._cache.set(key, _Attempts(attempt, call_fingerprint), ttl=self._config.remember_seconds)
-        kept, more = problems[:KEPT_PROBLEMS], max(0, len(problems) - KEPT_PROBLEMS)
+        kept = tuple(_bounded(problem) for problem in problems[:KEPT_PROBLEMS])
+        more = max(0, len(problems) - KEPT_PROBLEMS)
         rejected = RejectedCall(call_id, tool, conversation_id, kept, attempt, reason, repeat_of, more)
         await self._cache.set(_CALL_KEY + call_id, rejected, ttl=self._config.remember_seconds)
         return rejected
 
     async def find(self, call_id: str) -> RejectedCall | None:
-        found: RejectedCall | None = await self._cache.get(_CALL_KEY + call_id)
+        found: RejectedCall | None = await self._cache.get(_CALL_KEY + call_id, RejectedCall)
         return found

@@ -106,7 +106,7 @@ class RepairTracker:
         if repair is None:
             if self._following and joined not in self._open_anywhere:
                 return  # no replica announced an open repair for it: no Redis round trip
-            found = await self._cache.get(_KEY + joined)
+            found = await self._cache.get(_KEY + joined, OpenRepair)
             repair = found if isinstance(found, OpenRepair) else None
             if repair is None:
                 return
@@ -123,7 +123,7 @@ class RepairTracker:
                 continue
             del self._open[key]
             if self._cache.remote_configured:
-                still_open = await self._cache.get(_KEY + _joined(*key))
+                still_open = await self._cache.get(_KEY + _joined(*key), OpenRepair)
                 if still_open is None:
                     continue  # closed on another replica (or expired there: counted by this one only)
                 await self._cache.delete(_KEY + _joined(*key))

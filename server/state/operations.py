@@ -130,19 +130,19 @@ class OperationLog:
         # this is the first call (a refused repeat must never be reportable).
         if await self._cache.add_then_set(_OPERATION + key, first, _CALL + call_id, key, ttl=window):
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
-        earlier: OperationRecord | None = await self._cache.get(_OPERATION + key)
+        earlier: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
         if earlier is None:  # it expired between the two reads: this is the first call after all
             await self._cache.set(_OPERATION + key, first, ttl=window)
             await self._cache.set(_CALL + call_id, key, ttl=window)
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier = replace(earlier, calls=earlier.calls + 1)
-        if earlier.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key) is not None:
+        if earlier.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key, bool) is not None:
             # A success reported while another replica rewrote the record (a read, then a write) is kept here.
             earlier = replace(earlier, outcome=Outcome.SUCCEEDED)
         if earlier.outcome is Outcome.FAILED:
             retry = Retry.AFTER_FAILURE
         elif earlier.outcome is not Outcome.SUCCEEDED and side_effect.status_tool:
-            checked: float | None = await self._cache.get(_status_key(conversation_id, tool))
+            checked: float | None = await self._cache.get(_status_key(conversation_id, tool), float)
             if checked is not None and checked >= earlier.seen_at:
                 retry = Retry.AFTER_STATUS_CHECK
         if retry is not Retry.NO:  # a genuine retry: it is now the call that may do it
@@ -159,15 +159,15 @@ class OperationLog:
         A success stays: a later report of failure (or of an unknown outcome) for the same operation
         must not let a second refund through.
         """
-        key: str | None = await self._cache.get(_CALL + call_id)
+        key: str | None = await self._cache.get(_CALL + call_id, str)
         if key is None:
             return None
-        record: OperationRecord | None = await self._cache.get(_OPERATION + key)
+        record: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
         if record is None:
             return None
         if outcome is Outcome.SUCCEEDED:
             await self._cache.set(_SUCCEEDED + key, True, ttl=record.window)
-        elif record.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key) is not None:
+        elif record.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key, bool) is not None:
             record = replace(record, outcome=Outcome.SUCCEEDED)
         if record.outcome is not Outcome.SUCCEEDED:
             record = replace(record, outcome=outcome)

@@ -136,14 +136,19 @@ class SharedCache:
     def remote_healthy(self) -> bool:
         return self._remote is not None and self._monotonic() >= self._skip_until
 
-    async def get(self, key: str) -> Any:
+    async def get(self, key: str, kind: type | None = None) -> Any:
+        """Redis's value, else this replica's; with `kind`, a value of another type (one argwatch did not write
+        under this key) is rejected and counted, and this replica's own copy answers."""
         if self.remote_healthy:
             found = await self._remote_call("get", key)
             if isinstance(found, Corrupt):
                 self._rejected(key, found.reason)
+            elif found is not None and kind is not None and not isinstance(found, kind):
+                self._rejected(key, "wrong_type")
             elif found is not None:
                 return found
-        return self._local.get(key)
+        found = self._local.get(key)
+        return found if kind is None or isinstance(found, kind) else None
 
     def _rejected(self, key: str, reason: str) -> None:
         """A value in Redis that the gateway did not write: counted, logged at most once a minute, ignored."""

@@ -51,7 +51,7 @@ class SampledValueLog:
         record = {
             "ts": round(self._clock(), 3),
             "tool": tool[: self._max],
-            "argument": problem.argument,
+            "argument": problem.argument[: self._max],  # an invented key is model text too
             "set": problem.value_set,
             "code": problem.code.value,
             "shape": problem.shape.value,

@@ -79,9 +79,11 @@ class GrpcSetFetcher:
                         tuple(delta.added),
                         tuple(delta.removed),
                         MappingProxyType(dict(delta.replaced_by)),
+                        delta.incarnation,
                     )
                 elif kind == "heartbeat":
-                    yield HeartbeatUpdate(MappingProxyType(dict(message.heartbeat.versions)))
+                    heartbeat = message.heartbeat
+                    yield HeartbeatUpdate(MappingProxyType(dict(heartbeat.versions)), heartbeat.incarnation)
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.UNIMPLEMENTED:
                 raise WatchUnsupported(self.config.target) from None
@@ -113,7 +115,8 @@ class _PartAssembler:
         first = self._first
         if (
             first is None
-            or (value_set.name, value_set.version) != (first.name, first.version)
+            or (value_set.name, value_set.version, value_set.incarnation)
+            != (first.name, first.version, first.incarnation)
             or (value_set.part != len(self._members))
         ):
             # A part out of order or of another set: drop what was gathered; the next full
@@ -134,7 +137,14 @@ class _PartAssembler:
         # Let go of the parts here: held until the next snapshot, they would keep the whole
         # wire copy of the set alive (~66 bytes a member at 1M) long after it was indexed.
         parts, self._first, self._members = self._members, None, []
-        return SetPayload(payload.name, payload.version, MemberParts(parts), payload.retired, payload.retirements)
+        return SetPayload(
+            payload.name,
+            payload.version,
+            MemberParts(parts),
+            payload.retired,
+            payload.retirements,
+            incarnation=payload.incarnation,
+        )
 
 
 def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:
@@ -153,4 +163,5 @@ def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:
         value_set.members,
         tuple(value_set.retired),
         MappingProxyType(retirements),
+        incarnation=value_set.incarnation,
     )

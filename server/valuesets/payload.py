@@ -30,6 +30,8 @@ class SetPayload:
     # Members of `members` to leave out (a delta's removals, applied while indexing rather
     # than in one O(n) pass on the event loop).
     excluded: Set[str] = frozenset()
+    # The owner's run of versions this one belongs to (sources.proto ValueSet.incarnation).
+    incarnation: str = ""
 
 
 class SnapshotUpdate(NamedTuple):
@@ -47,12 +49,14 @@ class DeltaUpdate(NamedTuple):
     added: tuple[str, ...]
     removed: tuple[str, ...]
     replaced_by: Mapping[str, str]
+    incarnation: str = ""
 
 
 class HeartbeatUpdate(NamedTuple):
     """The source is alive and holds these versions."""
 
     versions: Mapping[str, int]
+    incarnation: str = ""
 
 
 Update = SnapshotUpdate | DeltaUpdate | HeartbeatUpdate

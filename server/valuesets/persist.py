@@ -30,12 +30,13 @@ def path_for(folder: str, name: str) -> str:
     return os.path.join(folder, f"{safe}.json")
 
 
-def save(folder: str, snapshot: ValueSetSnapshot, confirmed_at: float) -> None:
+def save(folder: str, snapshot: ValueSetSnapshot, confirmed_at: float, incarnation: str = "") -> None:
     """Writes the snapshot atomically; call from a worker thread (a large set is a large file)."""
     document = {
         "format": FORMAT,
         "name": snapshot.name,
         "version": snapshot.version,
+        "incarnation": incarnation,
         "confirmed_at": confirmed_at,
         "members": list(snapshot.members),
         "retired": sorted(snapshot.retired),
@@ -58,6 +59,7 @@ def load(folder: str, name: str) -> tuple[SetPayload, float] | None:
             tuple(document["members"]),
             tuple(document["retired"]),
             {value: Retirement(info[0], info[1]) for value, info in document["retirements"].items()},
+            incarnation=str(document.get("incarnation", "")),  # absent in copies saved before incarnations
         )
         return payload, float(document["confirmed_at"])
     except FileNotFoundError:

@@ -82,6 +82,7 @@ class _Shared(NamedTuple):
     retired: tuple[str, ...]
     retirements: dict[str, tuple[float | None, str]]
     confirmed_at: float
+    incarnation: str = ""
 
     @classmethod
     def of(cls, payload: SetPayload, confirmed_at: float) -> _Shared:
@@ -92,11 +93,19 @@ class _Shared(NamedTuple):
             tuple(payload.retired),
             {value: tuple(info) for value, info in payload.retirements.items()},  # type: ignore[misc]
             confirmed_at,
+            payload.incarnation,
         )
 
     def payload(self) -> SetPayload:
         retirements = {value: Retirement(*info) for value, info in self.retirements.items()}
-        return SetPayload(self.name, self.version, self.members, self.retired, MappingProxyType(retirements))
+        return SetPayload(
+            self.name,
+            self.version,
+            self.members,
+            self.retired,
+            MappingProxyType(retirements),
+            incarnation=self.incarnation,
+        )
 
 
 @dataclass(eq=False)
@@ -106,6 +115,7 @@ class _SetState:
     config: ValueSetConfig
     rules: tuple[Normalisation, ...]
     snapshot: ValueSetSnapshot | None = None
+    incarnation: str = ""  # the owner's run of versions the snapshot belongs to (updates.py)
     confirmed_at: float = 0.0  # wall clock, for reports
     confirmed_mono: float = -math.inf  # monotonic, for ages
     healthy: bool = False  # the source answered for this set at its last attempt
@@ -315,7 +325,7 @@ class ValueSetProvider:
                 state = by_name.get(name)
                 if state is None:
                     continue  # a source may heartbeat sets this policy does not use
-                judged = judge_heartbeat(version, state.snapshot)
+                judged = judge_heartbeat(version, state.snapshot, update.incarnation, state.incarnation)
                 if judged.verdict is Verdict.APPLY:
                     self._confirm(state)
                 elif judged.verdict is Verdict.RESYNC:
@@ -329,13 +339,13 @@ class ValueSetProvider:
             self._rejected("_unknown", "empty_name" if not name else "unknown_set")
             return
         if isinstance(update, SnapshotUpdate):
-            judged = judge_snapshot(update.payload, state.snapshot, state.config.max_members)
+            judged = judge_snapshot(update.payload, state.snapshot, state.config.max_members, state.incarnation)
             if judged.verdict is Verdict.APPLY:
                 await self._install(state, update.payload)
             else:
                 self._rejected(name, judged.reason)
             return
-        judged = judge_delta(update, state.snapshot, state.config.max_members)
+        judged = judge_delta(update, state.snapshot, state.config.max_members, state.incarnation)
         if judged.verdict is Verdict.APPLY:
             assert state.snapshot is not None
             layered = with_delta(state.snapshot, update, now=self._clock(), rules=state.rules)
@@ -363,7 +373,7 @@ class ValueSetProvider:
             return
         finally:
             state.resyncing = False
-        judged = judge_snapshot(payload, state.snapshot, state.config.max_members)
+        judged = judge_snapshot(payload, state.snapshot, state.config.max_members, state.incarnation)
         if judged.verdict is Verdict.APPLY:
             await self._install(state, payload)
         else:
@@ -393,7 +403,11 @@ class ValueSetProvider:
             if (
                 shared is not None
                 and self._clock() - shared.confirmed_at < config.ttl_seconds / 2
-                and (state.snapshot is None or shared.version >= state.snapshot.version)
+                and (
+                    state.snapshot is None
+                    or shared.incarnation != state.incarnation
+                    or shared.version >= state.snapshot.version
+                )
             ):
                 await self._install(state, shared.payload(), confirmed_at=shared.confirmed_at)
                 self._set_source(config.source, True, "")
@@ -409,7 +423,7 @@ class ValueSetProvider:
             self._unhealthy(state, f"{type(error).__name__}: {error}")
             return False
         self._set_source(config.source, True, "")
-        judged = judge_snapshot(payload, state.snapshot, config.max_members)
+        judged = judge_snapshot(payload, state.snapshot, config.max_members, state.incarnation)
         if judged.verdict is not Verdict.APPLY:
             self._rejected(config.name, judged.reason)
             return True  # the source answered; its answer was bad, and is counted as such
@@ -422,8 +436,10 @@ class ValueSetProvider:
 
     async def _shared_get(self, name: str) -> _Shared | None:
         # The shared cache bounds and counts its own failures (shared_cache.SharedCache).
-        found = await self._shared.get(SHARED_KEY_PREFIX + name)
-        return found if isinstance(found, _Shared) else None
+        found = await self._shared.get(SHARED_KEY_PREFIX + name, _Shared)
+        if not isinstance(found, _Shared) or found.name != name or found.confirmed_at > self._clock() + 60:
+            return None  # not this set, or confirmed in the future (which would pin it fresh): not ours
+        return found
 
     # ---- state changes
 
@@ -432,7 +448,8 @@ class ValueSetProvider:
     ) -> None:
         """Makes `payload` the set's copy (or only confirms it when it is the version held)."""
         current = state.snapshot
-        if current is None or payload.version != current.version:
+        another_run = payload.incarnation != state.incarnation  # the owner restarted its versions
+        if current is None or another_run or payload.version != current.version:
             # Built CHUNK members at a time with the loop running between chunks: a
             # million-member set must not stop the checks while it is applied.
             try:
@@ -449,8 +466,13 @@ class ValueSetProvider:
             except ValueTooLong:
                 self._rejected(payload.name, "value_too_long")
                 return
-            if state.snapshot is not None and state.snapshot.version > snapshot.version:
-                return  # a newer copy was installed while this one was being built
+            if (
+                state.snapshot is not None
+                and state.incarnation == payload.incarnation
+                and state.snapshot.version > snapshot.version
+            ):
+                return  # a newer copy (of the same run of versions) was installed while this one was built
+            state.incarnation = payload.incarnation
             self._installed(state, snapshot, confirmed_at, persist_copy)
             return
         self._confirm(state, confirmed_at)
@@ -497,7 +519,7 @@ class ValueSetProvider:
         if snapshot is None:
             return
         try:
-            await asyncio.to_thread(persist.save, folder, snapshot, state.confirmed_at)
+            await asyncio.to_thread(persist.save, folder, snapshot, state.confirmed_at, state.incarnation)
         except OSError as error:
             log.warning("value set %s: cannot save the last good copy: %s", snapshot.name, error)
 

@@ -3,6 +3,9 @@
 Every update is checked before it touches a set. A malformed one is rejected
 with a reason (and the last good copy kept); a delta that does not follow the
 version the gateway holds asks for a full resync instead of guessing.
+Versions are compared only within one incarnation of the owner: an owner that
+restarted counts from 1 again, and its first snapshot is the set, not an old
+version to refuse (which froze the set as stale until max_staleness).
 """
 
 from __future__ import annotations
@@ -30,19 +33,25 @@ class Judgement(NamedTuple):
     reason: str = ""  # a metric label for rejections: version_order, oversized, empty_name, value_too_long
 
 
-def judge_snapshot(payload: SetPayload, current: ValueSetSnapshot | None, max_members: int) -> Judgement:
+def judge_snapshot(
+    payload: SetPayload, current: ValueSetSnapshot | None, max_members: int, held_incarnation: str = ""
+) -> Judgement:
     if not payload.name:
         return Judgement(Verdict.REJECT, "empty_name")
     if len(payload.members) > max_members:
         return Judgement(Verdict.REJECT, "oversized")
     # Value lengths are checked while the snapshot is built, a chunk at a time
     # (snapshot.ValueTooLong): a pass over a million members here would stall the loop.
+    if current is not None and payload.incarnation != held_incarnation:
+        return Judgement(Verdict.APPLY)  # the owner restarted its versions: the whole set, whatever its number
     if current is not None and payload.version < current.version:
         return Judgement(Verdict.REJECT, "version_order")
     return Judgement(Verdict.APPLY)
 
 
-def judge_delta(delta: DeltaUpdate, current: ValueSetSnapshot | None, max_members: int) -> Judgement:
+def judge_delta(
+    delta: DeltaUpdate, current: ValueSetSnapshot | None, max_members: int, held_incarnation: str = ""
+) -> Judgement:
     if not delta.name:
         return Judgement(Verdict.REJECT, "empty_name")
     if delta.to_version <= delta.from_version:
@@ -51,6 +60,8 @@ def judge_delta(delta: DeltaUpdate, current: ValueSetSnapshot | None, max_member
         return Judgement(Verdict.REJECT, "value_too_long")
     if current is None:
         return Judgement(Verdict.RESYNC, "unknown_base")
+    if delta.incarnation != held_incarnation:
+        return Judgement(Verdict.RESYNC, "new_incarnation")
     if delta.to_version <= current.version:
         return Judgement(Verdict.IGNORE)
     if delta.from_version != current.version:
@@ -60,8 +71,12 @@ def judge_delta(delta: DeltaUpdate, current: ValueSetSnapshot | None, max_member
     return Judgement(Verdict.APPLY)
 
 
-def judge_heartbeat(version: int, current: ValueSetSnapshot | None) -> Judgement:
-    """A heartbeat confirms the version we hold; a newer one means we missed a change."""
+def judge_heartbeat(
+    version: int, current: ValueSetSnapshot | None, incarnation: str = "", held_incarnation: str = ""
+) -> Judgement:
+    """A heartbeat confirms the version we hold; a newer one (or another incarnation) means we missed a change."""
+    if current is not None and incarnation != held_incarnation:
+        return Judgement(Verdict.RESYNC, "new_incarnation")
     if current is None or version > current.version:
         return Judgement(Verdict.RESYNC, "behind")
     if version < current.version:
@@ -90,6 +105,7 @@ def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> Se
         retired=tuple(retired),
         retirements=_only(retirements, retired),
         excluded=removed - frozenset(added),
+        incarnation=delta.incarnation,
     )
 
 

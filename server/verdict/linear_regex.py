@@ -20,14 +20,32 @@ LINEAR = jsonschema_rs.RegexOptions()
 _COMPILED: dict[str, object] = {}  # pattern -> validator of {"pattern": it}; patterns come from the policy
 
 
+MAX_MODEL_PATTERN = 1024  # `format: regex` on text the model wrote: longer is not a regex we will compile
+_MODEL_LIMITS = jsonschema_rs.RegexOptions(size_limit=1 << 20, dfa_size_limit=1 << 20)
+
+
 def cannot_run(pattern: str) -> str:
-    """Why the linear-time engine cannot run `pattern` ("" when it can)."""
+    """Why the linear-time engine cannot run `pattern` ("" when it can). For the policy's own patterns,
+    which are then kept compiled."""
     try:
         _compiled(pattern)
     except ValueError as error:  # jsonschema_rs.ValidationError: "... is not a \"regex\""
         first = str(error).splitlines()[0]
         return f"{first}: the linear-time engine takes no lookaround or backreference"
     return ""
+
+
+def is_regex(text: str) -> bool:
+    """Whether the engine takes `text` as a regex: for `format: regex` on a value the model wrote. Compiled,
+    answered and let go (never cached), within a length and a compiled-size limit (one 12-character
+    pattern can compile to megabytes)."""
+    if len(text) > MAX_MODEL_PATTERN:
+        return False
+    try:
+        jsonschema_rs.Draft202012Validator({"pattern": text}, pattern_options=_MODEL_LIMITS)
+    except ValueError:
+        return False
+    return True
 
 
 def search(pattern: str, text: str) -> bool:
@@ -53,11 +71,12 @@ class _LinearRe:
 def use_in_jsonschema() -> None:
     """Points the jsonschema library's regex searches at the linear-time engine (idempotent)."""
     import jsonschema._keywords
+    import jsonschema._legacy_keywords  # a subschema may name an older draft in its own $schema
     import jsonschema._utils
 
     # setattr: the stubs do not declare the modules' own `import re`.
-    setattr(jsonschema._keywords, "re", _LinearRe)  # noqa: B010
-    setattr(jsonschema._utils, "re", _LinearRe)  # noqa: B010
+    for module in (jsonschema._keywords, jsonschema._legacy_keywords, jsonschema._utils):
+        setattr(module, "re", _LinearRe)  # noqa: B010
 
 
 def patterns_in(schema: object, path: str = "") -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from argwatch.server.verdict.findings import Problem, ProblemCode
-from argwatch.server.verdict.linear_regex import LINEAR, cannot_run, use_in_jsonschema
+from argwatch.server.verdict.linear_regex import LINEAR, cannot_run, is_regex, use_in_jsonschema
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,15 @@ _QUOTED = re.compile(r"'([^']*)'")
 
 
 def _a_linear_regex(instance: object) -> bool:
-    return not isinstance(instance, str) or not cannot_run(instance)
+    return not isinstance(instance, str) or is_regex(instance)
 
 
 FORMATS = copy.copy(Draft202012Validator.FORMAT_CHECKER)
 FORMATS.checkers = dict(FORMATS.checkers)  # our own table: the library's stays as it is
 FORMATS.checks("regex")(_a_linear_regex)
+_POLICY_FORMATS = copy.copy(FORMATS)
+_POLICY_FORMATS.checkers = dict(FORMATS.checkers)
+_POLICY_FORMATS.checks("regex")(lambda instance: not isinstance(instance, str) or not cannot_run(instance))
 
 
 class CompiledSchema(NamedTuple):
@@ -68,7 +71,8 @@ def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     """Both validators for `schema`; raises SchemaError (with .json_path) when the schema itself is invalid."""
     # "Is this a regex?" is asked of the engine that will run it: Python's re would refuse \p{Letter},
     # which the linear engine runs, and accept lookarounds, which it cannot.
-    Draft202012Validator.check_schema(schema, format_checker=FORMATS)
+    # The schema's own patterns ("is this a regex?") are the policy's: the compiled cache may keep them.
+    Draft202012Validator.check_schema(schema, format_checker=_POLICY_FORMATS)
     use_in_jsonschema()  # the full check's regex searches run in linear time too (linear_regex.py)
     full = Draft202012Validator(schema, format_checker=FORMATS)
     try:
@@ -95,7 +99,16 @@ def schema_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> 
                 return []
         except (ValueError, OverflowError):  # a value it cannot convert (a lone surrogate): the full check decides
             pass
-    return _listed_problems(schema.full, arguments)
+    try:
+        return _listed_problems(schema.full, arguments)
+    except RecursionError:  # nesting deep enough to exhaust the library's recursion: a verdict all the same
+        return [
+            Problem(
+                ProblemCode.MALFORMED_ARGUMENTS,
+                "arguments: nested too deeply to check against the schema",
+                expected="arguments nested less deeply",
+            )
+        ]
 
 
 def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, object]) -> list[Problem]:

@@ -102,8 +102,15 @@ def drive_and_stop(gateway: subprocess.Popen[str], samples) -> None:
         target, metrics_port = f"127.0.0.1:{match.group(1)}", match.group(2)
         with grpc.insecure_channel(target) as channel:
             stub = gateway_pb2_grpc.GatewayStub(channel)
+            # The order is looked up (its ownership is checked): a call without one is refused since the
+            # record check stopped skipping a missing id in silence.
+            legal = {"reason_code": "DAMAGED_ITEM", "order_id": "ord_000001", "amount_cents": 100}
             ok = stub.Validate(
-                pb.ValidateRequest(tool="refund_order", arguments_json=orjson.dumps({"reason_code": "DAMAGED_ITEM"})),
+                pb.ValidateRequest(
+                    tool="refund_order",
+                    arguments_json=orjson.dumps(legal),
+                    session=pb.Session(customer_id="cus_000"),
+                ),
                 timeout=5,
             )
             bad = stub.Validate(

@@ -14,6 +14,7 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -50,7 +51,7 @@ async def test_a_flood_of_unauthenticated_set_modes_writes_nothing_and_stalls_no
     tokens.write_text(f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n")
     tokens.chmod(0o600)
     state = tmp_path / "modes.jsonl"
-    extra: dict[str, object] = {"admin_tokens": str(tokens), "mode_state": str(state)}
+    extra: dict[str, Any] = {"admin_tokens": str(tokens), "mode_state": str(state)}
     if store == "redis":
         extra["redis"] = request.getfixturevalue("redis").url
     gateway = await gateway_on(tmp_path, POLICY, **extra)
