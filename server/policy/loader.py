@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -354,6 +354,10 @@ def _read_tools(
             for record, spec in reader.named_entries(fields.get("records"), f"{path}.records").items()
         )
         rules = _read_rules(reader, fields.get("rules"), f"{path}.rules", {r.name for r in records})
+        # Strings by construction: a value-set binding's argument, and a record's id (the record check
+        # reports any other type before a rule runs).
+        strings = {b.name for b in arguments} | {r.id_argument for r in records}
+        rules = _typed_rules(reader, rules, f"{path}.rules", properties, strings)
         known = (
             frozenset(b.name for b in arguments)
             | frozenset(key for key in properties if isinstance(key, str))
@@ -442,7 +446,7 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
     rules = []
     for index, entry in enumerate(node):
         where = f"{path}[{index}]"
-        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code", "on_error"})
+        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code", "on_error", "types"})
         expression = reader.required_str(fields, "expr", where)
         code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
         program = flat_program = None
@@ -472,11 +476,60 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
                 flat_paths=flat.paths if flat is not None and flat_program is not None else (),
                 records=referenced,
                 on_error=Failure(reader.value(fields, "on_error", where, _choice(("closed", "open")), "closed")),
+                argument_types=_declared_types(reader, fields.get("types"), f"{where}.types"),
                 arguments=frozenset(_ARGUMENT_REFERENCE.findall(expression))
                 | frozenset(_ARGUMENT_REFERENCE.findall(reader.value(fields, "message", where, _string, ""))),
             )
         )
     return tuple(rules)
+
+
+_JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
+
+
+def _declared_types(reader: _Reader, node: object, path: str) -> dict[str, tuple[str, ...]]:
+    """A rule's own `types: {argument: integer}` (or a list of types), for arguments no schema types."""
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        reader.fail(path, "expected a mapping of argument name to JSON type")
+        return {}
+    declared: dict[str, tuple[str, ...]] = {}
+    for name, kinds in node.items():
+        found = tuple(kinds) if isinstance(kinds, list) else (kinds,)
+        if not found or not all(kind in _JSON_TYPES for kind in found):
+            reader.fail(f"{path}.{name}", f"expected a JSON type ({', '.join(_JSON_TYPES)}), got {kinds!r}")
+            continue
+        declared[str(name)] = found
+    return declared
+
+
+def _typed_rules(
+    reader: _Reader, rules: tuple[Rule, ...], path: str, properties: Mapping[str, Any], strings: set[str]
+) -> tuple[Rule, ...]:
+    """Each rule with the JSON types of every argument its expression reads (its message may quote others);
+    one whose type nothing declares is an error."""
+    typed = []
+    for index, rule in enumerate(rules):
+        types = dict(rule.argument_types)
+        for name in sorted(set(_ARGUMENT_REFERENCE.findall(rule.expression))):
+            if name in types:
+                continue
+            spec = properties.get(name)
+            kinds = spec.get("type") if isinstance(spec, dict) else None
+            if isinstance(kinds, str | list) and kinds:
+                types[name] = tuple(kinds) if isinstance(kinds, list) else (kinds,)
+            elif name in strings:
+                types[name] = ("string",)
+            else:
+                reader.fail(
+                    f"{path}[{index}].expr",
+                    f"reads args.{name}, whose JSON type nothing declares: type it in the tool's schema, or "
+                    f"add types: {{{name}: integer}} (say) to the rule; CEL compares values of different types "
+                    f'as unequal, so args.{name} != 5 would pass the string "5"',
+                )
+        typed.append(replace(rule, argument_types=types))
+    return tuple(typed)
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:

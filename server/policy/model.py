@@ -94,6 +94,10 @@ class Rule:
     # comes from: (variable, (root, field, ...)). None where the rewrite does not apply.
     flat_program: Any = field(default=None, compare=False, repr=False)
     flat_paths: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The JSON types each argument the rule reads may have (from the schema, a value-set binding or the
+    # rule's own `types:`): a value of another type is not compared (CEL compares across types, so
+    # args.id != 12345 would pass "12345") but reported, as when the rule cannot be evaluated.
+    argument_types: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     # When the rule cannot be evaluated on a call's values (a field absent or of another JSON type):
     # CLOSED reports RULE_NOT_EVALUATED (refused in reject mode); OPEN lists a skipped check, counted.
     on_error: Failure = Failure.CLOSED

@@ -39,7 +39,18 @@ def check_rules(
     outcome = RuleOutcome([], [], [])
     if not tool.rules:
         return outcome
-    runnable = [rule for rule in tool.rules if rule.records <= found.keys()]
+    runnable = []
+    for rule in tool.rules:
+        if not rule.records <= found.keys():
+            continue
+        if _mistyped(rule, arguments):  # compared, it could pass (args.id != 5 holds for "5"): not compared
+            outcome.errors.append(rule.name)
+            if rule.on_error is Failure.OPEN:
+                outcome.skipped.append(SkippedCheck(rule.argument, f"rule.{rule.name}"))
+            else:
+                outcome.problems.append(_not_evaluated(rule, arguments))
+            continue
+        runnable.append(rule)
     # A rule whose record is missing does not run: that is already a problem (or a skipped check).
     roots = {"args": arguments, "record": found, "session": session}
     # Plain variables (cel_flatten.py): CEL converts scalars far faster than maps. A rule
@@ -103,6 +114,31 @@ def _run(
             continue
         if holds is not True:
             outcome.problems.append(_rule_problem(rule, roots, arguments))
+
+
+def _mistyped(rule: Rule, arguments: Mapping[str, object]) -> bool:
+    for name, kinds in rule.argument_types.items():
+        if name in arguments and not any(_is_json_type(arguments[name], kind) for kind in kinds):
+            return True
+    return False
+
+
+def _is_json_type(value: object, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, Mapping)
+    return value is None  # null
 
 
 def _not_evaluated(rule: Rule, arguments: Mapping[str, object]) -> Problem:

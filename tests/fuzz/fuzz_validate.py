@@ -47,7 +47,7 @@ tools:
     arguments:
       warehouse_code: {value_set: wms.warehouses}
     rules:
-      - {name: positive, expr: "args.quantity > 0", argument: quantity}
+      - {name: positive, expr: "args.quantity > 0", argument: quantity, types: {quantity: number}}
   issue_credit:
     side_effect: true
 sampling: {rate: 0.0}

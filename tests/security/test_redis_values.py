@@ -27,7 +27,7 @@ tools:
   refund_order:
     mode: reject
     rules:
-      - {name: at_most_5000, expr: "args.amount_cents <= 5000", argument: amount_cents}
+      - {name: at_most_5000, expr: "args.amount_cents <= 5000", argument: amount_cents, types: {amount_cents: integer}}
 """
 
 

@@ -30,7 +30,7 @@ tools:
           patternProperties: {"^(a+)+$": {type: string}}
           additionalProperties: false
     rules:
-      - {name: no_runs, expr: "!has(args.note) || !args.note.matches('^(a+)+$')", argument: note}
+      - {name: no_runs, expr: "!has(args.note) || !args.note.matches('^(a+)+$')", argument: note, types: {note: string}}
   other:
     mode: reject
     schema: {type: object, properties: {n: {type: integer}}}

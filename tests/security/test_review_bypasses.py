@@ -41,7 +41,8 @@ tools:
     records:
       order: {{source: orders_db, kind: order, id_argument: order_id, owner: customer_id, failure: closed}}
     rules:
-      - {{name: not_above_paid, expr: "args.amount_cents <= record.order.paid_cents", argument: amount_cents}}
+      - {{name: not_above_paid, expr: "args.amount_cents <= record.order.paid_cents", argument: amount_cents,
+          types: {{amount_cents: integer}}}}
 """
 
 

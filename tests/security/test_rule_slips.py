@@ -31,6 +31,14 @@ tools:
         expr: args.amount_cents <= 5000
         argument: amount_cents
         code: out_of_range
+        types: {amount_cents: number}
+  transfer:
+    mode: reject
+    rules:
+      - {name: not_the_blocked_account, expr: "args.account_id != 12345", argument: account_id,
+         types: {account_id: integer}}
+      - {name: not_sanctioned, expr: "!(args.country in ['KP', 'IR'])", argument: country,
+         types: {country: string}}
   issue_credit:
     mode: reject
     rules:
@@ -38,8 +46,11 @@ tools:
         expr: args.amount_cents <= 5000
         argument: amount_cents
         on_error: open
+        types: {amount_cents: number}
 """
-TOOL = parse_policy(POLICY.encode(), "/srv/policy.yaml").tools["refund_order"]
+PARSED = parse_policy(POLICY.encode(), "/srv/policy.yaml")
+TOOL = PARSED.tools["refund_order"]
+TRANSFER = PARSED.tools["transfer"]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
@@ -60,6 +71,20 @@ def test_no_value_of_any_json_type_passes_a_rule_that_would_refuse_it(amount: An
         present and isinstance(amount, int | float) and not isinstance(amount, bool) and amount <= 5000
     )
     assert passed == a_number_it_accepts, (arguments, outcome)
+
+
+@settings(max_examples=400, deadline=None)
+@given(account=json_values, country=json_values, present=st.booleans())
+def test_equality_and_membership_cannot_be_passed_by_another_type(account: Any, country: Any, present: bool) -> None:
+    """CEL compares values of different types as unequal instead of failing, so `args.account_id != 12345`
+    would pass "12345" and `!(args.country in ['KP'])` would pass ["KP"]: a rule's inputs have declared types,
+    and a value of another type is reported, never compared."""
+    arguments = {"account_id": account, "country": country} if present else {}
+    outcome = check_rules(TRANSFER, arguments, {}, {"customer_id": "", "tenant": ""})
+    passed = not outcome.problems and not outcome.skipped
+    an_integer = isinstance(account, int | float) and not isinstance(account, bool) and float(account).is_integer()
+    allowed = present and an_integer and account != 12345 and isinstance(country, str) and country not in ("KP", "IR")
+    assert passed == allowed, (arguments, outcome)
 
 
 @pytest.mark.parametrize(
@@ -110,6 +135,15 @@ async def test_a_rule_the_policy_lets_fail_open_lists_and_counts_the_skip(tmp_pa
     finally:
         await channel.close()
         await gateway.stop(0)
+
+
+def test_a_rule_reading_an_argument_of_undeclared_type_does_not_load() -> None:
+    from argwatch.server.policy.loader import PolicyError
+
+    with pytest.raises(
+        PolicyError, match=r"rules\[0\]\.expr: reads args\.account_id, whose JSON type nothing declares"
+    ):
+        parse_policy(POLICY.replace("\n         types: {account_id: integer}", "").encode(), "/srv/policy.yaml")
 
 
 def test_on_error_takes_only_open_or_closed() -> None:

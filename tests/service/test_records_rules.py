@@ -44,6 +44,7 @@ tools:
           {{record.order.paid_cents}} cents paid for {{args.order_id}}
         argument: amount_cents
         code: out_of_range
+        types: {{amount_cents: integer}}
 """
 
 

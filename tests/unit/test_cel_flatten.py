@@ -76,6 +76,15 @@ POLICY = {
     "tools": {
         "refund_order": {
             "records": {"order": {"source": "orders_db", "kind": "order", "id_argument": "order_id"}},
+            # What the rules read, typed (a rule's inputs must be): values of other types are drawn all the same.
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "amount_cents": {"type": "number"},
+                    "note": {"type": "string"},
+                    "tags": {"type": "array"},
+                },
+            },
             "rules": [
                 {"name": f"r{i}", "expr": expression, "argument": "amount_cents"} for i, expression in enumerate(RULES)
             ],
