@@ -69,12 +69,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         request: gateway_pb2.RepairRequest,
         context: grpc.aio.ServicerContext[gateway_pb2.RepairRequest, gateway_pb2.RepairResponse],
     ) -> gateway_pb2.RepairResponse:
-        if not request.call_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
-        try:
-            check_call_id(request.call_id)
-        except TooLong as error:
-            await self._refuse(context, error)
+        await self._check_call_id(request.call_id, context)
         advice = await self._validator.repair(request.call_id)
         if advice is None:
             await context.abort(
@@ -84,6 +79,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             )
         assert advice is not None  # abort raises
         return wire.advice_to_response(advice)
+
+    async def _check_call_id(self, call_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """Repair's and ReportOutcome's call id: required, and within its limit (INVALID_ARGUMENT otherwise)."""
+        if not call_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
+        try:
+            check_call_id(call_id)
+        except TooLong as error:
+            await self._refuse(context, error)
 
     async def _refuse(self, context: grpc.aio.ServicerContext[Any, Any], error: TooLong) -> None:
         self._validator.metrics.request_refused(error.field)
@@ -118,12 +122,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         request: gateway_pb2.ReportOutcomeRequest,
         context: grpc.aio.ServicerContext[gateway_pb2.ReportOutcomeRequest, gateway_pb2.ReportOutcomeResponse],
     ) -> gateway_pb2.ReportOutcomeResponse:
-        if not request.call_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
-        try:
-            check_call_id(request.call_id)
-        except TooLong as error:
-            await self._refuse(context, error)
+        await self._check_call_id(request.call_id, context)
         outcome = wire.OUTCOMES_FROM_WIRE.get(request.outcome)
         if outcome is None:
             await context.abort(

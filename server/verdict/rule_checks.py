@@ -20,6 +20,7 @@ import cel
 from argwatch.server.policy.model import Failure, Rule, ToolPolicy
 from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck
 from argwatch.server.verdict.set_checks import as_json_text
+from argwatch.server.verdict.tool_call import json_kind
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
@@ -158,19 +159,7 @@ def _what_was_sent(name: str, arguments: Mapping[str, object]) -> str:
     if name not in arguments:
         return f"{name} is missing"
     value = arguments[name]
-    return f"{name} is {_json_type(value)} {as_json_text(value, 40)}"
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
+    return f"{name} is {json_kind(value)} {as_json_text(value, 40)}"
 
 
 def _rule_problem(rule: Rule, context: Mapping[str, Any], arguments: Mapping[str, object]) -> Problem:

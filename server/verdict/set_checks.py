@@ -19,6 +19,7 @@ from argwatch.server.policy.model import ArgumentBinding, Failure, ToolPolicy
 from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
 from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.verdict.tool_call import json_kind
 
 MAX_VALUE_CHARS = 200
 _MISSING = object()
@@ -224,14 +225,5 @@ def _unavailable(binding: ArgumentBinding, value: object) -> Problem:
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"a number ({as_json_text(value, 40)})"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    kind = json_kind(value)
+    return f"{kind} ({as_json_text(value, 40)})" if kind == "a number" else kind

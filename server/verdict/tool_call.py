@@ -32,11 +32,12 @@ def decode_json_arguments(raw: bytes) -> tuple[Mapping[str, object] | None, str]
     except orjson.JSONDecodeError as error:
         return None, f"not valid JSON: {error}"
     if not isinstance(decoded, dict):
-        return None, f"expected a JSON object, got {_json_kind(decoded)}"
+        return None, f"expected a JSON object, got {json_kind(decoded)}"
     return decoded, ""
 
 
-def _json_kind(value: object) -> str:
+def json_kind(value: object) -> str:
+    """A decoded JSON value's type, as a message says it: "null", "a boolean", "a number", "a string", ..."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -45,4 +46,4 @@ def _json_kind(value: object) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    return "an array"
+    return "an array" if isinstance(value, list) else "an object"
