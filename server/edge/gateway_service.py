@@ -34,11 +34,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         started = perf_counter()
         try:
-            request = _parse(body)
-            check_validate(request)
-        except DecodeError as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
-        except TooLong as error:
+            request = _checked(body)
+        except (DecodeError, TooLong) as error:
             await self._refuse(context, error)
         verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
         response = wire.verdict_to_wire(verdict)
@@ -53,11 +50,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         async for body in bodies:
             started = perf_counter()
             try:
-                request = _parse(body)
-                check_validate(request)
-            except DecodeError as error:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
-            except TooLong as error:
+                request = _checked(body)
+            except (DecodeError, TooLong) as error:
                 await self._refuse(context, error)
             verdict = await self._validator.validate(wire.call_from_request(request))
             response = wire.verdict_to_wire(verdict)
@@ -89,9 +83,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except TooLong as error:
             await self._refuse(context, error)
 
-    async def _refuse(self, context: grpc.aio.ServicerContext[Any, Any], error: TooLong) -> None:
-        self._validator.metrics.request_refused(error.field)
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+    async def _refuse(self, context: grpc.aio.ServicerContext[Any, Any], error: DecodeError | TooLong) -> None:
+        """INVALID_ARGUMENT for bytes that are not a request, or a field past its limit (that one counted)."""
+        if isinstance(error, TooLong):
+            self._validator.metrics.request_refused(error.field)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a ValidateRequest: {error}")
 
     async def GetToolDefinitions(
         self,
@@ -171,6 +168,13 @@ def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) ->
 
 
 _parse = gateway_pb2.ValidateRequest.FromString
+
+
+def _checked(body: bytes) -> gateway_pb2.ValidateRequest:
+    """The request in `body`; DecodeError for bytes that are not one, TooLong for a field past its limit."""
+    request = _parse(body)
+    check_validate(request)
+    return request
 
 
 def _ignore(seconds: float) -> None:
