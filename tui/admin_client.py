@@ -57,7 +57,7 @@ class AdminApi(Protocol):
 
     async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse: ...
 
-    async def refresh(self, value_set: str) -> admin_pb2.ValueSetStatus: ...
+    async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse: ...
 
     async def close(self) -> None: ...
 
@@ -125,11 +125,11 @@ class AdminClient:
         )
         return response
 
-    async def refresh(self, value_set: str) -> admin_pb2.ValueSetStatus:
+    async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse:
         response: admin_pb2.RefreshValueSetResponse = await self._stub.RefreshValueSet(
             admin_pb2.RefreshValueSetRequest(name=value_set), timeout=self._timeout * 5, metadata=self._metadata
         )
-        return response.value_set
+        return response
 
     async def close(self) -> None:
         await self._channel.close()

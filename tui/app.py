@@ -18,6 +18,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -43,6 +44,13 @@ from argwatch.tui.status_view import (
 from argwatch.v1 import admin_pb2
 
 STALLED_AFTER_INTERVALS = 3  # no snapshot for this many intervals: the figures are not live any more
+REFRESH_OUTCOMES: dict[int, tuple[str, SeverityLevel]] = {
+    admin_pb2.REFRESH_OUTCOME_NEW_VERSION: ("new version", "information"),
+    admin_pb2.REFRESH_OUTCOME_CONFIRMED: ("confirmed", "information"),
+    admin_pb2.REFRESH_OUTCOME_REFUSED: ("refused: the last good copy stays", "warning"),
+    admin_pb2.REFRESH_OUTCOME_UNREACHABLE: ("the source did not answer", "error"),
+    admin_pb2.REFRESH_OUTCOME_NOT_SERVED: ("the source does not serve this set", "error"),
+}
 CHANGING_ACTIONS = frozenset({"mode", "global_mode", "refresh_set"})
 _COLUMN_KEYS = [key for _label, key, _width in COLUMNS]
 FILTER_PAUSE_SECONDS = 0.25
@@ -359,14 +367,14 @@ class ArgwatchApp(App[None]):
             self.notify("the selected row is not bound to a value set", severity="warning")
             return
         try:
-            state = await self.api.refresh(row.value_set)
+            response = await self.api.refresh(row.value_set)
         except grpc.aio.AioRpcError as error:
             self.notify(f"{error.code().name}: {error.details()}", title="not refreshed", severity="error", timeout=10)
             return
-        outcome = f"version {state.version}, {state.members} members"
-        if state.last_error:
-            outcome += f"; the source did not answer: {state.last_error}"
-        self.notify(f"{state.name}: {outcome}", severity="warning" if state.last_error else "information")
+        # What the refresh did, as the gateway saw it: a refused or oversized answer is not
+        # "the source did not answer", and a confirmation is not a new version.
+        title, severity = REFRESH_OUTCOMES.get(response.outcome, ("refreshed", "information"))
+        self.notify(f"{response.value_set.name}: {response.detail}", title=title, severity=severity, timeout=10)
 
 
 def _until(tool: admin_pb2.ToolStatus) -> str:

@@ -15,6 +15,7 @@ from textual.widgets import Footer, Sparkline, Static
 
 from argwatch.tui.admin_client import AdminApi
 from argwatch.tui.status_view import (
+    CAUSE_WORDS,
     NO_ARGUMENT,
     WINDOW_NAMES,
     WINDOWS,
@@ -189,5 +190,15 @@ def _value_set_text(value_set: admin_pb2.ValueSetStatus | None, tool: admin_pb2.
         f"confirmed {age_text(value_set.age_seconds)} ago; {'; '.join(state)}\n{policy}"
     )
     if value_set.last_error:
-        text.append(f"\nlast error: {value_set.last_error}")
+        cause = CAUSE_WORDS.get(value_set.stale_cause, "stale")
+        text.append(f"\nwhy not fresh ({cause}): {value_set.last_error}")
+    if value_set.last_refused_reason:
+        when = value_set.last_refused_at.ToDatetime()
+        text.append(f"\nlast refused update: {value_set.last_refused_reason} at {when:%Y-%m-%d %H:%M:%S} UTC")
+    if value_set.last_transport_error:
+        when = value_set.last_transport_error_at.ToDatetime()
+        over = "over: the source is connected" if value_set.source_connected else "ongoing"
+        text.append(
+            f"\nlast transport error ({over}): {value_set.last_transport_error} at {when:%Y-%m-%d %H:%M:%S} UTC"
+        )
     return text

@@ -18,6 +18,24 @@ SPARK = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 20  # the hour in 3-minute steps
 NO_ARGUMENT = "-"  # the row of a tool the policy checks no argument of
 MODE_NAMES = {gateway_pb2.MODE_OBSERVE: "observe", gateway_pb2.MODE_REJECT: "reject"}
+# Why a set is not fresh, as a health flag. Unreachable and not-loaded have their own
+# flags (SRC-DOWN, NO-SET); the others were shown as a bare STALE, which hid the cause.
+CAUSE_FLAGS = {
+    admin_pb2.STALE_CAUSE_UPDATE_REFUSED: "REFUSED",
+    admin_pb2.STALE_CAUSE_TOO_LARGE: "TOO-LARGE",
+    admin_pb2.STALE_CAUSE_NOT_SERVED: "NOT-SERVED",
+    admin_pb2.STALE_CAUSE_NOT_CONFIRMED: "UNCONFIRMED",
+    admin_pb2.STALE_CAUSE_SAVED_COPY: "SAVED-COPY",
+}
+CAUSE_WORDS = {
+    admin_pb2.STALE_CAUSE_NOT_LOADED: "not loaded",
+    admin_pb2.STALE_CAUSE_SOURCE_UNREACHABLE: "source down",
+    admin_pb2.STALE_CAUSE_UPDATE_REFUSED: "update refused",
+    admin_pb2.STALE_CAUSE_TOO_LARGE: "too large",
+    admin_pb2.STALE_CAUSE_NOT_SERVED: "not served",
+    admin_pb2.STALE_CAUSE_NOT_CONFIRMED: "not confirmed",
+    admin_pb2.STALE_CAUSE_SAVED_COPY: "saved copy",
+}
 
 # (header, key, width); 0: as wide as the longest name shown (tool and argument names).
 COLUMNS = (
@@ -184,6 +202,8 @@ def row_cells(source: RowSource, window: int) -> Row:
             health.append("NO-SET")
         elif value_set.stale:
             health.append("STALE")
+        if value_set.stale_cause in CAUSE_FLAGS:
+            health.append(CAUSE_FLAGS[value_set.stale_cause])
         if not value_set.source_connected:
             health.append("SRC-DOWN")
     name = argument.argument if argument is not None else NO_ARGUMENT
@@ -231,7 +251,20 @@ def summary(status: admin_pb2.GetStatusResponse) -> str:
         if status.mode_store:
             parts.append(f"modes: {status.mode_store}")
         parts.extend(fleet_summary(status))
-    down = [s.name for s in status.value_sets if not s.available or s.stale or not s.source_connected]
+    if status.policy_reload_error:
+        parts.append(
+            f"POLICY RELOAD REFUSED (still serving {status.policy_version[:12]}): {status.policy_reload_error}"
+        )
+    foreign = [f"{o.tool} ({MODE_NAMES.get(o.mode, '?')})" for o in status.foreign_overrides]
+    if foreign:
+        parts.append(
+            f"overrides of tools not in this policy (kept for the replicas that have them): {', '.join(foreign)}"
+        )
+    down = [
+        f"{s.name} ({CAUSE_WORDS.get(s.stale_cause, 'stale')})"
+        for s in status.value_sets
+        if not s.available or s.stale or not s.source_connected
+    ]
     if down:
         parts.append(f"sets needing attention: {', '.join(down)}")
     return " | ".join(parts)
@@ -246,6 +279,9 @@ def fleet_summary(status: admin_pb2.GetStatusResponse) -> list[str]:
     stopped = [f"{r.replica_id} ({r.seconds_since_report:.0f}s)" for r in status.replicas if not r.reporting]
     if stopped:
         parts.append("STOPPED REPORTING: " + ", ".join(stopped))
+    policies = _tally(r.policy_version[:12] for r in live)
+    if len(policies) > 1:
+        parts.append("SKEW policy: " + ", ".join(f"{v} on {n}" for v, n in policies))
     for name in sorted({n for r in live for n in r.value_set_versions}):
         versions = _tally(str(r.value_set_versions[name]) for r in live if name in r.value_set_versions)
         if len(versions) > 1:

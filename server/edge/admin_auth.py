@@ -30,8 +30,11 @@ import yaml
 log = logging.getLogger("argwatch.admin")
 
 # Methods that change something: the admin role only.
-ADMIN_METHODS = frozenset({"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/RefreshValueSet"})
-MODE_METHODS = frozenset({"/argwatch.v1.Admin/SetMode"})
+ADMIN_METHODS = frozenset(
+    {"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/RefreshValueSet", "/argwatch.v1.Admin/ReloadPolicy"}
+)
+# Changes audited when refused to a caller the tokens name (a read-only token trying them).
+MODE_METHODS = frozenset({"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/ReloadPolicy"})
 OPEN_PREFIXES = ("/grpc.reflection.", "/grpc.health.")
 ROLES = ("read", "admin")
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -23,6 +23,9 @@ from argwatch.server.telemetry.shape_report import rows_from_counts
 from argwatch.server.telemetry.status_windows import Figures, StatusWindows
 from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+if TYPE_CHECKING:
+    from argwatch.server.process.reload import PolicyReloader
 
 MIN_WATCH_INTERVAL = 0.2
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
@@ -85,6 +88,16 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
+        self._reloader: PolicyReloader | None = None
+
+    def attach_reloader(self, reloader: PolicyReloader) -> None:
+        self._reloader = reloader
+
+    def use(self, policy: Policy, provider: ValueSetProvider) -> None:
+        """A reloaded policy and its provider: the next status is built from them whole."""
+        self._policy, self._provider, self._policy_version = policy, provider, policy.version
+        self._status_windows = StatusWindows(policy, self._windows)
+        self._last_status = None
 
     async def GetStatus(
         self,
@@ -170,6 +183,22 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
         for state in self._provider.statuses():
             response.value_sets.append(_set_status(state))
+        for tool, foreign in sorted(self._modes.foreign_overrides().items()):
+            entry = response.foreign_overrides.add(
+                tool=tool,
+                mode=wire.MODES[foreign.mode],
+                actor=foreign.actor,
+                reason=foreign.reason,
+                set_at=wire.timestamp(foreign.set_at),
+            )
+            if foreign.expires_at is not None:
+                entry.expires_at.CopyFrom(wire.timestamp(foreign.expires_at))
+        if self._reloader is not None:
+            loaded = self._reloader.state
+            response.policy_loaded_at.CopyFrom(wire.timestamp(loaded.loaded_at))
+            if loaded.refused:
+                response.policy_reload_error = loaded.refused
+                response.policy_reload_error_at.CopyFrom(wire.timestamp(loaded.refused_at))
         connected, error = self._control.status()
         response.mode_store = self._control.kind
         response.mode_store_connected, response.mode_store_error = connected, error
@@ -227,9 +256,39 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.RefreshValueSetResponse:
         if request.name not in self._policy.value_sets:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"the policy has no value set {request.name!r}")
-        await self._provider.refresh(request.name)
+        result = await self._provider.refresh(request.name)
         (state,) = [s for s in self._provider.statuses() if s.config.name == request.name]
-        return admin_pb2.RefreshValueSetResponse(value_set=_set_status(state))
+        return admin_pb2.RefreshValueSetResponse(
+            value_set=_set_status(state),
+            outcome=int(result.outcome),  # type: ignore[arg-type]
+            detail=result.detail,
+        )
+
+    async def ReloadPolicy(
+        self,
+        request: admin_pb2.ReloadPolicyRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.ReloadPolicyRequest, admin_pb2.ReloadPolicyResponse],
+    ) -> admin_pb2.ReloadPolicyResponse:
+        if len(request.reason) > MAX_REASON:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"reason is {len(request.reason)} characters; at most {MAX_REASON}"
+            )
+        if not request.reason.strip():
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "a reason is required (a change ticket, what changed)"
+            )
+        if self._reloader is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this gateway was built without a policy reloader")
+            raise AssertionError  # abort raises; this is for the type checker
+        result = await self._reloader.reload(self._actor(context), request.reason)
+        return admin_pb2.ReloadPolicyResponse(
+            outcome=result.outcome,
+            policy_version=result.policy_version,
+            previous_version=result.previous_version,
+            tools_added=result.tools_added,
+            tools_removed=result.tools_removed,
+            tools_changed=result.tools_changed,
+        )
 
     async def ListSamples(
         self,
@@ -343,7 +402,14 @@ def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:
         stale=state.stale,
         source_connected=state.source_connected,
         last_error=state.last_error,
+        stale_cause=int(state.cause),  # type: ignore[arg-type]
+        last_transport_error=state.transport_error,
     )
+    if state.refusal is not None:
+        status.last_refused_reason = state.refusal.reason
+        status.last_refused_at.CopyFrom(wire.timestamp(state.refusal.at))
+    if state.transport_error:
+        status.last_transport_error_at.CopyFrom(wire.timestamp(state.transport_error_at))
     if state.snapshot is not None:
         status.version = state.snapshot.version
         status.members = state.snapshot.size

@@ -31,6 +31,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._validator = validator
         self._observe = observe_seconds if observe_seconds is not None else _ignore
 
+    def use(self, validator: Validator) -> None:
+        """A reloaded policy's validator: each call reads the reference once, so one in flight keeps its own."""
+        self._validator = validator
+
     async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         started = perf_counter()
         try:
@@ -97,13 +101,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             gateway_pb2.GetToolDefinitionsRequest, gateway_pb2.GetToolDefinitionsResponse
         ],
     ) -> gateway_pb2.GetToolDefinitionsResponse:
-        policy = self._validator.policy
+        validator = self._validator  # one policy for the whole answer, even across a reload
+        policy = validator.policy
         wanted = list(dict.fromkeys(request.tools))  # each once: 300,000 copies of one name stalled the loop
         unknown = [name for name in wanted if name not in policy.tools]
         if unknown:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such tool in the policy: {', '.join(unknown)}")
         shape = _FORMATS.get(request.format, "mcp")
-        exported, version = export_tools(policy, wanted, self._validator.read_set, shape)
+        exported, version = export_tools(policy, wanted, validator.read_set, shape)
         response = gateway_pb2.GetToolDefinitionsResponse(version=version)
         for tool in exported:
             response.tools.add(

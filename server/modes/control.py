@@ -21,6 +21,10 @@ class ModeControl(Protocol):
 
     def record_refusal(self, actor: str, reason: str) -> None: ...
 
+    async def audit(self, change: ModeChange) -> None:
+        """Adds an entry that is not a mode change (a policy reload) to the audit, fleet-wide when shared."""
+        ...
+
     async def expire_due(self) -> None: ...
 
     def status(self) -> tuple[bool, str]:
@@ -51,6 +55,9 @@ class LocalModes:
 
     def record_refusal(self, actor: str, reason: str) -> None:
         self._store.record_refusal(actor, reason)
+
+    async def audit(self, change: ModeChange) -> None:
+        self._store.audit(change)
 
     async def expire_due(self) -> None:
         self._store.expire_due()

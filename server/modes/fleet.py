@@ -134,6 +134,13 @@ class SharedModes:
             return
         self._tasks.append(asyncio.get_running_loop().create_task(self._record_refusal(actor, reason)))
 
+    async def audit(self, change: ModeChange) -> None:
+        try:
+            await self._transact(lambda: self._store.audit(change))
+        except (RedisError, OSError) as error:
+            self._down(error)
+            self._store.audit(change)  # on this replica at least; the fleet's copy catches up when Redis is back
+
     async def expire_due(self) -> None:
         if not self._store.has_due():
             return
@@ -167,15 +174,18 @@ class SharedModes:
 
     async def _reread(self) -> None:
         try:
-            raw = await self._redis.get(KEY)
-            shared = self._readable(raw)
-            shared_version = int(shared["version"]) if shared else 0
-            if shared is not None and shared_version > self._store.version:
-                self._store.adopt(shared)
-                log.info("modes: adopted the fleet's state, version %d", shared_version)
-            elif shared_version < self._store.version:
-                await self._transact(lambda: None)  # Redis is behind (restarted empty?): ours is newer
-                log.warning("modes: the shared store was behind (version %d); wrote ours back", shared_version)
+            # Under the transaction lock: a change of this replica committed between the read and the
+            # comparison would make Redis look behind ("wrote ours back" while Redis was healthy).
+            async with self._lock:
+                raw = await self._redis.get(KEY)
+                shared = self._readable(raw)
+                shared_version = int(shared["version"]) if shared else 0
+                if shared is not None and shared_version > self._store.version:
+                    self._store.adopt(shared)
+                    log.info("modes: adopted the fleet's state, version %d", shared_version)
+                elif shared_version < self._store.version:
+                    await self._transact_locked(lambda: None)  # Redis is behind (restarted empty?): ours is newer
+                    log.warning("modes: the shared store was behind (version %d); wrote ours back", shared_version)
             await self._publish_report()
             self._up()
         except (RedisError, OSError) as error:
@@ -197,34 +207,42 @@ class SharedModes:
 
     async def _transact(self, change: Callable[[], T]) -> T:
         async with self._lock:
-            for _ in range(10):
-                async with self._redis.pipeline(transaction=True) as pipe:
-                    await pipe.watch(KEY)
-                    raw = await pipe.get(KEY)
-                    shared = self._readable(raw)
-                    before = self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
-                    if shared is not None and int(shared["version"]) >= self._store.version:
-                        self._store.adopt(shared)  # apply the change on top of the fleet's latest state
-                    refused: ModeRefused | None = None
-                    result: Any = None
-                    try:
-                        result = change()
-                    except ModeRefused as error:
-                        refused = error  # the refusal is in the audit: share it too
-                    pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-                    pipe.set(KEY, orjson.dumps(self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)))
-                    pipe.publish(CHANNEL, str(self._store.version))
-                    try:
-                        await pipe.execute()
-                    except WatchError:
-                        continue  # another replica changed it meanwhile: read again, apply again
-                    except BaseException:
-                        self._store.adopt(before)  # not shared: not made
-                        raise
-                self._up()
-                if refused is not None:
-                    raise refused
-                return result  # type: ignore[no-any-return]
+            return await self._transact_locked(change)
+
+    async def _transact_locked(self, change: Callable[[], T]) -> T:
+        """The body of _transact, run with self._lock held."""
+        for _ in range(10):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(KEY)
+                raw = await pipe.get(KEY)
+                shared = self._readable(raw)
+                before = self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
+                if shared is not None and int(shared["version"]) >= self._store.version:
+                    self._store.adopt(shared)  # apply the change on top of the fleet's latest state
+                refused: ModeRefused | None = None
+                result: Any = None
+                try:
+                    result = change()
+                except ModeRefused as error:
+                    refused = error  # the refusal is in the audit: share it too
+                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                pipe.set(KEY, orjson.dumps(self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)))
+                pipe.publish(CHANNEL, str(self._store.version))
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    # Another replica changed it meanwhile: undo ours, read again, apply again. Kept, the
+                    # tentative change made this replica look newer than Redis, and the retry then applied
+                    # it a second time on top of itself and wrote over the other replica's change.
+                    self._store.adopt(before)
+                    continue
+                except BaseException:
+                    self._store.adopt(before)  # not shared: not made
+                    raise
+            self._up()
+            if refused is not None:
+                raise refused
+            return result  # type: ignore[no-any-return]
         raise RedisError("the shared mode state kept changing under us (10 attempts)")
 
     async def _record_refusal(self, actor: str, reason: str) -> None:

@@ -16,6 +16,12 @@ into a mode the on-call changed; an override that expired while the gateway
 was down is reverted at start, and the audit says so. A state file written
 before the journal (one JSON document) is read too. The hot path reads one
 precomputed mapping.
+
+An override of a tool this replica's policy does not have is kept as it is,
+never dropped, rewritten or expired here: in a fleet mid-deploy it was set
+through a replica on a newer policy, which enforces (and expires) it. It is
+listed (`foreign_overrides`), and it takes effect here once a reloaded policy
+has the tool.
 """
 
 from __future__ import annotations
@@ -82,8 +88,9 @@ class ModeStore:
         state_file: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._policy_modes: Mapping[str, Mode] = {name: tool.mode for name, tool in policy.tools.items()}
+        self._policy_modes: Mapping[str, Mode] = {}
         self._default = policy.default_mode
+        self._bind(policy)
         self._state_file = state_file
         self._clock = clock
         self._overrides: dict[str, Override] = {}
@@ -127,6 +134,19 @@ class ModeStore:
             return "override", self._overrides[tool]
         return "policy", None
 
+    def foreign_overrides(self) -> dict[str, Override]:
+        """Overrides of tools this policy does not have (set through replicas on another policy), by tool."""
+        return {
+            target: override
+            for target, override in self._overrides.items()
+            if target != GLOBAL and target not in self._policy_modes
+        }
+
+    def rebind(self, policy: Policy) -> None:
+        """Takes a reloaded policy's tools and modes; overrides are kept, whichever tools they name."""
+        self._bind(policy)
+        self._recompute()
+
     def changes(self, limit: int = 100) -> list[ModeChange]:
         """The most recent audit entries (changes and refused attempts), newest first."""
         merged = heapq.merge(reversed(self._audit), reversed(self._refused), key=lambda c: -c.at)
@@ -140,7 +160,7 @@ class ModeStore:
         """Sets (mode) or clears (None) the override of `target` (a tool, or GLOBAL); raises ModeRefused."""
         now = self._clock()
         old = self._described(target)
-        refusal = self._refusal(target, reason, expires_in)
+        refusal = self._refusal(target, reason, expires_in, clearing=mode is None)
         if refusal:
             self._record(ModeChange(now, actor, target, old, _name(mode), reason, None, f"refused: {refusal}"))
             raise ModeRefused(refusal)
@@ -159,7 +179,10 @@ class ModeStore:
     def has_due(self) -> bool:
         """Whether some override's expiry has passed (a cheap check before expire_due)."""
         now = self._clock()
-        return any(o.expires_at is not None and o.expires_at <= now for o in self._overrides.values())
+        return any(
+            o.expires_at is not None and o.expires_at <= now and self._ours(target)
+            for target, o in self._overrides.items()
+        )
 
     def export(self, audit_keep: int = AUDIT_KEEP, refused_keep: int = REFUSED_KEEP) -> dict[str, object]:
         """The state as a JSON-able document: version, overrides, the newest changes and refused attempts."""
@@ -196,6 +219,10 @@ class ModeStore:
                 if not all(isinstance(text, str) for text in (change.actor, change.target, change.outcome)):
                     raise TypeError(f"{key}: an entry whose actor, target or outcome is not text")
 
+    def audit(self, change: ModeChange) -> None:
+        """Audits an event that is not a mode change (a policy reload, target "@policy")."""
+        self._record(change)
+
     def record_refusal(self, actor: str, reason: str) -> None:
         """Audits a mode change refused before it was read from an authenticated caller (a read-only token).
         A caller with no valid token is never audited: the interceptor only counts it."""
@@ -207,7 +234,7 @@ class ModeStore:
         due = [
             (target, override, self._described(target))
             for target, override in self._overrides.items()
-            if override.expires_at is not None and override.expires_at <= now
+            if override.expires_at is not None and override.expires_at <= now and self._ours(target)
         ]
         if not due:
             return []
@@ -239,8 +266,17 @@ class ModeStore:
 
     # ---- internals
 
-    def _refusal(self, target: str, reason: str, expires_in: float | None) -> str:
-        if target != GLOBAL and target not in self._policy_modes:
+    def _bind(self, policy: Policy) -> None:
+        self._policy_modes = {name: tool.mode for name, tool in policy.tools.items()}
+        self._default = policy.default_mode
+
+    def _ours(self, target: str) -> bool:
+        """Whether this replica's policy has `target` (or it is the global override): only those expire here."""
+        return target == GLOBAL or target in self._policy_modes
+
+    def _refusal(self, target: str, reason: str, expires_in: float | None, clearing: bool = False) -> str:
+        # Clearing an override of a tool this policy lacks is allowed: on-call can always undo one.
+        if target != GLOBAL and target not in self._policy_modes and not (clearing and target in self._overrides):
             return f"the policy has no tool {target!r}"
         if not reason.strip():
             return "a reason is required"
@@ -252,7 +288,10 @@ class ModeStore:
         if target == GLOBAL:
             found = self._overrides.get(GLOBAL)
             return found.mode.value if found else ""
-        return self._effective.get(target, self._policy_modes.get(target, self._default)).value
+        if target not in self._policy_modes:  # another replica's tool: only its override is known here
+            own = self._overrides.get(target)
+            return own.mode.value if own else ""
+        return self._effective[target].value
 
     def _recompute(self) -> None:
         forced = self._overrides.get(GLOBAL)
@@ -347,9 +386,7 @@ class ModeStore:
     def _read_document(self, document: Mapping[str, Any]) -> None:
         overrides: dict[str, Override] = {}
         for target, saved in document.get("overrides", {}).items():
-            if target != GLOBAL and target not in self._policy_modes:
-                log.warning("dropping the saved override of %r: the policy has no such tool", target)
-                continue
+            # Kept whatever tool it names: one this policy lacks is another replica's (see the module docstring).
             overrides[target] = Override(
                 Mode(saved["mode"]), saved["actor"], saved["reason"], saved["set_at"], saved.get("expires_at")
             )

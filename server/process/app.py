@@ -28,6 +28,7 @@ from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
 from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.process.reload import PolicyReloader, ReloadResult
 from argwatch.server.process.settings import Settings
 from argwatch.server.process.tls import check_tls_settings, server_credentials
 from argwatch.server.records.lookup_client import RecordClient
@@ -60,30 +61,63 @@ def make_fetcher(config: SourceConfig) -> SetFetcher:
 
 
 @dataclass
+class Serving:
+    """The policy in use and what is built from it. A reload replaces every field at once (no await between),
+    so whoever holds this object (the fleet report, the gateway) sees the new policy whole."""
+
+    policy: Policy
+    provider: ValueSetProvider
+    record_clients: Mapping[str, RecordClient]
+    validator: Validator
+
+
+@dataclass
 class RunningGateway:
     """A started gateway: its bound ports and the parts tests look at."""
 
     settings: Settings
-    policy: Policy
+    serving: Serving
     port: int
     admin_port: int
     metrics_port: int
     registry: CollectorRegistry
+    metrics: GatewayMetrics
     modes: ModeStore
     control: ModeControl
-    provider: ValueSetProvider
-    validator: Validator
     cache: Cache
-    record_clients: Mapping[str, RecordClient]
     repairs: RepairTracker
     windows: CountWindows
     background: list[asyncio.Task[None]]
     health: health.aio.HealthServicer
     admin: AdminServicer
+    gateway_servicer: GatewayServicer
+    rebuild: Callable[[Policy], Serving]  # what depends on the policy, built for another one (a reload)
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
     _metrics_httpd: Any
+    reloader: PolicyReloader | None = None
     _stopped: bool = False
+
+    @property
+    def policy(self) -> Policy:
+        return self.serving.policy
+
+    @property
+    def provider(self) -> ValueSetProvider:
+        return self.serving.provider
+
+    @property
+    def validator(self) -> Validator:
+        return self.serving.validator
+
+    @property
+    def record_clients(self) -> Mapping[str, RecordClient]:
+        return self.serving.record_clients
+
+    async def reload(self, actor: str = "argwatch", reason: str = "reload") -> ReloadResult:
+        """Reads the policy file again and serves it if it loads (process/reload.py)."""
+        assert self.reloader is not None
+        return await self.reloader.reload(actor, reason)
 
     @property
     def target(self) -> str:
@@ -106,6 +140,8 @@ class RunningGateway:
         self.admin.end_watches()  # a TUI watching must not hold the shutdown for the whole grace period
         # Both listeners at once: from here new calls are refused on each, and in-flight ones drain.
         await asyncio.gather(self._admin_server.stop(grace), self._server.stop(grace))
+        if self.reloader is not None:
+            await self.reloader.close()
         await self.provider.close()
         await self.repairs.close()
         await self.windows.close()
@@ -145,45 +181,45 @@ async def build_gateway(
     if cache is None:
         cache = SharedCache(redis_from_url(settings.redis) if settings.redis else None, metrics)
     metrics.count_dropped_samples(dropped_sample_records)
-    fetchers = fetchers or {name: make_fetcher(config) for name, config in policy.sources.items()}
-    provider = ValueSetProvider(
-        policy,
-        fetchers,
-        cache,
-        metrics,
-        clock=clock,
-        backoff_cap=reconnect_cap_seconds,
-        snapshot_dir=settings.snapshot_dir,
-    )
+    metrics.policy_serving(policy.version)
     modes = ModeStore(policy, settings.global_mode, state_file=settings.mode_state, clock=clock)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
+    repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
+    windows = CountWindows(metrics.window_counts)
+    offenders = OffenderTable(clock)
+    operations = OperationLog(cache, clock)
+
+    def rebuild(chosen: Policy, given: Mapping[str, SetFetcher] | None = None) -> Serving:
+        """Everything that depends on the policy: at start, and again for a reload."""
+        provider = ValueSetProvider(
+            chosen,
+            given or {name: make_fetcher(config) for name, config in chosen.sources.items()},
+            cache,
+            metrics,
+            clock=clock,
+            backoff_cap=reconnect_cap_seconds,
+            snapshot_dir=settings.snapshot_dir,
+        )
+        record_clients = _record_clients(chosen, metrics)
+        samples = SampledValueLog(chosen.sampling.rate, chosen.sampling.max_value_chars, clock=clock)
+        rejections = RejectionLog(cache, chosen.repair)
+        validator = Validator(
+            chosen, provider, modes, metrics, samples, rejections, record_clients, repairs, offenders, operations
+        )
+        return Serving(chosen, provider, record_clients, validator)
+
+    serving = rebuild(policy, fetchers)
+    provider, record_clients, validator = serving.provider, serving.record_clients, serving.validator
     control: ModeControl = (
         SharedModes(
             modes,
             settings.redis,
             metrics,
             replica_id=settings.replica_id,
-            report=_replica_report(policy, modes, provider),
+            report=_replica_report(serving, modes),
         )
         if settings.redis
         else LocalModes(modes, "file" if settings.mode_state else "memory")
-    )
-    samples = SampledValueLog(policy.sampling.rate, policy.sampling.max_value_chars, clock=clock)
-    record_clients = _record_clients(policy, metrics)
-    repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
-    windows = CountWindows(metrics.window_counts)
-    offenders = OffenderTable(clock)
-    validator = Validator(
-        policy,
-        provider,
-        modes,
-        metrics,
-        samples,
-        RejectionLog(cache, policy.repair),
-        record_clients,
-        repairs,
-        offenders,
-        OperationLog(cache, clock),
     )
 
     admin = AdminServicer(
@@ -207,12 +243,13 @@ async def build_gateway(
         options=[("grpc.so_reuseport", 0)],
         interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None,
     )
+    gateway_servicer = GatewayServicer(validator, metrics.validate_seconds.observe)
     try:
         port, admin_port, httpd = _listen(
             settings,
             server,
             admin_server,
-            GatewayServicer(validator, metrics.validate_seconds.observe),
+            gateway_servicer,
             health_servicer,
             extra_services,
             registry,
@@ -253,26 +290,28 @@ async def build_gateway(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
         settings=settings,
-        policy=policy,
+        serving=serving,
         port=port,
         admin_port=admin_port,
         metrics_port=httpd.server_port,
         registry=registry,
+        metrics=metrics,
         modes=modes,
         control=control,
-        provider=provider,
-        validator=validator,
         cache=cache,
-        record_clients=record_clients,
         repairs=repairs,
         windows=windows,
         background=[expiring],
         health=health_servicer,
         admin=admin,
+        gateway_servicer=gateway_servicer,
+        rebuild=rebuild,
         _server=server,
         _admin_server=admin_server,
         _metrics_httpd=httpd,
     )
+    running.reloader = PolicyReloader(running, clock)
+    admin.attach_reloader(running.reloader)
     log.info(
         "serving policy %s (%d tools) on %s, admin on %s, metrics on :%d",
         policy.version,
@@ -318,11 +357,11 @@ async def _expire_overrides(modes: ModeControl) -> None:
         await modes.expire_due()
 
 
-def _replica_report(policy: Policy, modes: ModeStore, provider: ValueSetProvider) -> Callable[[], dict[str, Any]]:
-    """This replica's report for the fleet view: what it enforces and what it holds."""
+def _replica_report(serving: Serving, modes: ModeStore) -> Callable[[], dict[str, Any]]:
+    """This replica's report for the fleet view: what it enforces and what it holds (after a reload, the new)."""
 
     def report() -> dict[str, Any]:
-        statuses = provider.statuses()
+        policy, statuses = serving.policy, serving.provider.statuses()
         sources: dict[str, bool] = {}
         for state in statuses:
             sources[state.config.source] = sources.get(state.config.source, True) and state.source_connected

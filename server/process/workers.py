@@ -66,7 +66,7 @@ def worker_arguments(argv: Sequence[str], settings: Settings, index: int) -> lis
 
 
 def run_workers(argv: Sequence[str], settings: Settings) -> int:
-    """Starts the workers and waits; SIGTERM or SIGINT is passed to every worker."""
+    """Starts the workers and waits; SIGTERM, SIGINT and SIGHUP (reload) are passed to every worker."""
     command = [sys.executable, "-m", "argwatch.server.cli", *argv]
     workers = [subprocess.Popen(worker_arguments(command, settings, index)) for index in range(settings.workers)]
     log.info("started %d workers: pids %s", len(workers), ", ".join(str(w.pid) for w in workers))
@@ -79,8 +79,14 @@ def run_workers(argv: Sequence[str], settings: Settings) -> int:
             if worker.poll() is None:
                 worker.send_signal(signum)
 
+    def hang_up(signum: int, _frame: object) -> None:
+        for worker in workers:  # each worker reloads its policy (the file they share)
+            if worker.poll() is None:
+                worker.send_signal(signum)
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, hang_up)
     failed = 0
     while any(worker.poll() is None for worker in workers):
         for index, worker in enumerate(workers):

@@ -71,6 +71,10 @@ class RepairTracker:
         self._following = False  # True while subscribed to the announcements
         self._tasks: list[asyncio.Task[None]] = []
 
+    def remember_for(self, seconds: float) -> None:
+        """A reloaded policy's repair.remember, for repairs started from now on."""
+        self._remember = seconds
+
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._sweep_forever())]

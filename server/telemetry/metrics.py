@@ -55,8 +55,8 @@ class _ValueSetHealthCollector(Collector):
     def __init__(self) -> None:
         self._sources: list[Callable[[], Iterable[ValueSetHealth]]] = []
 
-    def add(self, source: Callable[[], Iterable[ValueSetHealth]]) -> None:
-        self._sources.append(source)
+    def replace(self, source: Callable[[], Iterable[ValueSetHealth]]) -> None:
+        self._sources = [source]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         age = GaugeMetricFamily(
@@ -117,6 +117,9 @@ class _TallyFamily(Collector):
 
     def labels(self, *values: str) -> _Tally:
         return self._children.setdefault(values, _Tally())
+
+    def remove(self, *values: str) -> None:
+        self._children.pop(values, None)
 
     def children(self) -> list[tuple[tuple[str, ...], _Tally]]:
         return list(self._children.items())
@@ -392,6 +395,20 @@ class GatewayMetrics:
             ["tool", "outcome"],
             registry=registry,
         )
+        self.policy_version = Gauge(
+            "argwatch_policy",
+            "1 for the version of the policy this replica serves (a hash of its content); replicas on different "
+            "versions are a fleet mid-deploy, or skew.",
+            ["version"],
+            registry=registry,
+        )
+        self.policy_reloads = Counter(
+            "argwatch_policy_reloads",
+            "Policy reloads (SIGHUP or Admin.ReloadPolicy), by result: reloaded, unchanged, refused (the policy in "
+            "use kept serving).",
+            ["result"],
+            registry=registry,
+        )
         self._health = _ValueSetHealthCollector()
         registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -537,8 +554,39 @@ class GatewayMetrics:
         )
 
     def watch_value_sets(self, health: Callable[[], Iterable[ValueSetHealth]]) -> None:
-        """Registers a callable giving every set's health, read at scrape time."""
-        self._health.add(health)
+        """Registers the callable giving every set's health, read at scrape time (a reload's provider
+        replaces the one before it)."""
+        self._health.replace(health)
+
+    def policy_serving(self, version: str) -> None:
+        """The version served now: the only series of argwatch_policy."""
+        self.policy_version.clear()
+        self.policy_version.labels(version).set(1)
+
+    def policy_reloaded(self, result: str) -> None:
+        self.policy_reloads.labels(result).inc()
+
+    def forget(self, *, tools: Iterable[str] = (), sets: Iterable[str] = ()) -> None:
+        """Drops every series of these tools and sets (removed by a policy reload): they stop, rather than
+        staying at their last value forever. Series of tools and sets still in the policy are untouched."""
+        tools, sets = frozenset(tools), frozenset(sets)
+        if not tools and not sets:
+            return
+        families = [v for v in vars(self).values() if isinstance(v, _TallyFamily | Counter | Gauge | Histogram)]
+        for family in families:
+            doomed = set()
+            for collected in family.collect():
+                for sample in collected.samples:
+                    if sample.labels.get("tool") in tools or sample.labels.get("set") in sets:
+                        # A sample's labels are in the family's label order, then a histogram's "le".
+                        doomed.add(tuple(value for name, value in sample.labels.items() if name != "le"))
+            for values in doomed:
+                family.remove(*values)
+        self._children = {
+            key: child
+            for key, child in self._children.items()
+            if not any(label in tools or label in sets for label in key[1:])
+        }
 
     def tool_totals(self) -> dict[str, ToolTotals]:
         """Per tool label, the totals since start, read back from the counters."""

@@ -22,7 +22,7 @@ from types import MappingProxyType
 import yaml
 
 from argwatch.server.policy.strict_yaml import DuplicateKeys, load_yaml
-from argwatch.server.valuesets.payload import Retirement, SetPayload, SourceUnavailable
+from argwatch.server.valuesets.payload import NotServed, Retirement, SetPayload, SourceUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class FileSetFetcher:
         parsed = await asyncio.to_thread(self._load)
         payload = parsed.sets.get(name)
         if payload is None:
-            raise SourceUnavailable(f"{self.path} has no value set {name!r}")
+            raise NotServed(f"{self.path} has no value set {name!r}")
         return payload
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ from argwatch.server.valuesets.parts import MemberParts
 from argwatch.server.valuesets.payload import (
     DeltaUpdate,
     HeartbeatUpdate,
+    NotServed,
     Retirement,
     SetPayload,
     SnapshotUpdate,
@@ -44,9 +45,8 @@ class GrpcSetFetcher:
                 sources_pb2.GetValueSetRequest(name=name), timeout=self.config.timeout_seconds
             )
         except grpc.aio.AioRpcError as error:
-            raise SourceUnavailable(
-                f"{self.config.target} GetValueSet({name}): {error.code().name}: {error.details()}"
-            ) from None
+            failure = NotServed if error.code() == grpc.StatusCode.NOT_FOUND else SourceUnavailable
+            raise failure(f"{self.config.target} GetValueSet({name}): {error.code().name}: {error.details()}") from None
         value_set = response.value_set
         if value_set.name and value_set.name != name:
             raise SourceUnavailable(f"{self.config.target} answered {value_set.name!r} when asked for {name!r}")

@@ -70,6 +70,10 @@ class SourceUnavailable(Exception):
     """The source could not answer for a set now (down, slow, refused, or does not serve it)."""
 
 
+class NotServed(SourceUnavailable):
+    """The source answered, and does not serve this set (NOT_FOUND; a file without it): up, but no set."""
+
+
 class SetFetcher(Protocol):
     """A source of value sets, seen from the provider."""
 

@@ -11,7 +11,12 @@ How a set stays live:
   every TTL/2, through the shared cache (aiocache) so several replicas do not
   each pull it; a file source is polled every second and re-read when it changed.
 - A malformed update (version going backwards, empty name, too many members,
-  an over-long value) is rejected and counted; the last good copy stays.
+  an over-long value) is refused and counted; the last good copy stays, stale,
+  with the refusal as its cause. A heartbeat naming the refused version again
+  is not fetched again: the owner must publish another version.
+- Every set carries the cause of its staleness (freshness.StaleCause): not
+  loaded, source unreachable, update refused, too large, not served, not
+  confirmed, saved copy. A cause that is over is never shown as current.
 
 How fresh a copy is (see `read`): confirmed within its TTL and its source
 healthy -> fresh; otherwise stale, still used, and every check against it is
@@ -43,9 +48,17 @@ from argwatch.server.state.cache import Cache
 from argwatch.server.state.codec import shared_value
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.valuesets import persist
+from argwatch.server.valuesets.freshness import (
+    RefreshOutcome,
+    RefreshResult,
+    Refusal,
+    StaleCause,
+    refusal_words,
+)
 from argwatch.server.valuesets.overlay import OverlaySet, with_delta
 from argwatch.server.valuesets.payload import (
     HeartbeatUpdate,
+    NotServed,
     Retirement,
     SetFetcher,
     SetPayload,
@@ -118,8 +131,12 @@ class _SetState:
     incarnation: str = ""  # the owner's run of versions the snapshot belongs to (updates.py)
     confirmed_at: float = 0.0  # wall clock, for reports
     confirmed_mono: float = -math.inf  # monotonic, for ages
-    healthy: bool = False  # the source answered for this set at its last attempt
-    last_error: str = "not loaded yet"
+    healthy: bool = False  # the source confirmed this set at its last word on it
+    cause: StaleCause = StaleCause.NOT_LOADED  # why not healthy (NONE while healthy)
+    cause_words: str = "not loaded yet: its source has not answered for it"
+    refusal: Refusal | None = None  # the last update refused, kept for the record
+    transport_error: str = ""  # the last error reaching the source, kept for the record
+    transport_error_at: float = 0.0
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     resyncing: bool = False
     save_pending: bool = False
@@ -140,7 +157,11 @@ class SetStatus:
     stale: bool
     available: bool
     source_connected: bool
-    last_error: str
+    cause: StaleCause
+    last_error: str  # the cause in words; "" while fresh
+    refusal: Refusal | None
+    transport_error: str
+    transport_error_at: float
 
 
 class ValueSetProvider:
@@ -180,9 +201,9 @@ class ValueSetProvider:
     # ---- lifecycle
 
     async def start(self, wait_seconds: float) -> list[str]:
-        """Starts watching and polling; waits until every set loaded once, at most `wait_seconds`.
+        """Starts watching and polling; waits until the source answered for every set, at most `wait_seconds`.
 
-        Returns the sets not loaded by then.
+        Returns the sets without a copy by then.
         """
         if self._snapshot_dir is not None:
             await self._load_saved(self._snapshot_dir)
@@ -211,8 +232,9 @@ class ValueSetProvider:
             payload, confirmed_at = saved
             await self._install(state, payload, confirmed_at=confirmed_at, persist_copy=False)
             # Stale until its source confirms it (not a failed refresh: nothing was asked yet).
-            state.healthy = False
-            state.last_error = "serving the copy saved on disk until the source confirms it"
+            self._not_healthy(
+                state, StaleCause.SAVED_COPY, "serving the copy saved on disk until its source confirms it"
+            )
             log.info(
                 "value set %s: version %d loaded from %s (confirmed %.0fs ago)",
                 state.config.name,
@@ -220,6 +242,33 @@ class ValueSetProvider:
                 folder,
                 self._clock() - confirmed_at,
             )
+
+    def carry_over(self, previous: ValueSetProvider) -> list[str]:
+        """Takes the copies of `previous` (a policy reload's provider) for every set configured the same, from
+        the same source, with the same normalisations: they serve at once, as fresh or stale as they were, and
+        the watch confirms them. Returns the sets carried over."""
+        carried = []
+        for name, state in self._states.items():
+            old = previous._states.get(name)
+            if (
+                old is None
+                or old.snapshot is None
+                or old.config != state.config
+                or set(old.rules) != set(state.rules)
+                or previous._policy.sources.get(old.config.source) != self._policy.sources.get(state.config.source)
+            ):
+                continue
+            for attribute in (
+                "snapshot", "incarnation", "confirmed_at", "confirmed_mono", "healthy", "cause", "cause_words",
+                "refusal", "transport_error", "transport_error_at",
+            ):  # fmt: skip
+                setattr(state, attribute, getattr(old, attribute))
+            state.loaded.set()
+            carried.append(name)
+        for source, up in previous._source_up.items():
+            if source in self._source_up and previous._policy.sources.get(source) == self._policy.sources[source]:
+                self._source_up[source] = up
+        return carried
 
     async def close(self) -> None:
         self._closing = True  # loops also check this, so no lost cancellation can keep one alive
@@ -258,6 +307,8 @@ class ValueSetProvider:
         for state in self._states.values():
             reading = self.read(state.config.name)
             age = now - state.confirmed_mono if state.snapshot is not None else math.inf
+            connected = self._source_up.get(state.config.source, False)
+            cause, words = self._cause(state, reading, age, connected)
             result.append(
                 SetStatus(
                     config=state.config,
@@ -266,18 +317,40 @@ class ValueSetProvider:
                     age_seconds=age,
                     stale=reading is None or reading.stale,
                     available=reading is not None,
-                    source_connected=self._source_up.get(state.config.source, False),
-                    last_error="" if state.healthy else state.last_error,
+                    source_connected=connected,
+                    cause=cause,
+                    last_error=words,
+                    refusal=state.refusal,
+                    transport_error=state.transport_error,
+                    transport_error_at=state.transport_error_at,
                 )
             )
         return result
 
-    def last_error(self, name: str) -> str:
-        return self._states[name].last_error
+    @staticmethod
+    def _cause(state: _SetState, reading: SetReading | None, age: float, connected: bool) -> tuple[StaleCause, str]:
+        """Why the copy is not fresh now, and in words; (NONE, "") while it is."""
+        if reading is not None and not reading.stale:
+            return StaleCause.NONE, ""
+        if state.healthy:
+            if reading is None and state.snapshot is not None:
+                return StaleCause.NOT_CONFIRMED, (
+                    f"not confirmed for {age:.0f}s, over max_staleness {state.config.max_staleness_seconds:g}s"
+                )
+            return StaleCause.NOT_CONFIRMED, f"not confirmed for {age:.0f}s, over its TTL {state.config.ttl_seconds:g}s"
+        if state.cause is StaleCause.SOURCE_UNREACHABLE and connected:
+            # The source is back; this set has not been confirmed since. Its old error is over.
+            return StaleCause.NOT_CONFIRMED, "its source is back and has not confirmed it yet"
+        return state.cause, state.cause_words
 
-    async def refresh(self, name: str) -> None:
-        """Fetches the set from its source now (a manual resync)."""
-        await self._resync(self._states[name], "manual")
+    def last_error(self, name: str) -> str:
+        """Why the set is not fresh, in words ("" while it is)."""
+        (status,) = [status for status in self.statuses() if status.config.name == name]
+        return status.last_error
+
+    async def refresh(self, name: str) -> RefreshResult:
+        """Fetches the set from its source now (a manual resync); says what that did."""
+        return await self._resync(self._states[name], "manual")
 
     # ---- watching
 
@@ -321,29 +394,35 @@ class ValueSetProvider:
 
     async def _apply(self, source: str, update: Update, by_name: Mapping[str, _SetState]) -> None:
         if isinstance(update, HeartbeatUpdate):
-            for name, version in update.versions.items():
-                state = by_name.get(name)
-                if state is None:
-                    continue  # a source may heartbeat sets this policy does not use
+            for name, state in by_name.items():
+                version = update.versions.get(name)
+                if version is None:
+                    # The heartbeat lists every watched set the source serves (sources.proto).
+                    self._not_healthy(state, StaleCause.NOT_SERVED, f"source {source} does not serve it")
+                    continue
+                if state.refusal is not None and state.refusal.names(update.incarnation, version):
+                    continue  # still the version refused: fetching it again would be refused again
                 judged = judge_heartbeat(version, state.snapshot, update.incarnation, state.incarnation)
                 if judged.verdict is Verdict.APPLY:
                     self._confirm(state)
                 elif judged.verdict is Verdict.RESYNC:
                     self._spawn_resync(state, judged.reason)
                 else:
-                    self._rejected(name, judged.reason)
+                    self._refused(state, judged.reason, update.incarnation, version)
             return
         name = update.payload.name if isinstance(update, SnapshotUpdate) else update.name
-        state = by_name.get(name)
-        if state is None:
+        found = by_name.get(name)
+        if found is None:
             self._rejected("_unknown", "empty_name" if not name else "unknown_set")
             return
+        state = found
         if isinstance(update, SnapshotUpdate):
-            judged = judge_snapshot(update.payload, state.snapshot, state.config.max_members, state.incarnation)
+            payload = update.payload
+            judged = judge_snapshot(payload, state.snapshot, state.config.max_members, state.incarnation)
             if judged.verdict is Verdict.APPLY:
-                await self._install(state, update.payload)
+                await self._install(state, payload)
             else:
-                self._rejected(name, judged.reason)
+                self._refused(state, judged.reason, payload.incarnation, payload.version, len(payload.members))
             return
         judged = judge_delta(update, state.snapshot, state.config.max_members, state.incarnation)
         if judged.verdict is Verdict.APPLY:
@@ -356,28 +435,44 @@ class ValueSetProvider:
         elif judged.verdict is Verdict.RESYNC:
             self._spawn_resync(state, judged.reason)
         elif judged.verdict is Verdict.REJECT:
-            self._rejected(name, judged.reason)
+            members = None if state.snapshot is None else state.snapshot.size + len(update.added)
+            self._refused(state, judged.reason, update.incarnation, update.to_version, members)
 
     def _spawn_resync(self, state: _SetState, reason: str) -> None:
         if not state.resyncing:
             self._spawn(self._resync(state, reason))
 
-    async def _resync(self, state: _SetState, reason: str) -> None:
+    async def _resync(self, state: _SetState, reason: str) -> RefreshResult:
         """A full fetch straight from the source (not the shared cache: we know we are behind)."""
         state.resyncing = True
         self._metrics.value_set_resync(state.config.name, reason)
         try:
             payload = await self._fetchers[state.config.source].fetch(state.config.name)
+        except NotServed as error:
+            self._not_healthy(state, StaleCause.NOT_SERVED, str(error))
+            return RefreshResult(RefreshOutcome.NOT_SERVED, str(error))
         except SourceUnavailable as error:
             self._unhealthy(state, str(error))
-            return
+            return RefreshResult(RefreshOutcome.UNREACHABLE, str(error))
         finally:
             state.resyncing = False
+        return await self._take(state, payload)
+
+    async def _take(self, state: _SetState, payload: SetPayload) -> RefreshResult:
+        """Judges and installs a whole set a source answered with; says what that did."""
+        before = (state.incarnation, state.snapshot.version) if state.snapshot is not None else None
         judged = judge_snapshot(payload, state.snapshot, state.config.max_members, state.incarnation)
-        if judged.verdict is Verdict.APPLY:
-            await self._install(state, payload)
-        else:
-            self._rejected(state.config.name, judged.reason)
+        if judged.verdict is not Verdict.APPLY:
+            refusal = self._refused(state, judged.reason, payload.incarnation, payload.version, len(payload.members))
+            return RefreshResult(RefreshOutcome.REFUSED, refusal.detail)
+        if not await self._install(state, payload):
+            assert state.refusal is not None
+            return RefreshResult(RefreshOutcome.REFUSED, state.refusal.detail)
+        if before == (payload.incarnation, payload.version):
+            return RefreshResult(RefreshOutcome.CONFIRMED, f"version {payload.version} confirmed")
+        held = "nothing" if before is None else f"version {before[1]}"
+        size = state.snapshot.size if state.snapshot is not None else 0
+        return RefreshResult(RefreshOutcome.NEW_VERSION, f"{held} -> version {payload.version} ({size} members)")
 
     # ---- polling
 
@@ -414,6 +509,11 @@ class ValueSetProvider:
                 return True
         try:
             payload = await self._fetchers[config.source].fetch(config.name)
+        except NotServed as error:
+            # The source answered (it is up); it has no such set. Not a disconnection to log every second.
+            self._set_source(config.source, True, "")
+            self._not_healthy(state, StaleCause.NOT_SERVED, str(error))
+            return True
         except SourceUnavailable as error:
             self._set_source(config.source, False, str(error))
             self._unhealthy(state, str(error))
@@ -423,11 +523,9 @@ class ValueSetProvider:
             self._unhealthy(state, f"{type(error).__name__}: {error}")
             return False
         self._set_source(config.source, True, "")
-        judged = judge_snapshot(payload, state.snapshot, config.max_members, state.incarnation)
-        if judged.verdict is not Verdict.APPLY:
-            self._rejected(config.name, judged.reason)
+        taken = await self._take(state, payload)
+        if taken.outcome is RefreshOutcome.REFUSED:
             return True  # the source answered; its answer was bad, and is counted as such
-        await self._install(state, payload)
         if not is_file:
             await self._shared.set(
                 SHARED_KEY_PREFIX + config.name, _Shared.of(payload, state.confirmed_at), config.ttl_seconds
@@ -445,8 +543,11 @@ class ValueSetProvider:
 
     async def _install(
         self, state: _SetState, payload: SetPayload, confirmed_at: float | None = None, persist_copy: bool = True
-    ) -> None:
-        """Makes `payload` the set's copy (or only confirms it when it is the version held)."""
+    ) -> bool:
+        """Makes `payload` the set's copy (or only confirms it when it is the version held).
+
+        False when it was refused while built (an over-long value).
+        """
         current = state.snapshot
         another_run = payload.incarnation != state.incarnation  # the owner restarted its versions
         if current is None or another_run or payload.version != current.version:
@@ -464,19 +565,20 @@ class ValueSetProvider:
                     excluded=payload.excluded,
                 )
             except ValueTooLong:
-                self._rejected(payload.name, "value_too_long")
-                return
+                self._refused(state, "value_too_long", payload.incarnation, payload.version)
+                return False
             if (
                 state.snapshot is not None
                 and state.incarnation == payload.incarnation
                 and state.snapshot.version > snapshot.version
             ):
-                return  # a newer copy (of the same run of versions) was installed while this one was built
+                return True  # a newer copy (of the same run of versions) was installed while this one was built
             state.incarnation = payload.incarnation
             self._installed(state, snapshot, confirmed_at, persist_copy)
-            return
+            return True
         self._confirm(state, confirmed_at)
         state.loaded.set()
+        return True
 
     def _installed(
         self,
@@ -528,8 +630,10 @@ class ValueSetProvider:
         confirmed_at = now if confirmed_at is None else confirmed_at
         state.confirmed_at = confirmed_at
         state.confirmed_mono = self._monotonic() - max(0.0, now - confirmed_at)
+        if not state.healthy and state.cause is not StaleCause.NOT_LOADED:
+            log.info("value set %s: confirmed by source %s again", state.config.name, state.config.source)
         state.healthy = True
-        state.last_error = ""
+        state.cause, state.cause_words = StaleCause.NONE, ""
 
     def _log_outage(self, source: str, attempt: int, reason: str, delay: float) -> None:
         """The first failure at WARNING, then a reminder at most once a minute: an outage must not flood the log."""
@@ -541,14 +645,46 @@ class ValueSetProvider:
             log.debug("source %s: reconnect attempt %d failed (%s)", source, attempt, reason)
 
     def _unhealthy(self, state: _SetState, reason: str) -> None:
+        """The source could not be reached for this set."""
         if state.healthy:
             log.warning("value set %s: source %s unavailable: %s", state.config.name, state.config.source, reason)
+        state.transport_error, state.transport_error_at = reason, self._clock()
         state.healthy = False
-        state.last_error = reason
+        state.cause, state.cause_words = StaleCause.SOURCE_UNREACHABLE, reason
         self._metrics.value_set_refresh_failed(state.config.name)
 
-    def _rejected(self, name: str, reason: str) -> None:
-        log.warning("value set %s: update rejected (%s); keeping the last good copy", name, reason)
+    def _not_healthy(self, state: _SetState, cause: StaleCause, words: str) -> None:
+        """The set is not confirmed, for a cause other than the transport; logged once per cause."""
+        if cause is StaleCause.NOT_SERVED:
+            self._metrics.value_set_refresh_failed(state.config.name)
+        if state.cause is not cause and cause is not StaleCause.SAVED_COPY:
+            log.warning("value set %s: %s", state.config.name, words)
+        state.healthy = False
+        state.cause, state.cause_words = cause, words
+        if cause is StaleCause.NOT_SERVED:
+            state.loaded.set()  # the source answered: start-up need not wait for it
+
+    def _refused(
+        self, state: _SetState, reason: str, incarnation: str, version: int | None, members: int | None = None
+    ) -> Refusal:
+        """An update the gateway would not take: counted, kept for the record, and the cause of staleness."""
+        name, max_members = state.config.name, state.config.max_members
+        detail = refusal_words(reason, members, max_members)
+        refusal = state.refusal = Refusal(reason, detail, self._clock(), incarnation, version)
+        self._rejected(name, reason, detail)
+        cause = StaleCause.TOO_LARGE if reason == "oversized" else StaleCause.UPDATE_REFUSED
+        held = f"version {state.snapshot.version}" if state.snapshot is not None else "no copy"
+        if cause is StaleCause.TOO_LARGE:
+            words = f"the owner's version {version} is too large ({detail}); serving {held} until it publishes another"
+        else:
+            words = f"the source's version {version} was refused ({detail}); serving {held}"
+        state.healthy = False
+        state.cause, state.cause_words = cause, words
+        state.loaded.set()  # the source answered (with something refused): start-up need not wait for it
+        return refusal
+
+    def _rejected(self, name: str, reason: str, detail: str = "") -> None:
+        log.warning("value set %s: update refused (%s); keeping the last good copy", name, detail or reason)
         self._metrics.value_set_update_rejected(name, reason)
 
     def _set_source(self, source: str, up: bool, reason: str) -> None:

@@ -11,6 +11,7 @@ import yaml
 RULES = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "prometheus")
 ALERTS = ("ArgwatchInventionRateHigh", "ArgwatchChecksNotRunning", "ArgwatchValueSetStale",
           "ArgwatchValueSetUnavailable", "ArgwatchReplicasDisagreeOnSetVersion", "ArgwatchReplicasDisagreeOnMode",
+          "ArgwatchReplicasDisagreeOnPolicy", "ArgwatchPolicyReloadRefused",
           "ArgwatchSourceDisconnected", "ArgwatchRepeatCheckDegraded", "ArgwatchSideEffectRepeatsHigh")  # fmt: skip
 
 

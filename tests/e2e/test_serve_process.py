@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import orjson
@@ -218,3 +219,39 @@ def test_the_demo_traffic_runs_against_the_demo_policy_with_repeats_caught(examp
     repeats = re.search(r'^tool_call_repeat_total\{tool="refund_order"\} (\S+)$', body, re.MULTILINE)
     assert repeats is not None and float(repeats.group(1)) == int(counts["repeats_refused"])
     assert re.search(r'^argwatch_outcome_reports_total\{outcome="succeeded",tool="refund_order"\} [1-9]', body, re.M)
+
+
+def test_sighup_reloads_the_policy_and_a_broken_one_keeps_the_last_good(example_policy: str) -> None:
+    """Before, SIGHUP killed the process (exit 129) with no drain and no log line."""
+    from argwatch.v1 import admin_pb2, admin_pb2_grpc
+
+    with subprocess.Popen(
+        [ARGWATCH, "serve", "--policy", example_policy, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+         "--metrics-listen", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as gateway:  # fmt: skip
+        try:
+            match = read_until(gateway.stderr, r"serving policy (\w+) .* on 127\.0\.0\.1:(\d+), admin on ([\d.:]+)")
+            first, target, admin_target = match.group(1), f"127.0.0.1:{match.group(2)}", match.group(3)
+            policy = Path(example_policy)
+            observed, rejected = "  transfer_stock:\n    mode: observe", "  transfer_stock:\n    mode: reject"
+            assert observed in policy.read_text()
+            policy.write_text(policy.read_text().replace(observed, rejected))
+            gateway.send_signal(signal.SIGHUP)
+            second = read_until(gateway.stderr, rf"policy reloaded: {first} -> (\w+)").group(1)
+            with grpc.insecure_channel(target) as channel:
+                bad = gateway_pb2_grpc.GatewayStub(channel).Validate(
+                    pb.ValidateRequest(tool="transfer_stock", arguments_json=b'{"warehouse_code": "AMS-9"}'), timeout=5
+                )
+            assert (bad.decision, bad.policy_version) == (pb.DECISION_REJECT, second)  # the new mode, at once
+            policy.write_text("tools: [\n")
+            gateway.send_signal(signal.SIGHUP)
+            read_until(gateway.stderr, rf"policy reload refused; still serving {second}")
+            with grpc.insecure_channel(admin_target) as channel:
+                status = admin_pb2_grpc.AdminStub(channel).GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+            assert status.policy_version == second and "not valid YAML" in status.policy_reload_error
+            assert gateway.poll() is None  # still serving
+        finally:
+            gateway.send_signal(signal.SIGTERM)
+            assert gateway.wait(timeout=15) == 0

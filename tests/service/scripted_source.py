@@ -63,6 +63,13 @@ class ScriptedSource(sources_pb2_grpc.ValueSetSourceServicer):
             )
         )
 
+    def send_heartbeat(self, versions: dict[str, int], incarnation: str = "") -> None:
+        self.outbox.put_nowait(
+            sources_pb2.WatchValueSetsResponse(
+                heartbeat=sources_pb2.Heartbeat(versions=versions, incarnation=incarnation)
+            )
+        )
+
     def send_snapshot(self, value_set: sources_pb2.ValueSet) -> None:
         self.outbox.put_nowait(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
 

@@ -132,3 +132,31 @@ async def test_tokens_never_reach_the_log_the_audit_or_the_metrics(tmp_path, sou
     written = caplog.text + str(trail) + generate_latest(gateway.registry).decode()
     for token in (guessed, READER, ADMIN):
         assert token not in written
+
+
+async def test_only_an_admin_token_reloads_the_policy(tmp_path, source: SourceServer) -> None:
+    (tmp_path / "tokens.yaml").write_text(
+        f"- {{name: ana@oncall, role: admin, token: {ADMIN}}}\n- {{name: grafana, role: read, token: {READER}}}\n"
+    )
+    (tmp_path / "tokens.yaml").chmod(0o600)
+    policy = make_policy(str(tmp_path), source.target)
+    settings = dataclasses.replace(loopback_settings(policy.path), admin_tokens=str(tmp_path / "tokens.yaml"))
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    reload = admin_pb2.ReloadPolicyRequest(reason="CHG-7")
+    try:
+        channel, admin = admin_stub(gateway)
+        async with channel:
+            with pytest.raises(grpc.aio.AioRpcError) as no_token:
+                await admin.ReloadPolicy(reload, timeout=5)
+            assert no_token.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await admin.ReloadPolicy(reload, metadata=(("authorization", f"Bearer {READER}"),), timeout=5)
+            assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            done = await admin.ReloadPolicy(reload, metadata=(("authorization", f"Bearer {ADMIN}"),), timeout=5)
+        assert done.outcome == "unchanged"
+        assert [(c.actor, c.target, c.outcome) for c in gateway.modes.changes()] == [
+            ("ana@oncall", "@policy", "unchanged"),
+            ("grafana", "?", "refused: permission_denied"),  # the refused read token, audited; no token: not
+        ]
+    finally:
+        await gateway.stop(0)

@@ -94,11 +94,15 @@ def recorded_status() -> admin_pb2.GetStatusResponse:
     status.value_sets.add(
         name="identity.handles", source="directory", available=False, version=7, members=5000,
         confirmed_at=_at(-5400), stale=True, age_seconds=5400.0, source_connected=False,
-        last_error="UNAVAILABLE: connection refused",
+        last_error="UNAVAILABLE: connection refused", stale_cause=admin_pb2.STALE_CAUSE_SOURCE_UNREACHABLE,
+        last_transport_error="UNAVAILABLE: connection refused", last_transport_error_at=_at(-5400),
     )  # fmt: skip
     status.value_sets.add(
         name="wms.warehouses", source="local", available=True, version=3, members=3,
         confirmed_at=_at(-700), stale=True, age_seconds=700.0, source_connected=True,
+        stale_cause=admin_pb2.STALE_CAUSE_TOO_LARGE, last_refused_reason="oversized", last_refused_at=_at(-600),
+        last_error="the owner's version 4 is too large (oversized: 1200 members, over max_members 1000); "
+        "serving version 3 until it publishes another",
     )  # fmt: skip
     return status
 
@@ -146,7 +150,7 @@ class RecordedAdmin:
         row.shapes.add(shape="invented", count=680, share=680 / 4520)
         return response
 
-    async def refresh(self, value_set: str) -> admin_pb2.ValueSetStatus:
+    async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse:
         raise AssertionError("the snapshot tests change nothing")
 
     async def close(self) -> None:

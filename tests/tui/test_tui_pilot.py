@@ -253,3 +253,55 @@ async def test_repeats_of_a_side_effect_show_per_tool(tmp_path, client_for) -> N
             assert repeats_of("get_refund_status") == "-"  # no side effects: nothing to repeat
     finally:
         await gateway.stop(0)
+
+
+class _ToastRecorder(ArgwatchApp):
+    """The real app, keeping every toast it shows so a test can read what `r` said."""
+
+    toasts: list[tuple[str, str, str]]
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout=None, markup=True) -> None:
+        self.toasts = [*getattr(self, "toasts", []), (title, message, severity)]
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+
+async def test_r_says_what_the_refresh_did_and_the_detail_says_why_a_set_is_stale(tmp_path, client_for) -> None:
+    from argwatch.v1 import sources_pb2
+    from tests.conftest import gateway_on
+    from tests.service.scripted_source import ScriptedSource, serve
+
+    owner = ScriptedSource({"s.codes": sources_pb2.ValueSet(name="s.codes", version=5, members=["A", "B"])})
+    server, target = await serve(owner)
+    policy = f"""
+sources:
+  owner: {{grpc: {{target: "{target}", timeout: 1s}}}}
+value_sets:
+  s.codes: {{source: owner, max_members: 3}}
+tools:
+  pick:
+    mode: reject
+    arguments:
+      code: {{value_set: s.codes}}
+"""
+    gateway = await gateway_on(tmp_path, policy)
+    try:
+        # The owner publishes a set over max_members: the gateway refuses it and keeps version 5.
+        owner.sets["s.codes"] = sources_pb2.ValueSet(name="s.codes", version=6, members=["A", "B", "C", "D"])
+        app = _ToastRecorder(client_for(gateway.admin_target), interval=0.2)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.status is not None)
+            await pilot.press("r")
+            await until(pilot, lambda: bool(getattr(app, "toasts", [])))
+            title, message, severity = app.toasts[-1]
+            # Before: "version 5, 2 members; the source did not answer: ..." for a source that answered.
+            assert title == "refused: the last good copy stays" and severity == "warning"
+            assert message == "s.codes: oversized: 4 members, over max_members 3"
+            await until(pilot, lambda: "TOO-LARGE" in str(app.query_one("#table").get_row_at(0)[-1]))  # type: ignore[attr-defined]
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen))
+            shown = str(app.screen.query_one("#value-set", Static).render())
+            assert "why not fresh (too large): the owner's version 6 is too large" in shown
+            assert "last refused update: oversized at " in shown
+    finally:
+        await gateway.stop(0)
+        await server.stop(0)

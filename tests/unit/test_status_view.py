@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from argwatch.tui.status_view import COLUMNS, build_rows, sparkline
+from argwatch.v1 import gateway_pb2 as pb
 from tests.tui.recorded_admin import recorded_status
 
 COLUMN = {key: index for index, (_label, key, _width) in enumerate(COLUMNS)}
@@ -18,7 +19,7 @@ def test_an_unhealthy_row_says_why_in_words_and_is_flagged() -> None:
     assert assignee["flag"] == "!"
     assert assignee["health"] == "FAIL-OPEN 31 NO-SET SRC-DOWN"
     assert assignee["mode"] == "observe (override)"
-    assert cells("transfer_stock", "warehouse_code")["health"] == "STALE"
+    assert cells("transfer_stock", "warehouse_code")["health"] == "STALE TOO-LARGE"
     healthy = cells("refund_order", "reason_code")
     assert (healthy["flag"], healthy["health"]) == (" ", "ok")
 
@@ -55,7 +56,11 @@ def test_the_summary_shows_the_fleet_its_skew_and_a_replica_that_stopped() -> No
         replica = status.replicas.add(replica_id=name, reporting=reporting, seconds_since_report=0 if reporting else 35)
         replica.value_set_versions["refunds.reason_codes"] = version
         replica.modes["refund_order"] = mode
+        replica.policy_version = "5b9a212ee37d" if name == "r-2" else "f51c1c3ff636"  # r-2 is mid-deploy
+    status.foreign_overrides.add(tool="new_tool", mode=pb.MODE_REJECT, actor="ana@oncall", reason="INC-1")
     line = summary(status)
+    assert "SKEW policy: f51c1c3ff636 on 2, 5b9a212ee37d on 1" in line
+    assert "overrides of tools not in this policy (kept for the replicas that have them): new_tool (reject)" in line
     assert "modes: redis" in line and "fleet: 3 replicas reporting" in line
     assert "STOPPED REPORTING: r-3 (35s)" in line
     assert "SKEW refunds.reason_codes: v41 on 2, v40 on 1" in line
@@ -65,3 +70,6 @@ def test_the_summary_shows_the_fleet_its_skew_and_a_replica_that_stopped() -> No
     assert "fleet view unknown" in summary(status) and "STOPPED" not in summary(status)
     assert admin_pb2.GetStatusResponse().replicas == []  # no shared store: no fleet part
     assert "fleet" not in summary(recorded_status())
+    refused = recorded_status()
+    refused.policy_reload_error = "policy.yaml: not valid YAML"
+    assert "POLICY RELOAD REFUSED (still serving" in summary(refused) and "not valid YAML" in summary(refused)

@@ -1,0 +1,163 @@
+"""Policy reloads without a restart: SIGHUP and Admin.ReloadPolicy read the file again and swap it in whole, or not.
+
+A reload builds everything that depends on the policy beside what serves now:
+a value-set provider (taking over the copies of every set configured the
+same, so nothing is fetched again before it serves), record clients, and a
+validator. Only then is it swapped in, by replacing one reference in each
+servicer: a call in flight finishes on the policy it started on, and the next
+call sees the new one whole. Then the old provider is closed, and the old record
+clients once the grace period has let their last look-ups end.
+
+A policy that does not load (bad YAML, an undefined set, a regex the linear
+engine refuses) is refused: the policy in use keeps serving, as OPA keeps its
+last good bundle, and the refusal is logged, audited, counted and shown in
+GetStatus. Metrics of tools and sets the new policy removes are dropped; new
+tools get their series at 0 at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from argwatch.server.modes.store import ModeChange
+from argwatch.server.policy.loader import PolicyError, load_policy
+from argwatch.server.policy.model import Policy
+from argwatch.server.process.background import cancel_and_wait
+
+if TYPE_CHECKING:
+    from argwatch.server.process.app import RunningGateway
+    from argwatch.server.records.lookup_client import RecordClient
+
+log = logging.getLogger("argwatch.reload")
+
+AUDIT_TARGET = "@policy"
+# A reloaded policy waits this long at most for sets it adds (as start-up waits for every set).
+NEW_SETS_WAIT_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """What a reload did."""
+
+    outcome: str  # "reloaded", "unchanged", "refused: <why>"
+    policy_version: str
+    previous_version: str
+    tools_added: tuple[str, ...] = ()
+    tools_removed: tuple[str, ...] = ()
+    tools_changed: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class PolicyState:
+    """When the policy in use was loaded, and the last reload refused (for GetStatus)."""
+
+    loaded_at: float
+    refused: str = ""
+    refused_at: float = 0.0
+
+
+class PolicyReloader:
+    """Reloads the policy of one running gateway; one reload at a time."""
+
+    def __init__(self, gateway: RunningGateway, clock: Callable[[], float] = time.time) -> None:
+        self._gateway = gateway
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self.state = PolicyState(loaded_at=clock())
+        self._retiring: list[asyncio.Task[None]] = []
+
+    async def reload(self, actor: str, reason: str) -> ReloadResult:
+        async with self._lock:
+            result = await self._reload()
+        gateway = self._gateway
+        if result.outcome.startswith("refused"):
+            self.state.refused, self.state.refused_at = result.outcome.removeprefix("refused: "), self._clock()
+            log.error("policy reload refused; still serving %s: %s", result.previous_version, result.outcome)
+        elif result.outcome == "reloaded":
+            self.state = PolicyState(loaded_at=self._clock())
+            log.warning(
+                "policy reloaded: %s -> %s (tools added %s, removed %s, changed %s)",
+                result.previous_version,
+                result.policy_version,
+                list(result.tools_added) or "none",
+                list(result.tools_removed) or "none",
+                list(result.tools_changed) or "none",
+            )
+        else:
+            log.info("policy reload: the file holds the policy in use (%s)", result.policy_version)
+        gateway.metrics.policy_reloaded(result.outcome.split(":", 1)[0])
+        await gateway.control.audit(
+            ModeChange(
+                at=self._clock(),
+                actor=actor,
+                target=AUDIT_TARGET,
+                old=result.previous_version,
+                new=result.policy_version,
+                reason=f"{reason} (replica {gateway.settings.replica_id})",
+                expires_at=None,
+                outcome=result.outcome,
+            )
+        )
+        return result
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._retiring)
+
+    async def _reload(self) -> ReloadResult:
+        gateway = self._gateway
+        old = gateway.policy
+        try:
+            # Read and validated off the event loop: a large policy (regexes, CEL) must not stall calls.
+            policy = await asyncio.to_thread(load_policy, gateway.settings.policy)
+        except PolicyError as error:
+            return ReloadResult(f"refused: {error}", old.version, old.version)
+        if policy.version == old.version:
+            return ReloadResult("unchanged", old.version, old.version)
+        parts = gateway.rebuild(policy)
+        carried = parts.provider.carry_over(gateway.provider)
+        missing = await parts.provider.start(NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - set(carried) else 0.0)
+        if missing:
+            log.warning("reload: %d value set(s) not loaded yet, checked once they load: %s", len(missing), missing)
+        # The swap: one reference per holder, with no await between them.
+        serving = gateway.serving
+        old_provider, old_clients = serving.provider, serving.record_clients
+        gateway.modes.rebind(policy)
+        gateway.gateway_servicer.use(parts.validator)
+        gateway.admin.use(policy, parts.provider)
+        serving.policy, serving.provider = policy, parts.provider
+        serving.record_clients, serving.validator = parts.record_clients, parts.validator
+        gateway.repairs.remember_for(policy.repair.remember_seconds)
+        gateway.metrics.policy_serving(policy.version)
+        removed = tuple(name for name in old.tools if name not in policy.tools)
+        gateway.metrics.forget(tools=removed, sets=[name for name in old.value_sets if name not in policy.value_sets])
+        await old_provider.close()
+        self._retiring.append(asyncio.get_running_loop().create_task(self._retire(old_clients)))
+        return ReloadResult(
+            "reloaded",
+            policy.version,
+            old.version,
+            tools_added=tuple(name for name in policy.tools if name not in old.tools),
+            tools_removed=removed,
+            tools_changed=tuple(
+                name for name, tool in policy.tools.items() if name in old.tools and _differs(old, policy, name)
+            ),
+        )
+
+    async def _retire(self, clients: Mapping[str, RecordClient]) -> None:
+        """Closes the old record clients once calls in flight on the old policy have had the grace period."""
+        await asyncio.sleep(self._gateway.settings.grace_seconds)
+        for client in clients.values():
+            await client.close()
+
+
+def _differs(old: Policy, new: Policy, tool: str) -> bool:
+    """Whether a tool's checks changed: its own policy, or the config of a set it is bound to."""
+    if old.tools[tool] != new.tools[tool]:
+        return True
+    sets = {binding.value_set for binding in new.tools[tool].arguments}
+    return any(old.value_sets.get(name) != new.value_sets.get(name) for name in sets)

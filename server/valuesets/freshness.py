@@ -1,0 +1,68 @@
+"""Why a set's copy is not fresh, and what one refresh did: the causes the Admin API, the TUI and the log show."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class StaleCause(enum.IntEnum):
+    """Mirrors admin.proto StaleCause, value for value."""
+
+    NONE = 0
+    NOT_LOADED = 1
+    SOURCE_UNREACHABLE = 2
+    UPDATE_REFUSED = 3
+    TOO_LARGE = 4
+    NOT_SERVED = 5
+    NOT_CONFIRMED = 6
+    SAVED_COPY = 7
+
+
+class RefreshOutcome(enum.IntEnum):
+    """Mirrors admin.proto RefreshOutcome, value for value."""
+
+    NEW_VERSION = 1
+    CONFIRMED = 2
+    REFUSED = 3
+    UNREACHABLE = 4
+    NOT_SERVED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshResult:
+    """What one refresh did, and in words."""
+
+    outcome: RefreshOutcome
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The last update of a set the gateway refused.
+
+    `incarnation` and `version` name what was refused, so that a heartbeat naming
+    the same version again is known as "still the refused one" rather than a
+    change to fetch (which fetched an oversized set every heartbeat, forever).
+    """
+
+    reason: str  # a reason label of argwatch_value_set_update_rejected_total
+    detail: str
+    at: float  # wall clock
+    incarnation: str
+    version: int | None  # None when the update named no usable version
+
+    def names(self, incarnation: str, version: int) -> bool:
+        return self.version is not None and (self.incarnation, self.version) == (incarnation, version)
+
+
+def refusal_words(reason: str, members: int | None, max_members: int) -> str:
+    """A refused update in words, for the Admin API and the log."""
+    if reason == "oversized" and members is not None:
+        return f"oversized: {members} members, over max_members {max_members}"
+    return {
+        "version_order": "version_order: a version older than the one held, from the same run of the owner",
+        "value_too_long": "value_too_long: a member longer than the gateway keeps",
+        "empty_name": "empty_name: an update naming no set",
+        "oversized": f"oversized: more members than max_members {max_members}",
+    }.get(reason, reason)
