@@ -10,7 +10,7 @@ LOCK := requirements/test.lock
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test check bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak docs lock
+.PHONY: run test check bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak gameday docs lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -112,6 +112,11 @@ proto-release: $(VENV)/.installed
 # The soak test for 10 minutes instead of make test's 20 s (it prints RSS at the start and end).
 soak: $(VENV)/.installed
 	SOAK_SECONDS=600 $(BIN)/python -m pytest -q -s tests/soak
+
+# Game days: a fleet on loopback (two replicas, Redis, the demo owner), faults under load, a table of
+# what held (bench/gameday.py). make test runs the short form (tests/e2e/test_gameday.py).
+gameday: system-deps $(VENV)/.installed
+	$(BIN)/python bench/gameday.py
 
 # A longer fuzz run of the request path than make test's 15 s (crash inputs land in .fuzz/).
 fuzz: $(VENV)/.installed

@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from argwatch.server.policy.model import Mode, Policy
-from argwatch.server.state.atomic_file import write_atomically
+from argwatch.server.state.atomic_file import remove_leftovers, write_atomically
 
 log = logging.getLogger("argwatch.modes")
 
@@ -101,6 +101,7 @@ class ModeStore:
         # Bumped by every audited change; with a shared store, the newer of two states wins.
         self.version = 0
         if state_file is not None:
+            remove_leftovers(state_file)  # of compactions a killed process left half-written
             self._load(state_file)
         if global_override is not None:  # the command line wins over a saved global override
             self._overrides[GLOBAL] = Override(global_override, "command line", "--global-mode", clock())

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from argwatch.common.channels import ChannelSecurity, aio_channel
+from argwatch.common.channels import QUICK_RECONNECT_OPTIONS, ChannelSecurity, aio_channel
 from argwatch.server.edge.wire import struct_to_dict
 from argwatch.server.policy.model import GrpcSourceConfig
 from argwatch.server.state.ttl_store import TtlStore
@@ -45,7 +45,7 @@ class RecordClient:
     ) -> None:
         self._config = config
         # The policy's `tls: true` holds for look-ups as for value sets (it was once ignored here).
-        self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls))
+        self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls), options=QUICK_RECONNECT_OPTIONS)
         self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
         self._ttl = ttl
         # Bounded: ids are model-written and may be endless.

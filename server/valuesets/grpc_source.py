@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import grpc
 
-from argwatch.common.channels import ChannelSecurity, aio_channel
+from argwatch.common.channels import QUICK_RECONNECT_OPTIONS, ChannelSecurity, aio_channel
 from argwatch.server.policy.model import GrpcSourceConfig
 from argwatch.server.valuesets.parts import MemberParts
 from argwatch.server.valuesets.payload import (
@@ -35,7 +35,7 @@ class GrpcSetFetcher:
 
     def __init__(self, config: GrpcSourceConfig) -> None:
         self.config = config
-        options = [("grpc.max_receive_message_length", MAX_SET_MESSAGE_BYTES)]
+        options = [("grpc.max_receive_message_length", MAX_SET_MESSAGE_BYTES), *QUICK_RECONNECT_OPTIONS]
         self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls), options=options)
         self._stub = sources_pb2_grpc.ValueSetSourceStub(self._channel)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from argwatch.server.state.atomic_file import write_atomically
+from argwatch.server.state.atomic_file import remove_leftovers, write_atomically
 from argwatch.server.valuesets.payload import Retirement, SetPayload
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
@@ -48,6 +48,7 @@ def save(folder: str, snapshot: ValueSetSnapshot, confirmed_at: float, incarnati
 def load(folder: str, name: str) -> tuple[SetPayload, float] | None:
     """The saved copy of `name` and when its source last confirmed it, or None (absent or unreadable)."""
     path = path_for(folder, name)
+    remove_leftovers(path)  # of saves a killed process left half-written
     try:
         with open(path, "rb") as handle:
             document: dict[str, Any] = orjson.loads(handle.read())

@@ -80,6 +80,11 @@ FILE_POLL_SECONDS = 1.0
 SAVE_INTERVAL_SECONDS = 30.0
 # A watch stream silent this long is presumed dead and reconnected (sources heartbeat every few seconds).
 WATCH_IDLE_SECONDS = 30.0
+# A source that was serving and went away is most often restarting (a deploy): for this long after it
+# went, reconnects are tried at most QUICK_RECONNECT_CAP apart, so its sets are fresh again within about
+# half a second of it serving; a longer outage backs off to the reconnect cap.
+QUICK_RECONNECT_WINDOW_SECONDS = 60.0
+QUICK_RECONNECT_CAP = 0.5
 # After a large set is installed, free memory goes back to the OS this much later: by then
 # the update that carried it has been dropped and readers of the replaced version are done.
 RELEASE_AFTER_SECONDS = 1.0
@@ -358,6 +363,7 @@ class ValueSetProvider:
         fetcher: Any = self._fetchers[source]
         by_name = {state.config.name: state for state in states}
         attempt = 0
+        lost_at: float | None = None  # when the source last went away (monotonic), None while connected
         while not self._closing:
             stream = fetcher.watch(list(by_name))
             try:
@@ -367,7 +373,7 @@ class ValueSetProvider:
                     async with asyncio.timeout(self._watch_idle):
                         update = await anext(stream)
                     if attempt or not self._source_up[source]:
-                        attempt = 0
+                        attempt, lost_at = 0, None
                         self._set_source(source, True, "")
                     await self._apply(source, update, by_name)
                     del update  # not held while waiting for the next one: a snapshot's wire copy is large
@@ -388,7 +394,12 @@ class ValueSetProvider:
             for state in states:
                 self._unhealthy(state, reason)
             attempt += 1
-            delay = backoff_delay(attempt, cap=self._backoff_cap)
+            now = self._monotonic()
+            lost_at = now if lost_at is None else lost_at
+            cap = self._backoff_cap
+            if now - lost_at < QUICK_RECONNECT_WINDOW_SECONDS:
+                cap = min(cap, QUICK_RECONNECT_CAP)
+            delay = backoff_delay(attempt, cap=cap)
             self._log_outage(source, attempt, reason, delay)
             await asyncio.sleep(delay)
 

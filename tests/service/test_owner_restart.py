@@ -35,7 +35,8 @@ async def test_a_restarted_owner_is_followed_within_two_seconds_and_nothing_is_r
     for version in range(5):  # the old process got to version 5
         before.publish("refunds.reason_codes", ["DAMAGED_ITEM", "WRONG_ITEM", f"OLD_{version}"])
     owner = await start_source(before)
-    gateway = await gateway_on(tmp_path, POLICY.format(port=owner.port), reconnect_cap_seconds=0.3)
+    # The default reconnect schedule: a source that was serving is retried at most 0.5 s apart for a minute.
+    gateway = await gateway_on(tmp_path, POLICY.format(port=owner.port))
     channel, stub = gateway_stub(gateway)
     try:
         held = gateway.provider.read("refunds.reason_codes")

@@ -243,3 +243,22 @@ tools:
         assert (await status_of(gateway, "s.here")).stale_cause == admin_pb2.STALE_CAUSE_UNSPECIFIED
     finally:
         await gateway.stop(0)
+
+
+async def test_a_connected_source_silent_past_the_ttl_is_not_confirmed(tmp_path: Path) -> None:
+    source = ScriptedSource({"s.codes": codes(5, "A", "B")})  # a snapshot, then no heartbeat at all
+    server, target = await serve(source)
+    policy = POLICY.format(target=target).replace("ttl: 5m, max_staleness: 1h, max_members: 3", "ttl: 1s")
+    gateway = await gateway_on(tmp_path, policy, startup_timeout_seconds=0.5)
+    try:
+
+        async def unconfirmed() -> bool:
+            return (await status_of(gateway, "s.codes")).stale_cause == admin_pb2.STALE_CAUSE_NOT_CONFIRMED
+
+        await eventually(unconfirmed)
+        status = await status_of(gateway, "s.codes")
+        assert status.source_connected and status.stale and status.available
+        assert "over its TTL 1s" in status.last_error and status.last_transport_error == ""
+    finally:
+        await gateway.stop(0)
+        await server.stop(0)
