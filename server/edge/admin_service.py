@@ -89,6 +89,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
         self._reloader: PolicyReloader | None = None
+        self._generation = 0  # bumped by each reload (use)
 
     def attach_reloader(self, reloader: PolicyReloader) -> None:
         self._reloader = reloader
@@ -98,6 +99,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._policy, self._provider, self._policy_version = policy, provider, policy.version
         self._status_windows = StatusWindows(policy, self._windows)
         self._last_status = None
+        self._generation += 1  # a snapshot being built from the policy before is not kept as the latest
 
     async def GetStatus(
         self,
@@ -135,10 +137,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         async with self._status_lock:  # watchers arriving together wait for one build
             max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
             if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
-                self._last_status = (time.monotonic(), await self._status())
+                generation, built = self._generation, await self._status()
+                if generation != self._generation:
+                    return built  # built across a reload: sent to this watcher, never shared
+                self._last_status = (time.monotonic(), built)
             return self._last_status[1]
 
     async def _status(self) -> admin_pb2.GetStatusResponse:
+        # One policy and one provider for the whole snapshot: it pauses to let calls in, and a reload may
+        # swap both meanwhile (a tool it removed would not be found in the new one).
+        policy, provider, policy_version = self._policy, self._provider, self._policy_version
+        tool_modes = self._modes.tool_modes()
         clock = _SliceClock()
         figures = self._status_windows.figures()
         await clock.pause()
@@ -146,16 +155,16 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         override = self._modes.global_override
         response = admin_pb2.GetStatusResponse(
             replica_id=self._replica_id,
-            policy_version=self._policy_version,
+            policy_version=policy_version,
             global_mode=wire.MODES[override] if override else gateway_pb2.MODE_UNSPECIFIED,
             taken_at=wire.timestamp(self._clock()),
         )
-        for count, (tool, mode) in enumerate(self._modes.tool_modes().items(), start=1):
+        for count, (tool, mode) in enumerate(tool_modes.items(), start=1):
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
-            tool_status.checks.extend(self._check_policies(tool))
-            tool_policy = self._policy.tools.get(tool)
+            tool_status.checks.extend(_check_policies(policy, tool))
+            tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
             source, tool_override = self._modes.source_of(tool)
             tool_status.mode_source = source
@@ -181,7 +190,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 out_of_set_per_minute=row.out_of_set_per_minute,
             )
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
-        for state in self._provider.statuses():
+        for state in provider.statuses():
             response.value_sets.append(_set_status(state))
         for tool, foreign in sorted(self._modes.foreign_overrides().items()):
             entry = response.foreign_overrides.add(
@@ -254,10 +263,11 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.RefreshValueSetRequest,
         context: grpc.aio.ServicerContext[admin_pb2.RefreshValueSetRequest, admin_pb2.RefreshValueSetResponse],
     ) -> admin_pb2.RefreshValueSetResponse:
+        provider = self._provider  # the same one throughout, even if a reload swaps it meanwhile
         if request.name not in self._policy.value_sets:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"the policy has no value set {request.name!r}")
-        result = await self._provider.refresh(request.name)
-        (state,) = [s for s in self._provider.statuses() if s.config.name == request.name]
+        result = await provider.refresh(request.name)
+        (state,) = [s for s in provider.statuses() if s.config.name == request.name]
         return admin_pb2.RefreshValueSetResponse(
             value_set=_set_status(state),
             outcome=int(result.outcome),  # type: ignore[arg-type]
@@ -320,26 +330,6 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if caller is not None:
                 return caller.name
         return _actor(context)
-
-    def _check_policies(self, tool_name: str) -> list[admin_pb2.CheckPolicy]:
-        tool = self._policy.tools[tool_name]
-        checks = [
-            admin_pb2.CheckPolicy(
-                check=f"set:{binding.value_set}",
-                argument=binding.name,
-                fails_closed=self._policy.value_sets[binding.value_set].failure is Failure.CLOSED,
-            )
-            for binding in tool.arguments
-        ]
-        checks += [
-            admin_pb2.CheckPolicy(
-                check=f"record:{record.name}",
-                argument=record.id_argument,
-                fails_closed=record.failure is Failure.CLOSED,
-            )
-            for record in tool.records
-        ]
-        return checks
 
     async def GetShapeReport(
         self,
@@ -454,3 +444,27 @@ def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStat
         unavailable=totals.unavailable,
         repeats=totals.repeats,
     )
+
+
+def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolicy]:
+    """Each check of a tool and whether it fails closed, as `policy` has them."""
+    tool = policy.tools.get(tool_name)
+    if tool is None:
+        return []
+    checks = [
+        admin_pb2.CheckPolicy(
+            check=f"set:{binding.value_set}",
+            argument=binding.name,
+            fails_closed=policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+        )
+        for binding in tool.arguments
+    ]
+    checks += [
+        admin_pb2.CheckPolicy(
+            check=f"record:{record.name}",
+            argument=record.id_argument,
+            fails_closed=record.failure is Failure.CLOSED,
+        )
+        for record in tool.records
+    ]
+    return checks

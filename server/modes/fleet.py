@@ -31,7 +31,9 @@ from typing import Any, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
@@ -53,6 +55,10 @@ MAX_PENDING_REFUSALS = 64
 TIMEOUT_SECONDS = 0.5
 
 T = TypeVar("T")
+
+
+class UncertainCommit(RedisError):
+    """EXEC was sent and its reply never came: Redis may hold the change or not (the state is read again)."""
 
 
 class SharedModes:
@@ -86,6 +92,10 @@ class SharedModes:
         self.connected = False
         self.last_error = ""
         self._fleet: dict[str, dict[str, Any]] = {}  # replica id -> its last report (with "seen_at")
+        # Set when a transaction failed after EXEC was sent (a timeout on its reply): Redis may hold the
+        # change or not. The next read then takes Redis's state if it is at least as new as ours was before
+        # the attempt, even at an equal version: versions alone cannot tell the two apart.
+        self._uncertain_from: int | None = None
         metrics.mode_store_connected(False)
 
     # ---- lifecycle
@@ -117,6 +127,13 @@ class SharedModes:
             return await self._transact(
                 lambda: self._store.set_mode(target, mode, actor=actor, reason=reason, expires_in=expires_in)
             )
+        except UncertainCommit as error:
+            self._down(error)
+            # Not audited as refused here: it may have been made. The fleet's audit, read again, says.
+            raise ModeRefused(
+                f"the shared mode store (Redis) did not confirm the change in time ({error}): it may have been "
+                "made; this replica reads the fleet's state again, and the audit will show it if it was"
+            ) from None
         except (RedisError, OSError) as error:
             self._down(error)
             refusal = (
@@ -180,7 +197,10 @@ class SharedModes:
                 raw = await self._redis.get(KEY)
                 shared = self._readable(raw)
                 shared_version = int(shared["version"]) if shared else 0
-                if shared is not None and shared_version > self._store.version:
+                uncertain, self._uncertain_from = self._uncertain_from, None
+                if shared is not None and (
+                    shared_version > self._store.version or (uncertain is not None and shared_version >= uncertain)
+                ):
                     self._store.adopt(shared)
                     log.info("modes: adopted the fleet's state, version %d", shared_version)
                 elif shared_version < self._store.version:
@@ -230,14 +250,22 @@ class SharedModes:
                 pipe.publish(CHANNEL, str(self._store.version))
                 try:
                     await pipe.execute()
-                except WatchError:
+                except WatchError as error:
+                    if isinstance(error.__context__, RedisConnectionError | RedisTimeoutError):
+                        # redis-py reports a connection lost mid-transaction as a WatchError. Retrying would
+                        # apply the change a second time if the first EXEC did reach Redis (a paused or slow
+                        # Redis): undone here, and the next read takes whatever Redis holds.
+                        self._store.adopt(before)
+                        self._uncertain_from = int(before["version"])  # type: ignore[call-overload]
+                        raise UncertainCommit(str(error.__context__)) from None
                     # Another replica changed it meanwhile: undo ours, read again, apply again. Kept, the
                     # tentative change made this replica look newer than Redis, and the retry then applied
                     # it a second time on top of itself and wrote over the other replica's change.
                     self._store.adopt(before)
                     continue
                 except BaseException:
-                    self._store.adopt(before)  # not shared: not made
+                    self._store.adopt(before)  # not known to be shared: not made here
+                    self._uncertain_from = int(before["version"])  # type: ignore[call-overload]
                     raise
             self._up()
             if refused is not None:

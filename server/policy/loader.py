@@ -211,7 +211,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         raise PolicyError(path, reader.issues)
     return Policy(
         path=os.path.abspath(path),
-        version=hashlib.sha256(raw).hexdigest()[:12],
+        version=_version(raw, top.get("tool_definitions"), base),
         default_mode=default_mode,
         tools=MappingProxyType(tools),
         sources=MappingProxyType(sources),
@@ -219,6 +219,16 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         repair=repair,
         sampling=sampling,
     )
+
+
+def _version(raw: bytes, definitions: object, base: str) -> str:
+    """A hash of what the policy is: its text and the tool definition files it imports (an edited
+    definitions file is another policy: a reload must not call it unchanged)."""
+    digest = hashlib.sha256(raw)
+    for file in definitions if isinstance(definitions, list) else ():
+        with open(os.path.join(base, file), "rb") as handle:  # read a moment ago, without error
+            digest.update(b"\0" + handle.read())
+    return digest.hexdigest()[:12]
 
 
 def _yaml_error(error: yaml.YAMLError) -> str:

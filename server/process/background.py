@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Any
 
 
-async def cancel_and_wait(tasks: Iterable[asyncio.Task[None] | None]) -> None:
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
     """Cancels every task and waits for all of them; their cancellations and errors are swallowed
     (a task stopped at shutdown has nothing left to report)."""
     running = [task for task in tasks if task is not None]

@@ -69,11 +69,23 @@ class PolicyReloader:
         self._clock = clock
         self._lock = asyncio.Lock()
         self.state = PolicyState(loaded_at=clock())
-        self._retiring: list[asyncio.Task[None]] = []
+        self._retiring: dict[asyncio.Task[None], Mapping[str, RecordClient]] = {}
+        self._running: set[asyncio.Task[ReloadResult]] = set()
 
     async def reload(self, actor: str, reason: str) -> ReloadResult:
-        async with self._lock:
-            result = await self._reload()
+        """Reloads, logs, counts and audits; one reload at a time, in the order asked."""
+        # A task of its own, shielded: a caller that gives up (a client deadline) must not cancel a reload
+        # halfway, between building the new policy's parts and swapping them in, nor skip its audit.
+        task = asyncio.get_running_loop().create_task(self._reload_and_record(actor, reason))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await asyncio.shield(task)
+
+    async def _reload_and_record(self, actor: str, reason: str) -> ReloadResult:
+        async with self._lock:  # audits in the order the reloads happened
+            return await self._record(await self._reload_safely(), actor, reason)
+
+    async def _record(self, result: ReloadResult, actor: str, reason: str) -> ReloadResult:
         gateway = self._gateway
         if result.outcome.startswith("refused"):
             self.state.refused, self.state.refused_at = result.outcome.removeprefix("refused: "), self._clock()
@@ -89,6 +101,7 @@ class PolicyReloader:
                 list(result.tools_changed) or "none",
             )
         else:
+            self.state.refused = ""  # the file was fixed back: the refusal is over
             log.info("policy reload: the file holds the policy in use (%s)", result.policy_version)
         gateway.metrics.policy_reloaded(result.outcome.split(":", 1)[0])
         await gateway.control.audit(
@@ -106,7 +119,24 @@ class PolicyReloader:
         return result
 
     async def close(self) -> None:
-        await cancel_and_wait(self._retiring)
+        """At shutdown: a reload under way is cancelled (and cleans up after itself); the record clients
+        waiting to retire are closed now."""
+        await cancel_and_wait(list(self._running))
+        retiring, self._retiring = self._retiring, {}
+        await cancel_and_wait(list(retiring))
+        for clients in retiring.values():
+            for client in clients.values():
+                await client.close()
+
+    async def _reload_safely(self) -> ReloadResult:
+        """_reload, where anything that goes wrong is a refusal (the policy in use keeps serving), never a
+        reload half done."""
+        old = self._gateway.policy
+        try:
+            return await self._reload()
+        except Exception as error:  # a bug or an OS error must not leave the gateway between two policies
+            log.exception("policy reload failed; the policy in use keeps serving")
+            return ReloadResult(f"refused: {_cut(f'{type(error).__name__}: {error}')}", old.version, old.version)
 
     async def _reload(self) -> ReloadResult:
         gateway = self._gateway
@@ -115,17 +145,26 @@ class PolicyReloader:
             # Read and validated off the event loop: a large policy (regexes, CEL) must not stall calls.
             policy = await asyncio.to_thread(load_policy, gateway.settings.policy)
         except PolicyError as error:
-            return ReloadResult(f"refused: {error}", old.version, old.version)
+            return ReloadResult(f"refused: {_cut(str(error))}", old.version, old.version)
         if policy.version == old.version:
             return ReloadResult("unchanged", old.version, old.version)
+        serving = gateway.serving
+        old_provider, old_clients = serving.provider, serving.record_clients
         parts = gateway.rebuild(policy)
-        carried = parts.provider.carry_over(gateway.provider)
-        missing = await parts.provider.start(NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - set(carried) else 0.0)
+        try:
+            carried = parts.provider.carry_over(old_provider)
+            wait = NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - set(carried) else 0.0
+            missing = await parts.provider.start(wait)
+        except BaseException:
+            # Nothing was swapped: the new parts go, and the scrape reads the provider in use again.
+            await parts.provider.close()
+            for client in parts.record_clients.values():
+                await client.close()
+            old_provider.publish_health()
+            raise
         if missing:
             log.warning("reload: %d value set(s) not loaded yet, checked once they load: %s", len(missing), missing)
         # The swap: one reference per holder, with no await between them.
-        serving = gateway.serving
-        old_provider, old_clients = serving.provider, serving.record_clients
         gateway.modes.rebind(policy)
         gateway.gateway_servicer.use(parts.validator)
         gateway.admin.use(policy, parts.provider)
@@ -134,9 +173,16 @@ class PolicyReloader:
         gateway.repairs.remember_for(policy.repair.remember_seconds)
         gateway.metrics.policy_serving(policy.version)
         removed = tuple(name for name in old.tools if name not in policy.tools)
-        gateway.metrics.forget(tools=removed, sets=[name for name in old.value_sets if name not in policy.value_sets])
-        await old_provider.close()
-        self._retiring.append(asyncio.get_running_loop().create_task(self._retire(old_clients)))
+        gateway.metrics.forget(
+            tools=removed,
+            sets=[name for name in old.value_sets if name not in policy.value_sets],
+            sources=[name for name in old.sources if name not in policy.sources],
+        )
+        parts.provider.publish_health()
+        retiring = asyncio.get_running_loop().create_task(self._retire(old_clients))
+        self._retiring[retiring] = old_clients
+        retiring.add_done_callback(lambda done: self._retiring.pop(done, None))
+        await asyncio.shield(old_provider.close())
         return ReloadResult(
             "reloaded",
             policy.version,
@@ -153,6 +199,11 @@ class PolicyReloader:
         await asyncio.sleep(self._gateway.settings.grace_seconds)
         for client in clients.values():
             await client.close()
+
+
+def _cut(text: str, limit: int = 2000) -> str:
+    """A refusal as kept in the audit and GetStatus: a policy with a thousand errors is not kept whole."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def _differs(old: Policy, new: Policy, tool: str) -> bool:

@@ -48,7 +48,14 @@ def remove_leftovers(path: str, older_than: float = LEFTOVER_AFTER_SECONDS) -> i
     """Deletes the temporary files of interrupted writes of `path`; returns how many."""
     folder = os.path.dirname(os.path.abspath(path))
     removed = 0
-    for leftover in glob.glob(os.path.join(glob.escape(folder), glob.escape(_prefix(path)) + "*")):
+    patterns = [
+        glob.escape(_prefix(path)) + "*",
+        # Named by argwatch before 2026-11-30 (".tmp-XXXX.json", whatever the target): no version writes
+        # these any more, so an old one is garbage whichever file it was for.
+        ".tmp-*" + glob.escape(os.path.splitext(path)[1]),
+    ]
+    found = {name for pattern in patterns for name in glob.glob(os.path.join(glob.escape(folder), pattern))}
+    for leftover in sorted(found):
         try:
             if time.time() - os.stat(leftover).st_mtime < older_than:
                 continue  # perhaps a write in progress

@@ -566,18 +566,20 @@ class GatewayMetrics:
     def policy_reloaded(self, result: str) -> None:
         self.policy_reloads.labels(result).inc()
 
-    def forget(self, *, tools: Iterable[str] = (), sets: Iterable[str] = ()) -> None:
-        """Drops every series of these tools and sets (removed by a policy reload): they stop, rather than
-        staying at their last value forever. Series of tools and sets still in the policy are untouched."""
-        tools, sets = frozenset(tools), frozenset(sets)
-        if not tools and not sets:
+    def forget(self, *, tools: Iterable[str] = (), sets: Iterable[str] = (), sources: Iterable[str] = ()) -> None:
+        """Drops every series of these tools, sets and sources (removed by a policy reload): they stop, rather
+        than staying at their last value forever (a removed source's argwatch_source_connected at 0 would
+        keep ArgwatchSourceDisconnected firing). Series of what the policy still has are untouched."""
+        tools, sets, sources = frozenset(tools), frozenset(sets), frozenset(sources)
+        if not tools and not sets and not sources:
             return
         families = [v for v in vars(self).values() if isinstance(v, _TallyFamily | Counter | Gauge | Histogram)]
         for family in families:
             doomed = set()
             for collected in family.collect():
                 for sample in collected.samples:
-                    if sample.labels.get("tool") in tools or sample.labels.get("set") in sets:
+                    labels = sample.labels
+                    if labels.get("tool") in tools or labels.get("set") in sets or labels.get("source") in sources:
                         # A sample's labels are in the family's label order, then a histogram's "le".
                         doomed.add(tuple(value for name, value in sample.labels.items() if name != "le"))
             for values in doomed:
@@ -585,7 +587,7 @@ class GatewayMetrics:
         self._children = {
             key: child
             for key, child in self._children.items()
-            if not any(label in tools or label in sets for label in key[1:])
+            if not any(label in tools or label in sets or label in sources for label in key[1:])
         }
 
     def tool_totals(self) -> dict[str, ToolTotals]:

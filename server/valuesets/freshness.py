@@ -51,9 +51,21 @@ class Refusal:
     at: float  # wall clock
     incarnation: str
     version: int | None  # None when the update named no usable version
+    # Only a whole set refused stands for its version: a refused delta says nothing of the set it leads
+    # to, whose full snapshot may well be fine (and is fetched).
+    whole_set: bool = True
 
     def names(self, incarnation: str, version: int) -> bool:
-        return self.version is not None and (self.incarnation, self.version) == (incarnation, version)
+        """Whether a heartbeat naming (incarnation, version) names the set refused (not worth fetching)."""
+        return (
+            self.whole_set
+            and self.version is not None
+            and (self.incarnation, self.version)
+            == (
+                incarnation,
+                version,
+            )
+        )
 
 
 def refusal_words(reason: str, members: int | None, max_members: int) -> str:

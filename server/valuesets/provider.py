@@ -142,6 +142,7 @@ class _SetState:
     refusal: Refusal | None = None  # the last update refused, kept for the record
     transport_error: str = ""  # the last error reaching the source, kept for the record
     transport_error_at: float = 0.0
+    transport_error_mono: float = -math.inf  # the same, monotonic: was it before the source came back?
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     resyncing: bool = False
     save_pending: bool = False
@@ -197,11 +198,17 @@ class ValueSetProvider:
         rules = _rules_by_set(policy)
         self._states = {name: _SetState(config, rules.get(name, ())) for name, config in policy.value_sets.items()}
         self._source_up: dict[str, bool] = {name: False for name in policy.sources}
+        self._up_since: dict[str, float] = {}  # when each source last went from down to up (monotonic)
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._release_pending = False  # a release of free memory is scheduled (after a large set)
         self._outage_logged: dict[str, float] = {}
-        metrics.watch_value_sets(self._health)
+        self.publish_health()
+
+    def publish_health(self) -> None:
+        """Makes this provider's sets the ones argwatch_value_set_{age_seconds,stale,available,version} report
+        (at construction; a reload calls it again on the provider it serves)."""
+        self._metrics.watch_value_sets(self._health)
 
     # ---- lifecycle
 
@@ -231,6 +238,8 @@ class ValueSetProvider:
     async def _load_saved(self, folder: str) -> None:
         """Last-good copies from disk: served as stale, with their real age, until a source confirms them."""
         for state in self._states.values():
+            if state.snapshot is not None:
+                continue  # carried over from the provider a reload replaces: newer than any saved copy
             saved = await asyncio.to_thread(persist.load, folder, state.config.name)
             if saved is None:
                 continue
@@ -313,7 +322,9 @@ class ValueSetProvider:
             reading = self.read(state.config.name)
             age = now - state.confirmed_mono if state.snapshot is not None else math.inf
             connected = self._source_up.get(state.config.source, False)
-            cause, words = self._cause(state, reading, age, connected)
+            # When the source came back (-inf: it has not, or never went away while this set was known).
+            back_since = self._up_since.get(state.config.source, -math.inf) if connected else -math.inf
+            cause, words = self._cause(state, reading, age, back_since)
             result.append(
                 SetStatus(
                     config=state.config,
@@ -333,7 +344,7 @@ class ValueSetProvider:
         return result
 
     @staticmethod
-    def _cause(state: _SetState, reading: SetReading | None, age: float, connected: bool) -> tuple[StaleCause, str]:
+    def _cause(state: _SetState, reading: SetReading | None, age: float, back_since: float) -> tuple[StaleCause, str]:
         """Why the copy is not fresh now, and in words; (NONE, "") while it is."""
         if reading is not None and not reading.stale:
             return StaleCause.NONE, ""
@@ -343,8 +354,10 @@ class ValueSetProvider:
                     f"not confirmed for {age:.0f}s, over max_staleness {state.config.max_staleness_seconds:g}s"
                 )
             return StaleCause.NOT_CONFIRMED, f"not confirmed for {age:.0f}s, over its TTL {state.config.ttl_seconds:g}s"
-        if state.cause is StaleCause.SOURCE_UNREACHABLE and connected:
-            # The source is back; this set has not been confirmed since. Its old error is over.
+        if state.cause is StaleCause.SOURCE_UNREACHABLE and state.transport_error_mono < back_since:
+            # The source came back after this set's error; the set has not been confirmed since. The error
+            # is over. (An error of this set's own since then, such as a resync timing out while the stream
+            # is up, is still the cause.)
             return StaleCause.NOT_CONFIRMED, "its source is back and has not confirmed it yet"
         return state.cause, state.cause_words
 
@@ -411,8 +424,12 @@ class ValueSetProvider:
                     # The heartbeat lists every watched set the source serves (sources.proto).
                     self._not_healthy(state, StaleCause.NOT_SERVED, f"source {source} does not serve it")
                     continue
-                if state.refusal is not None and state.refusal.names(update.incarnation, version):
-                    continue  # still the version refused: fetching it again would be refused again
+                held = state.snapshot is not None and (state.incarnation, state.snapshot.version) == (
+                    update.incarnation,
+                    version,
+                )
+                if not held and state.refusal is not None and state.refusal.names(update.incarnation, version):
+                    continue  # still the set refused: fetching it again would be refused again
                 judged = judge_heartbeat(version, state.snapshot, update.incarnation, state.incarnation)
                 if judged.verdict is Verdict.APPLY:
                     self._confirm(state)
@@ -446,8 +463,10 @@ class ValueSetProvider:
         elif judged.verdict is Verdict.RESYNC:
             self._spawn_resync(state, judged.reason)
         elif judged.verdict is Verdict.REJECT:
-            members = None if state.snapshot is None else state.snapshot.size + len(update.added)
-            self._refused(state, judged.reason, update.incarnation, update.to_version, members)
+            self._refused(state, judged.reason, update.incarnation, update.to_version, whole_set=False)
+            if judged.reason == "oversized":
+                # The delta is refused; the set it leads to is the owner's to judge whole: fetch it.
+                self._spawn_resync(state, "delta_refused")
 
     def _spawn_resync(self, state: _SetState, reason: str) -> None:
         if not state.resyncing:
@@ -660,6 +679,7 @@ class ValueSetProvider:
         if state.healthy:
             log.warning("value set %s: source %s unavailable: %s", state.config.name, state.config.source, reason)
         state.transport_error, state.transport_error_at = reason, self._clock()
+        state.transport_error_mono = self._monotonic()
         state.healthy = False
         state.cause, state.cause_words = StaleCause.SOURCE_UNREACHABLE, reason
         self._metrics.value_set_refresh_failed(state.config.name)
@@ -676,12 +696,19 @@ class ValueSetProvider:
             state.loaded.set()  # the source answered: start-up need not wait for it
 
     def _refused(
-        self, state: _SetState, reason: str, incarnation: str, version: int | None, members: int | None = None
+        self,
+        state: _SetState,
+        reason: str,
+        incarnation: str,
+        version: int | None,
+        members: int | None = None,
+        *,
+        whole_set: bool = True,
     ) -> Refusal:
         """An update the gateway would not take: counted, kept for the record, and the cause of staleness."""
         name, max_members = state.config.name, state.config.max_members
         detail = refusal_words(reason, members, max_members)
-        refusal = state.refusal = Refusal(reason, detail, self._clock(), incarnation, version)
+        refusal = state.refusal = Refusal(reason, detail, self._clock(), incarnation, version, whole_set)
         self._rejected(name, reason, detail)
         cause = StaleCause.TOO_LARGE if reason == "oversized" else StaleCause.UPDATE_REFUSED
         held = f"version {state.snapshot.version}" if state.snapshot is not None else "no copy"
@@ -700,6 +727,8 @@ class ValueSetProvider:
 
     def _set_source(self, source: str, up: bool, reason: str) -> None:
         if self._source_up.get(source) != up:
+            if up:
+                self._up_since[source] = self._monotonic()
             log.info("source %s %s%s", source, "connected" if up else "disconnected", f": {reason}" if reason else "")
         self._source_up[source] = up
         self._metrics.source_connected_state(source, up)

@@ -66,7 +66,10 @@ def judge_delta(
         return Judgement(Verdict.IGNORE)
     if delta.from_version != current.version:
         return Judgement(Verdict.RESYNC, "version_gap")
-    if current.size + len(delta.added) > max_members:
+    # What the set would hold after it: a delta that replaces members near the cap is not growth.
+    grown = sum(1 for value in delta.added if value not in current.members)
+    grown -= sum(1 for value in delta.removed if value in current.members)
+    if current.size + grown > max_members:
         return Judgement(Verdict.REJECT, "oversized")
     return Judgement(Verdict.APPLY)
 

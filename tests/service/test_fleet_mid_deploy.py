@@ -129,3 +129,36 @@ async def test_every_override_and_audit_entry_survives_writes_through_both_polic
     said = [r.getMessage() for r in caplog.records]
     assert not [line for line in said if "dropping" in line]
     assert not [line for line in said if "was behind" in line]  # Redis was healthy throughout
+
+
+async def test_a_change_whose_reply_was_lost_leaves_every_replica_on_what_redis_holds(
+    fleet: tuple[RunningGateway, RunningGateway],
+) -> None:
+    """Redis paused past the replica's 0.5 s timeout while a change's EXEC waits: Redis may run it or drop
+    it, and the replica cannot know. Before, redis-py's report of the lost connection (a WatchError) made
+    the transaction retry, applying the change again on top of a state that might hold it; and a rolled
+    back change, then a local audit, left the replica at Redis's version with other content, never adopted.
+    Now the caller is told it may have been made, and both replicas end on what Redis holds."""
+    import grpc
+    import redis.asyncio as aioredis
+
+    old, new = fleet
+    assert old.settings.redis is not None
+    control = aioredis.Redis.from_url(old.settings.redis)
+    try:
+        await control.execute_command("CLIENT", "PAUSE", "2000", "WRITE")  # type: ignore[no-untyped-call]
+        with pytest.raises(grpc.aio.AioRpcError) as uncertain:
+            await set_mode(old, "refund_order", pb.MODE_OBSERVE, "INC-9 reply lost")
+        assert "may have been made" in (uncertain.value.details() or "")
+    finally:
+        await control.aclose()
+
+    async def agreed() -> bool:
+        modes = {g.modes.mode_for("refund_order") for g in (old, new)}
+        return len(modes) == 1 and audit(old) == audit(new)
+
+    await eventually(agreed, seconds=10)
+    made = [entry for entry in audit(new) if entry[2] == "INC-9 reply lost"]
+    assert len(made) <= 1  # never applied twice
+    expected = Mode.OBSERVE if made else Mode.REJECT
+    assert old.modes.mode_for("refund_order") is expected and new.modes.mode_for("refund_order") is expected

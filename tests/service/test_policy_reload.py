@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 import grpc
+import orjson
 import pytest
 from google.protobuf import struct_pb2
 
@@ -18,7 +19,7 @@ from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2, sources_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on
-from tests.service.helpers import admin_stub, gateway_stub, request
+from tests.service.helpers import admin_stub, eventually, gateway_stub, request
 
 SETS = """
 codes.v1: {version: 1, members: [A, B]}
@@ -172,7 +173,11 @@ async def test_a_broken_policy_is_refused_the_last_good_one_serves_and_the_reaso
     assert sample(gateway, "argwatch_policy_reloads_total", result="refused") == 2
     refused = [c for c in gateway.modes.changes() if c.target == "@policy"]
     assert len(refused) == 2 and all(c.outcome.startswith("refused: ") for c in refused)
-    # The file fixed: the next reload takes it, and the error is over.
+    # The file put back as it was: "unchanged", and the refusal is over.
+    (tmp_path / "policy.yaml").write_text(BEFORE)
+    assert (await reload(gateway)).outcome == "unchanged"
+    assert (await status(gateway)).policy_reload_error == ""
+    # A new policy fixed: the next reload takes it.
     (tmp_path / "policy.yaml").write_text(AFTER)
     assert (await reload(gateway)).outcome == "reloaded"
     assert (await status(gateway)).policy_reload_error == ""
@@ -241,3 +246,77 @@ tools:
     finally:
         await gateway.stop(0)
         await server.stop(0)
+
+
+async def test_a_reload_with_saved_copies_keeps_the_copies_it_carries(tmp_path: Path) -> None:
+    """With --snapshot-dir, the reloaded provider loaded the saved copies over the ones it carried: a set
+    saved two hours ago (it had not changed since), its source down at the reload, turned unavailable
+    (older than max_staleness), though this replica had it confirmed a moment before."""
+    from tests.service.scripted_source import ScriptedSource, serve
+
+    owner = ScriptedSource({"s.codes": sources_pb2.ValueSet(name="s.codes", version=5, members=["A", "B"])})
+    server, target = await serve(owner)
+    text = f"""
+sources:
+  owner: {{grpc: {{target: "{target}", timeout: 1s}}}}
+value_sets:
+  s.codes: {{source: owner, ttl: 5m, max_staleness: 1h}}
+tools:
+  pick:
+    mode: reject
+    arguments:
+      code: {{value_set: s.codes}}
+"""
+    saved = tmp_path / "saved"
+    gateway = await gateway_on(tmp_path, text, snapshot_dir=str(saved))
+    try:
+
+        async def saved_once() -> bool:
+            return (saved / "s.codes.json").exists()
+
+        await eventually(saved_once)
+        copy = orjson.loads((saved / "s.codes.json").read_bytes())
+        copy["confirmed_at"] -= 7200  # saved when version 5 arrived, two hours ago
+        (saved / "s.codes.json").write_bytes(orjson.dumps(copy))
+        await server.stop(0)  # the owner is down during the reload
+        (tmp_path / "policy.yaml").write_text(text + "  other_tool: {mode: observe}\n")
+        assert (await reload(gateway)).outcome == "reloaded"
+        (held,) = (await status(gateway)).value_sets
+        assert held.available and held.age_seconds < 60, held
+        assert (await verdict(gateway, "pick", {"code": "A"})).decision == pb.DECISION_ALLOW
+    finally:
+        await gateway.stop(0)
+        await server.stop(0)
+
+
+async def test_a_removed_source_stops_reporting_and_an_edited_definitions_file_is_a_new_policy(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sets.yaml").write_text(SETS)
+    (tmp_path / "more.yaml").write_text("old.set: {version: 1, members: [X]}\n")
+    (tmp_path / "tools.json").write_text(
+        '{"tools": [{"name": "old_tool", "description": "d", "inputSchema": {"type": "object"}}]}'
+    )
+    before = (
+        BEFORE.replace("  old.set: {source: local}", "  old.set: {source: more}")
+        .replace("  local: {file: sets.yaml}", "  local: {file: sets.yaml}\n  more: {file: more.yaml}")
+        .replace("sources:", "tool_definitions: [tools.json]\nsources:")
+    )
+    gateway = await gateway_on(tmp_path, before)
+    try:
+        assert sample(gateway, "argwatch_source_connected", source="more") == 1
+        # The same policy file, another schema in the definitions it imports: not "unchanged".
+        (tmp_path / "tools.json").write_text(
+            '{"tools": [{"name": "old_tool", "description": "d", "inputSchema": {"type": "object", '
+            '"properties": {"x": {"type": "string"}}, "required": ["x"]}}]}'
+        )
+        changed = await reload(gateway)
+        assert changed.outcome == "reloaded" and changed.tools_changed == ["old_tool"]
+        missing = await verdict(gateway, "old_tool", {})
+        assert [p.code for p in missing.problems] == [pb.PROBLEM_CODE_MISSING_REQUIRED]
+        (tmp_path / "policy.yaml").write_text(AFTER)
+        assert (await reload(gateway)).outcome == "reloaded"
+        assert sample(gateway, "argwatch_source_connected", source="more") is None  # it would alert forever
+        assert sample(gateway, "argwatch_source_connected", source="local") == 1
+    finally:
+        await gateway.stop(0)

@@ -262,3 +262,66 @@ async def test_a_connected_source_silent_past_the_ttl_is_not_confirmed(tmp_path:
     finally:
         await gateway.stop(0)
         await server.stop(0)
+
+
+async def test_a_refused_delta_blocks_nothing_the_owner_sends_after_it(scripted) -> None:
+    source, gateway, _, _ = scripted
+    # A malformed delta naming the version held: refused, and it must not make the held version's
+    # heartbeats look like the refused update (which left the copy unconfirmed for good).
+    source.send_delta("s.codes", 5, 5, added=["X"])
+
+    async def refused() -> bool:
+        return (await status_of(gateway, "s.codes")).stale_cause == admin_pb2.STALE_CAUSE_UPDATE_REFUSED
+
+    await eventually(refused)
+    source.send_heartbeat({"s.codes": 5})
+
+    async def fresh() -> bool:
+        return not (await status_of(gateway, "s.codes")).stale
+
+    await eventually(fresh)
+    # A delta that replaces a member of a set at its cap (3) is not growth: taken, not refused as oversized.
+    source.send_delta("s.codes", 5, 6, added=["C"])
+    source.send_delta("s.codes", 6, 7, added=["D"], removed=["A"])
+
+    async def replaced() -> bool:
+        status = await status_of(gateway, "s.codes")
+        return status.version == 7 and status.members == 3 and not status.stale
+
+    await eventually(replaced)
+    assert value(gateway.registry, "argwatch_value_set_update_rejected_total", set="s.codes", reason="oversized") == 0
+
+
+async def test_a_saved_copy_is_the_cause_until_the_source_answers(tmp_path: Path) -> None:
+    source = ScriptedSource({"s.codes": codes(5, "A", "B")}, can_watch=False)  # pulled: GetValueSet only
+    server, target = await serve(source)
+    policy = POLICY.format(target=target).replace("timeout: 1s", "timeout: 10s")
+    saved = tmp_path / "saved"
+    try:
+        first = await gateway_on(tmp_path, policy, snapshot_dir=str(saved), startup_timeout_seconds=0.5)
+
+        async def saved_once() -> bool:
+            return (saved / "s.codes.json").exists()
+
+        await eventually(saved_once)  # version 5, saved
+        await first.stop(0)
+        source.answer_delay = 30.0  # the source is up, and slow to answer the restarted replica
+        second = await gateway_on(tmp_path, policy, snapshot_dir=str(saved), startup_timeout_seconds=0.5)
+        try:
+            status = await status_of(second, "s.codes")
+            assert (status.stale_cause, status.available, status.version) == (
+                admin_pb2.STALE_CAUSE_SAVED_COPY,
+                True,
+                5,
+            )
+            assert "saved on disk" in status.last_error
+            source.fast_again.set()  # it answers: the saved copy is confirmed, and the cause is over
+
+            async def confirmed() -> bool:
+                return (await status_of(second, "s.codes")).stale_cause == admin_pb2.STALE_CAUSE_UNSPECIFIED
+
+            await eventually(confirmed)
+        finally:
+            await second.stop(0)
+    finally:
+        await server.stop(0)

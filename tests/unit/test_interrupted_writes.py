@@ -36,12 +36,15 @@ def test_a_restarted_mode_store_removes_what_killed_compactions_left(tmp_path: P
     old = [leftover(tmp_path, "modes.json", f"k{n}", age_seconds=3600) for n in range(3)]
     recent = leftover(tmp_path, "modes.json", "now", age_seconds=1)  # perhaps a write in progress
     other = leftover(tmp_path, "other.json", "x", age_seconds=3600)  # another file's: not ours
+    legacy = tmp_path / ".tmp-k2j3h4.json"  # as versions before named them
+    legacy.write_bytes(b"{")
+    os.utime(legacy, (time.time() - 3600, time.time() - 3600))
 
     again = ModeStore(POLICY, state_file=str(state))
 
     assert again.mode_for("refund_order") is Mode.OBSERVE  # the state itself is intact
     assert [path.exists() for path in old] == [False, False, False]
-    assert recent.exists() and other.exists()
+    assert recent.exists() and other.exists() and not legacy.exists()
 
 
 def test_loading_a_saved_set_removes_its_leftovers(tmp_path: Path) -> None:
