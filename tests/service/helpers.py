@@ -12,7 +12,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.process.app import RunningGateway
-from argwatch.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 
 def gateway_stub(gateway: RunningGateway) -> tuple[grpc.aio.Channel, gateway_pb2_grpc.GatewayStub]:
@@ -23,6 +23,14 @@ def gateway_stub(gateway: RunningGateway) -> tuple[grpc.aio.Channel, gateway_pb2
 def admin_stub(gateway: RunningGateway) -> tuple[grpc.aio.Channel, admin_pb2_grpc.AdminStub]:
     channel = grpc.aio.insecure_channel(gateway.admin_target)
     return channel, admin_pb2_grpc.AdminStub(channel)
+
+
+async def admin_status(gateway: RunningGateway) -> admin_pb2.GetStatusResponse:
+    """One GetStatus from the gateway's Admin API."""
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        found: admin_pb2.GetStatusResponse = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+    return found
 
 
 def request(

@@ -17,7 +17,7 @@ from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import SourceServer, loopback_settings, make_policy
 from tests.redis_server import RedisProcess, start_redis
-from tests.service.helpers import admin_stub, eventually, gateway_stub, request, value
+from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, value
 
 Start = Callable[[str], Coroutine[Any, Any, RunningGateway]]
 
@@ -56,13 +56,6 @@ async def set_mode(gateway: RunningGateway, mode: pb.Mode, reason: str = "INC-11
         return response
 
 
-async def status(gateway: RunningGateway) -> admin_pb2.GetStatusResponse:
-    channel, admin = admin_stub(gateway)
-    async with channel:
-        found: admin_pb2.GetStatusResponse = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
-        return found
-
-
 async def test_a_flip_through_one_replica_reaches_the_others_and_their_audit(start: Start) -> None:
     first, second = await start("replica-a"), await start("replica-b")
     await set_mode(first, pb.MODE_OBSERVE)
@@ -82,7 +75,7 @@ async def test_a_flip_through_one_replica_reaches_the_others_and_their_audit(sta
         "observe",
         "INC-11",
     )
-    seen = await status(second)
+    seen = await admin_status(second)
     assert (seen.mode_store, seen.mode_store_connected) == ("redis", True)
     assert value(second.registry, "argwatch_mode_store_connected") == 1
 
@@ -92,12 +85,12 @@ async def test_the_fleet_view_lists_every_replica_and_what_it_enforces(start: St
     await set_mode(first, pb.MODE_OBSERVE)
 
     async def both_listed() -> bool:
-        found = await status(first)
+        found = await admin_status(first)
         modes = {r.replica_id: r.modes.get("refund_order") for r in found.replicas}
         return modes == {"replica-a": "observe", "replica-b": "observe"}
 
     await eventually(both_listed, seconds=10)
-    found = await status(first)
+    found = await admin_status(first)
     (b,) = [r for r in found.replicas if r.replica_id == "replica-b"]
     assert b.reporting and b.policy_version == second.policy.version
     assert b.value_set_versions["refunds.reason_codes"] == 1 and b.sources_connected["owners"]
@@ -116,7 +109,7 @@ async def test_redis_down_keeps_modes_refuses_changes_and_catches_up_when_back(
     redis.kill()
 
     async def store_lost() -> bool:
-        return not (await status(second)).mode_store_connected
+        return not (await admin_status(second)).mode_store_connected
 
     await eventually(store_lost, seconds=10)
     channel, stub = gateway_stub(second)
@@ -134,7 +127,9 @@ async def test_redis_down_keeps_modes_refuses_changes_and_catches_up_when_back(
     try:
 
         async def store_back() -> bool:
-            return (await status(first)).mode_store_connected and (await status(second)).mode_store_connected
+            return (await admin_status(first)).mode_store_connected and (
+                await admin_status(second)
+            ).mode_store_connected
 
         await eventually(store_back, seconds=15)
         # The fleet's state was written back: a replica starting now adopts the override.

@@ -19,7 +19,7 @@ from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2, sources_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on
-from tests.service.helpers import admin_stub, eventually, gateway_stub, request
+from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request
 
 SETS = """
 codes.v1: {version: 1, members: [A, B]}
@@ -83,13 +83,6 @@ async def reload(gateway: RunningGateway, reason: str = "CHG-42") -> admin_pb2.R
     return response
 
 
-async def status(gateway: RunningGateway) -> admin_pb2.GetStatusResponse:
-    channel, admin = admin_stub(gateway)
-    async with channel:
-        found: admin_pb2.GetStatusResponse = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
-    return found
-
-
 async def verdict(gateway: RunningGateway, tool: str, args: dict[str, object]) -> pb.ValidateResponse:
     channel, stub = gateway_stub(gateway)
     async with channel:
@@ -137,7 +130,7 @@ async def test_a_reload_adds_a_tool_rebinds_an_argument_and_drops_a_removed_tool
     assert sample(gateway, "argwatch_policy", version=before) is None
     assert sample(gateway, "argwatch_policy_reloads_total", result="reloaded") == 1
     # The Admin API serves the new policy, and the audit says who reloaded what.
-    now = await status(gateway)
+    now = await admin_status(gateway)
     assert now.policy_version == after and now.policy_reload_error == ""
     assert [t.tool for t in now.tools] == ["refund_order", "new_tool", "_unknown"]
     assert [s.name for s in now.value_sets] == ["codes.v1", "codes.v2"]
@@ -167,7 +160,7 @@ async def test_a_broken_policy_is_refused_the_last_good_one_serves_and_the_reaso
         assert gateway.policy.version == before
         rejected = await verdict(gateway, "refund_order", {"reason_code": "C"})
         assert rejected.decision == pb.DECISION_REJECT and rejected.policy_version == before
-        now = await status(gateway)
+        now = await admin_status(gateway)
         assert now.policy_version == before and said in now.policy_reload_error
         assert now.policy_reload_error_at.seconds > 0
     assert sample(gateway, "argwatch_policy_reloads_total", result="refused") == 2
@@ -176,11 +169,11 @@ async def test_a_broken_policy_is_refused_the_last_good_one_serves_and_the_reaso
     # The file put back as it was: "unchanged", and the refusal is over.
     (tmp_path / "policy.yaml").write_text(BEFORE)
     assert (await reload(gateway)).outcome == "unchanged"
-    assert (await status(gateway)).policy_reload_error == ""
+    assert (await admin_status(gateway)).policy_reload_error == ""
     # A new policy fixed: the next reload takes it.
     (tmp_path / "policy.yaml").write_text(AFTER)
     assert (await reload(gateway)).outcome == "reloaded"
-    assert (await status(gateway)).policy_reload_error == ""
+    assert (await admin_status(gateway)).policy_reload_error == ""
 
 
 async def test_reloading_the_same_file_changes_nothing_and_says_so(gateway: RunningGateway) -> None:
@@ -281,7 +274,7 @@ tools:
         await server.stop(0)  # the owner is down during the reload
         (tmp_path / "policy.yaml").write_text(text + "  other_tool: {mode: observe}\n")
         assert (await reload(gateway)).outcome == "reloaded"
-        (held,) = (await status(gateway)).value_sets
+        (held,) = (await admin_status(gateway)).value_sets
         assert held.available and held.age_seconds < 60, held
         assert (await verdict(gateway, "pick", {"code": "A"})).decision == pb.DECISION_ALLOW
     finally:

@@ -18,7 +18,7 @@ import pytest
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2, sources_pb2
 from tests.conftest import gateway_on
-from tests.service.helpers import admin_stub, eventually, value
+from tests.service.helpers import admin_status, admin_stub, eventually, value
 from tests.service.scripted_source import ScriptedSource, serve
 
 POLICY = """
@@ -41,9 +41,7 @@ def codes(version: int, *members: str) -> sources_pb2.ValueSet:
 
 
 async def status_of(gateway: RunningGateway, name: str) -> admin_pb2.ValueSetStatus:
-    channel, admin = admin_stub(gateway)
-    async with channel:
-        status = await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=5)
+    status = await admin_status(gateway)
     (found,) = [s for s in status.value_sets if s.name == name]
     assert isinstance(found, admin_pb2.ValueSetStatus)
     return found
