@@ -69,7 +69,9 @@ class Validator:
             for name, tool in policy.tools.items()
         }
         self._meters = {
-            name: metrics.for_tool(name, [(b.name, b.value_set) for b in tool.arguments])
+            name: metrics.for_tool(
+                name, [(b.name, b.value_set) for b in tool.arguments], side_effect=tool.side_effect is not None
+            )
             for name, tool in policy.tools.items()
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)

@@ -27,10 +27,13 @@ from argwatch.tui.audit_screen import AuditScreen
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.feed import Lost, Snapshot, follow
 from argwatch.tui.help_screen import HelpScreen
+from argwatch.tui.layout import Layout, fit_flags, layout
 from argwatch.tui.mode_dialog import ModeDialog, ModeRequest
+from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
 from argwatch.tui.status_view import (
     COLUMNS,
     MODE_NAMES,
+    WIDTHS,
     WINDOW_NAMES,
     WINDOWS,
     Row,
@@ -53,6 +56,12 @@ REFRESH_OUTCOMES: dict[int, tuple[str, SeverityLevel]] = {
 }
 CHANGING_ACTIONS = frozenset({"mode", "global_mode", "refresh_set"})
 _COLUMN_KEYS = [key for _label, key, _width in COLUMNS]
+_COLUMN_INDEX = {key: index for index, key in enumerate(_COLUMN_KEYS)}
+_LABELS = {key: label for label, key, _width in COLUMNS}
+PINNED_COLUMNS = 3  # the flag, tool and argument stay in view when the table scrolls sideways
+# Worst-first moves rows as figures change; re-sorting rebuilds the table (~0.5 s at 1,000 rows), so the
+# order is kept this long unless the rows, the sort or the filter change.
+RESORT_SECONDS = 5.0
 FILTER_PAUSE_SECONDS = 0.25
 _BLANK = Text("")
 VIEW_MARGIN_ROWS = 10  # rows drawn beyond the view, so a short scroll shows drawn rows
@@ -67,6 +76,7 @@ class ArgwatchApp(App[None]):
         Binding("question_mark", "help", "help"),
         Binding("slash", "filter", "filter"),
         Binding("w", "next_window", "window"),
+        Binding("s", "next_sort", "sort"),
         Binding("m", "mode", "mode"),
         Binding("g", "global_mode", "global"),
         Binding("r", "refresh_set", "refresh set"),
@@ -109,11 +119,16 @@ class ArgwatchApp(App[None]):
         self._sources: dict[str, RowSource] = {}
         self._filter_timer: Timer | None = None
         self._drawn: dict[str, Row] = {}  # the cells on screen, per row key (rows not yet in view: none)
+        self.sort = SORTS[0][0]
+        self._sorted_at = -float("inf")
+        self._order: list[str] = []  # the row keys in the order last sorted
+        self._layout: Layout | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"connecting to {self.api.target}..."), id="banner")
         yield Static("", id="summary")
         table: DataTable[str | Text] = DataTable(cursor_type="row", id="table")
+        table.fixed_columns = PINNED_COLUMNS
         for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=max(width, len(label)))
         yield table
@@ -128,7 +143,8 @@ class ArgwatchApp(App[None]):
         self.set_interval(0.5, self._show_banner)
 
     def on_resize(self) -> None:
-        self.call_after_refresh(self._draw_visible)
+        # Another width may show other columns (layout.py): rebuilt when it does, else redrawn.
+        self.call_after_refresh(self._render_rows)
 
     async def _follow(self) -> None:
         async for event in follow(self.api, self.interval):
@@ -169,15 +185,17 @@ class ArgwatchApp(App[None]):
         except NoMatches:  # the timer fired while the app is being torn down
             return
         now = self._clock()
-        window = f"window {WINDOW_NAMES[self.window]}"
+        window = f"window {WINDOW_NAMES[self.window]} | sort: {SORT_NAMES[self.sort]}"
         shown = f" | filter '{self.query_text}'" if self.query_text else ""
+        if self.query_text and self.status is not None and not self._keys:
+            shown += ": NO ROW MATCHES"  # an empty table must not read as "nothing to see"
         age = None if self._received_at is None else now - self._received_at
         stalled = age is not None and age > STALLED_AFTER_INTERVALS * self.interval
         if self._lost is None and not stalled:
             text = (
                 f"connecting to {self.api.target}..."
                 if age is None
-                else f"LIVE  {self.api.target} | {window} | updated {age:.1f}s ago{shown}"
+                else f"LIVE  updated {age:.1f}s ago | {self.api.target} | {window}{shown}"  # most needed first
             )
             banner.update(Text(text))
             banner.remove_class("lost")
@@ -201,26 +219,33 @@ class ArgwatchApp(App[None]):
             return
         table = self.query_one("#table", DataTable)
         sources = row_sources(self.status, self.query_text)
-        keys = [source.key for source in sources]
         self._sources = {source.key: source for source in sources}
-        if keys != self._keys:
+        now = self._clock()
+        if set(self._sources) != set(self._order) or now - self._sorted_at >= RESORT_SECONDS:
+            self._order = [source.key for source in order_rows(sources, self.sort, self.window)]
+            self._sorted_at = now
+        keys = list(self._order)
+        shown = self._layout_for(sources)
+        if keys != self._keys or shown != self._layout:
             selected = self.selected_key()
             self._keys, self._drawn = [], {}  # clearing scrolls, and a scroll draws: nothing to draw until rebuilt
             table.clear(columns=True)
-            names = [(source.tool_name, source.argument_name) for source in sources]
-            widths = {
-                "tool": max((len(tool) for tool, _ in names), default=4),
-                "argument": max((len(argument) for _, argument in names), default=8),
-            }
-            for label, key, width in COLUMNS:
-                table.add_column(label, key=key, width=max(width or widths[key], len(label)))
-            blank = [_BLANK] * len(COLUMNS)  # one shared Text: a str would be parsed as markup 13,000 times
-            for source in sources:
-                table.add_row(*blank, key=source.key)
-            self._keys, self._drawn = keys, {}
+            for key in shown.columns:
+                table.add_column(_LABELS[key], key=key, width=shown.widths[key])
+            blank = [_BLANK] * len(shown.columns)  # one shared Text: a str would be parsed as markup 13,000 times
+            for key in keys:
+                table.add_row(*blank, key=key)
+            self._keys, self._drawn, self._layout = keys, {}, shown
             if selected in keys:
                 table.move_cursor(row=keys.index(selected))
         self._draw_visible()
+
+    def _layout_for(self, sources: list[RowSource]) -> Layout:
+        """The columns that fit the screen now, each as wide as its widest content (names) or header."""
+        widths = {key: max(width, len(_LABELS[key])) for key, width in WIDTHS.items()}
+        widths["tool"] = max([len(_LABELS["tool"]), *(len(source.tool_name) for source in sources)])
+        widths["argument"] = max([len(_LABELS["argument"]), *(len(source.argument_name) for source in sources)])
+        return layout(self.size.width or 200, widths, _COLUMN_KEYS)
 
     def _draw_visible(self) -> None:
         """Fills or updates the cells of the rows in view from the newest snapshot, changed cells only."""
@@ -229,18 +254,21 @@ class ArgwatchApp(App[None]):
         table = self.query_one("#table", DataTable)
         first = max(int(table.scroll_y) - VIEW_MARGIN_ROWS, 0)
         last = min(int(table.scroll_y) + table.size.height + VIEW_MARGIN_ROWS, len(self._keys))
+        shown = self._layout
+        if shown is None:
+            return
         for key in self._keys[first:last]:
             source = self._sources.get(key)
             if source is None:
                 continue
-            row = row_cells(source, self.window)
+            row = row_cells(source, self.window, shown.short_modes)
             before = self._drawn.get(key)
             if before is not None and before.cells == row.cells:
                 continue
-            styled = _styled(row)
-            for index, cell in enumerate(row.cells):
-                if before is None or before.cells[index] != cell or before.unhealthy != row.unhealthy:
-                    table.update_cell(key, _COLUMN_KEYS[index], styled[index])
+            for column in shown.columns:
+                index = _COLUMN_INDEX[column]
+                if before is None or before.cells[index] != row.cells[index] or before.unhealthy != row.unhealthy:
+                    table.update_cell(key, column, _styled(row, column, shown.widths[column]))
             self._drawn[key] = row
 
     # -- selection --------------------------------------------------------------------------------
@@ -308,6 +336,14 @@ class ArgwatchApp(App[None]):
 
     def action_next_window(self) -> None:
         self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]
+        self._sorted_at = -float("inf")  # the order follows the window's figures at once
+        self._render_rows()
+        self._show_banner()
+
+    def action_next_sort(self) -> None:
+        keys = [key for key, _ in SORTS]
+        self.sort = keys[(keys.index(self.sort) + 1) % len(keys)]
+        self._sorted_at = -float("inf")
         self._render_rows()
         self._show_banner()
 
@@ -382,15 +418,15 @@ def _until(tool: admin_pb2.ToolStatus) -> str:
     return f"{tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if tool.HasField("mode_expires_at") else ""
 
 
-def _styled(row: Row) -> list[str | Text]:
-    cells: list[str | Text] = []
-    for key, cell in zip(_COLUMN_KEYS, row.cells, strict=True):
-        if key in _FLAGGED and row.unhealthy:
-            cells.append(Text(cell, style="bold red"))
-        elif key == "spark":
-            cells.append(Text(cell, style="yellow"))
-        elif key in ("rate", "oos", "norm", "problems", "open"):
-            cells.append(Text(cell, justify="right"))
-        else:
-            cells.append(Text(cell))
-    return cells
+def _styled(row: Row, key: str, width: int) -> Text:
+    """One cell as drawn: HEALTH as the flags that fit whole, the rest as computed."""
+    cell = row.cells[_COLUMN_INDEX[key]]
+    if key == "health" and row.flags:
+        cell = fit_flags(row.flags, width)
+    if key in _FLAGGED and row.unhealthy:
+        return Text(cell, style="bold red")
+    if key == "spark":
+        return Text(cell, style="yellow")
+    if key in ("rate", "oos", "norm", "problems", "open"):
+        return Text(cell, justify="right")
+    return Text(cell)

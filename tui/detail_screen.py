@@ -23,6 +23,7 @@ from argwatch.tui.status_view import (
     mode_text,
     per_second,
     percent,
+    repair_text,
     window_of,
 )
 from argwatch.v1 import admin_pb2
@@ -125,7 +126,7 @@ def _range(values: list[int]) -> str:
 
 def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatus | None) -> Table:
     table = Table(box=None, padding=(0, 2), show_edge=False)
-    columns = ["window", "calls/s", "checks", "oos%", "norm%", "rejected", "repair ok/abandoned/started"]
+    columns = ["window", "calls/s", "checks", "oos%", "norm%", "rejected", "repair succeeded/abandoned/open"]
     if tool.side_effect:
         columns.append("repeats")  # calls that repeated an operation that may already have happened
     for column in (*columns, "fail-open", "problems"):
@@ -141,7 +142,7 @@ def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatu
             percent(figures.out_of_set, figures.value_checks),
             percent(figures.out_of_set_normalised, figures.value_checks),
             str(tool_figures.rejected),
-            f"{tool_figures.repair_succeeded}/{tool_figures.repair_abandoned}/{tool_figures.repair_started}",
+            repair_text(tool_figures),  # the same figures as the main table's REPAIR
         ]
         if tool.side_effect:
             cells.append(str(tool_figures.repeats))

@@ -64,6 +64,15 @@ def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = N
     )
 
 
+def tui_installed() -> bool:
+    """Whether the TUI's extra (Textual) is installed."""
+    try:
+        import textual  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def run_tui(connection: Connection, interval: float, readonly: bool) -> int:
     try:
         from argwatch.tui.app import ArgwatchApp  # Textual loads only for this command

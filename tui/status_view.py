@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from argwatch.tui.layout import compact_count
 from argwatch.v1 import admin_pb2, gateway_pb2
 
 WINDOWS = (60, 900, 3600)
@@ -48,12 +49,14 @@ COLUMNS = (
     ("NORM%", "norm", 5),
     ("PROBLEMS", "problems", 8),
     ("OOS% LAST HOUR", "spark", SPARK_WIDTH),
-    ("REPAIR ok/abandoned/started", "repair", 27),
+    ("REPAIR succeeded/abandoned/open", "repair", 31),
     ("REPEATS", "repeats", 7),
     ("FAIL-OPEN", "open", 9),
     ("SET AGE", "age", 7),
-    ("HEALTH", "health", 32),
+    ("HEALTH", "health", 40),
 )
+WIDTHS = {key: width for _label, key, width in COLUMNS}
+COUNT_IN_FLAG = 4  # a count inside a health flag: "FAIL-OPEN 12.3k" at most
 
 
 class Row(NamedTuple):
@@ -64,7 +67,8 @@ class Row(NamedTuple):
     argument: str
     value_set: str
     unhealthy: bool
-    cells: tuple[str, ...]  # in COLUMNS order
+    cells: tuple[str, ...]  # in COLUMNS order; HEALTH holds every flag (see flags)
+    flags: tuple[str, ...] = ()  # HEALTH's flags, each whole: a narrow column shows those that fit
 
 
 def row_key(tool: str, argument: str) -> str:
@@ -78,11 +82,16 @@ def window_of(row: admin_pb2.ToolStatus | admin_pb2.ArgumentStatus, seconds: int
     return admin_pb2.WindowFigures(window_seconds=seconds)
 
 
-def mode_text(tool: admin_pb2.ToolStatus) -> str:
-    """ "reject", "observe", with where it comes from when it is not the policy's: "observe (override)"."""
+SHORT_SOURCES = {"override": "ovr", "global": "glb"}
+
+
+def mode_text(tool: admin_pb2.ToolStatus, short: bool = False) -> str:
+    """ "reject", "observe", with where it comes from when it is not the policy's: "observe (override)"
+    ("observe (ovr)" on a narrow screen)."""
     name = MODE_NAMES.get(tool.mode, "-")
     if tool.mode_source in ("override", "global"):
-        return f"{name} ({tool.mode_source})"
+        source = SHORT_SOURCES[tool.mode_source] if short else tool.mode_source
+        return f"{name} ({source})"
     return name
 
 
@@ -128,6 +137,26 @@ def sparkline(parts: Sequence[int], wholes: Sequence[int], width: int = SPARK_WI
     return "".join(line)
 
 
+class Attention(NamedTuple):
+    """The policy's `attention` thresholds, as the snapshot carries them, and when it was taken."""
+
+    out_of_set_rate: float = 0.03
+    min_checks: int = 20
+    override_expiring_seconds: float = 600.0
+    taken_at: float = 0.0  # epoch seconds
+
+    @classmethod
+    def of(cls, status: admin_pb2.GetStatusResponse) -> Attention:
+        # A gateway from before these fields sends zeros: the defaults, the shipped alert's, apply.
+        default = cls()
+        return cls(
+            status.attention_out_of_set_rate or default.out_of_set_rate,
+            status.attention_min_checks or default.min_checks,
+            status.attention_override_expiring_seconds or default.override_expiring_seconds,
+            status.taken_at.ToNanoseconds() / 1e9,
+        )
+
+
 class RowSource(NamedTuple):
     """What one row is drawn from: cheap to list for every row, so only the rows in view need cells."""
 
@@ -135,6 +164,7 @@ class RowSource(NamedTuple):
     tool: admin_pb2.ToolStatus
     argument: admin_pb2.ArgumentStatus | None  # None: a tool with no checked argument
     value_set: admin_pb2.ValueSetStatus | None
+    attention: Attention = Attention()
 
     @property
     def tool_name(self) -> str:
@@ -162,6 +192,7 @@ def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[Ro
     """Every row, in the gateway's order, keeping those whose tool or argument contains `query`."""
     tools = {tool.tool: tool for tool in status.tools}
     sets = {value_set.name: value_set for value_set in status.value_sets}
+    attention = Attention.of(status)
     sources = []
     seen_tools: set[str] = set()
     for argument in status.arguments:
@@ -169,11 +200,13 @@ def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[Ro
         tool = tools.get(argument.tool)
         if tool is not None:
             sources.append(
-                RowSource(row_key(tool.tool, argument.argument), tool, argument, sets.get(argument.value_set))
+                RowSource(
+                    row_key(tool.tool, argument.argument), tool, argument, sets.get(argument.value_set), attention
+                )
             )
     for tool in status.tools:
         if tool.tool not in seen_tools and (tool.tool != "_unknown" or tool.calls):
-            sources.append(RowSource(row_key(tool.tool, NO_ARGUMENT), tool, None, None))
+            sources.append(RowSource(row_key(tool.tool, NO_ARGUMENT), tool, None, None, attention))
     needle = query.strip().lower()
     if needle:
         sources = [s for s in sources if needle in s.tool_name.lower() or needle in s.argument_name.lower()]
@@ -185,18 +218,17 @@ def build_rows(status: admin_pb2.GetStatusResponse, window: int, query: str = ""
     return [row_cells(source, window) for source in row_sources(status, query)]
 
 
-def row_cells(source: RowSource, window: int) -> Row:
-    """One row's cells for `window` seconds."""
+def health_flags(source: RowSource, window: int) -> list[str]:
+    """What on-call must act on for this row, in words, worst first."""
     tool, argument, value_set = source.tool, source.argument, source.value_set
-    tool_figures = window_of(tool, window)
-    figures = window_of(argument, window) if argument is not None else tool_figures
+    figures = window_of(argument, window) if argument is not None else window_of(tool, window)
     health = []
     failed_open = figures.failed_open
     if failed_open:
-        health.append(f"FAIL-OPEN {failed_open}")
+        health.append(f"FAIL-OPEN {compact_count(failed_open, COUNT_IN_FLAG)}")
     failed_closed = figures.problems.get("check_unavailable", 0)
     if failed_closed:
-        health.append(f"FAIL-CLOSED {failed_closed}")
+        health.append(f"FAIL-CLOSED {compact_count(failed_closed, COUNT_IN_FLAG)}")
     if value_set is not None:
         if not value_set.available:
             health.append("NO-SET")
@@ -206,26 +238,55 @@ def row_cells(source: RowSource, window: int) -> Row:
             health.append(CAUSE_FLAGS[value_set.stale_cause])
         if not value_set.source_connected:
             health.append("SRC-DOWN")
+    limits = source.attention
+    checks = figures.value_checks
+    if argument is not None and checks >= limits.min_checks and figures.out_of_set / checks > limits.out_of_set_rate:
+        health.append(f"OOS>{100 * limits.out_of_set_rate:g}%")  # the shipped alert's threshold
+    tool_figures = window_of(tool, window)
+    if tool_figures.repair_abandoned:
+        health.append(f"ABANDONED {compact_count(tool_figures.repair_abandoned, COUNT_IN_FLAG)}")
+    if tool.HasField("mode_expires_at") and tool.mode_source in ("override", "global"):
+        left = tool.mode_expires_at.ToNanoseconds() / 1e9 - limits.taken_at
+        if 0 <= left <= limits.override_expiring_seconds:
+            health.append(f"EXPIRES {age_text(left)}")
+    return health
+
+
+def repair_text(figures: admin_pb2.WindowFigures) -> str:
+    """succeeded/abandoned/open, which add up to the repairs started: a rejected call starts one."""
+    width = 9
+    succeeded, abandoned = figures.repair_succeeded, figures.repair_abandoned
+    still_open = max(figures.repair_started - succeeded - abandoned, 0)
+    return "/".join(compact_count(n, width) for n in (succeeded, abandoned, still_open))
+
+
+def row_cells(source: RowSource, window: int, short_modes: bool = False) -> Row:
+    """One row's cells for `window` seconds."""
+    tool, argument, value_set = source.tool, source.argument, source.value_set
+    tool_figures = window_of(tool, window)
+    figures = window_of(argument, window) if argument is not None else tool_figures
+    health = health_flags(source, window)
+    failed_open = figures.failed_open
     name = argument.argument if argument is not None else NO_ARGUMENT
     if argument is not None:
         spark = sparkline(argument.out_of_set_per_minute, argument.checks_per_minute)
     else:
         spark = " " * SPARK_WIDTH
-    repair = f"{tool_figures.repair_succeeded}/{tool_figures.repair_abandoned}/{tool_figures.repair_started}"
+    repair = repair_text(tool_figures)
     age = age_text(value_set.age_seconds) if value_set is not None and value_set.available else "-"
     cells = (
         "!" if health else " ",
         tool.tool,
         name,
-        mode_text(tool),
+        mode_text(tool, short_modes),
         per_second(tool_figures.per_second),
         percent(figures.out_of_set, figures.value_checks) if argument is not None else "-",
         percent(figures.out_of_set_normalised, figures.value_checks) if argument is not None else "-",
-        str(sum(figures.problems.values())),
+        compact_count(sum(figures.problems.values()), WIDTHS["problems"]),
         spark,
         repair,
-        str(tool_figures.repeats) if tool.side_effect else "-",
-        str(failed_open),
+        compact_count(tool_figures.repeats, WIDTHS["repeats"]) if tool.side_effect else "-",
+        compact_count(failed_open, WIDTHS["open"]),
         age,
         " ".join(health) or "ok",
     )
@@ -236,6 +297,7 @@ def row_cells(source: RowSource, window: int) -> Row:
         value_set=argument.value_set if argument is not None else "",
         unhealthy=bool(health),
         cells=cells,
+        flags=tuple(health),
     )
 
 

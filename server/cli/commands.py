@@ -49,9 +49,17 @@ def export_tools(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def tui(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from argwatch.tui.run import connection_from, run_tui
+    from argwatch.tui.run import connection_from, run_tui, tui_installed
 
-    return run_tui(connection_from(args, dict(environ)), args.interval, args.readonly)
+    connection = connection_from(args, dict(environ))
+    if sys.stdout.isatty() or not tui_installed():  # without the extra: say how to install it, piped or not
+        return run_tui(connection, args.interval, args.readonly)
+    # Piped or redirected (a log, `| tee`, a CI job): a full-screen app would draw its escape codes into
+    # the file. The one-line status says the same in lines a file can hold.
+    from argwatch.tui.status_line import watch_status
+
+    print("argwatch tui: stdout is not a terminal; printing the one-line status instead", file=sys.stderr)
+    return asyncio.run(watch_status(connection, args.interval, 0))
 
 
 def watch(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

@@ -153,9 +153,13 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         await clock.pause()
         totals = self._metrics.tool_totals()
         override = self._modes.global_override
+        attention = policy.attention
         response = admin_pb2.GetStatusResponse(
             replica_id=self._replica_id,
             policy_version=policy_version,
+            attention_out_of_set_rate=attention.out_of_set_rate,
+            attention_min_checks=attention.min_checks,
+            attention_override_expiring_seconds=attention.override_expiring_seconds,
             global_mode=wire.MODES[override] if override else gateway_pb2.MODE_UNSPECIFIED,
             taken_at=wire.timestamp(self._clock()),
         )

@@ -22,6 +22,7 @@ from argwatch.common.durations import parse_duration
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.model import (
     ArgumentBinding,
+    AttentionConfig,
     CaseRule,
     Failure,
     FileSourceConfig,
@@ -195,7 +196,9 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         raise PolicyError(path, [PolicyIssue("", f"a key given twice: {found}") for found in error.found]) from None
     reader = _Reader()
     top = reader.mapping(
-        document, "", {"default_mode", "sources", "value_sets", "tools", "tool_definitions", "repair", "sampling"}
+        document,
+        "",
+        {"default_mode", "sources", "value_sets", "tools", "tool_definitions", "repair", "sampling", "attention"},
     )
     if not isinstance(document, dict):
         reader.fail("", "expected a mapping with sources, value_sets and tools")
@@ -207,6 +210,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources)
     repair = _read_repair(reader, top.get("repair"))
     sampling = _read_sampling(reader, top.get("sampling"))
+    attention = _read_attention(reader, top.get("attention"))
     if reader.issues:
         raise PolicyError(path, reader.issues)
     return Policy(
@@ -218,6 +222,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         value_sets=MappingProxyType(value_sets),
         repair=repair,
         sampling=sampling,
+        attention=attention,
     )
 
 
@@ -584,6 +589,18 @@ def _read_repair(reader: _Reader, node: object) -> RepairConfig:
         nearest=reader.value(fields, "nearest", "repair", _positive_int, defaults.nearest),
         max_attempts=reader.value(fields, "max_attempts", "repair", _positive_int, defaults.max_attempts),
         remember_seconds=reader.value(fields, "remember", "repair", parse_duration, defaults.remember_seconds),
+    )
+
+
+def _read_attention(reader: _Reader, node: object) -> AttentionConfig:
+    fields = reader.mapping(node, "attention", {"out_of_set_rate", "min_checks", "override_expiring"})
+    defaults = AttentionConfig()
+    return AttentionConfig(
+        out_of_set_rate=reader.value(fields, "out_of_set_rate", "attention", _rate, defaults.out_of_set_rate),
+        min_checks=reader.value(fields, "min_checks", "attention", _positive_int, defaults.min_checks),
+        override_expiring_seconds=reader.value(
+            fields, "override_expiring", "attention", parse_duration, defaults.override_expiring_seconds
+        ),
     )
 
 

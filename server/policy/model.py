@@ -190,6 +190,18 @@ class RepairConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AttentionConfig:
+    """What makes a row of the on-call screen ask for attention, beyond a set or a source in trouble."""
+
+    # An argument's out-of-set rate above this (over at least min_checks checks in the window): the same
+    # threshold as the shipped ArgwatchInventionRateHigh alert (deploy/prometheus/alerts.yaml); change both.
+    out_of_set_rate: float = 0.03
+    min_checks: int = 20
+    # An on-call override expiring within this long: on-call should extend it or let it go on purpose.
+    override_expiring_seconds: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
 class SamplingConfig:
     """How often an offending value is written to the sampled log."""
 
@@ -213,3 +225,4 @@ class Policy:
     value_sets: Mapping[str, ValueSetConfig]
     repair: RepairConfig = field(default_factory=RepairConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)

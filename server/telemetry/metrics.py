@@ -177,9 +177,12 @@ class ToolMeters:
     is what Prometheus' rate() and the ratio alerts want.
     """
 
-    def __init__(self, metrics: GatewayMetrics, tool: str, bindings: Iterable[tuple[str, str]]) -> None:
+    def __init__(
+        self, metrics: GatewayMetrics, tool: str, bindings: Iterable[tuple[str, str]], side_effect: bool = False
+    ) -> None:
         bindings = list(bindings)
         self.tool = tool
+        metrics.zero_series(tool, [value_set for _, value_set in bindings], side_effect)
         self.decisions = {
             (mode, decision): metrics.decisions.labels(tool, mode.value, decision.value)
             for mode in Mode
@@ -421,9 +424,27 @@ class GatewayMetrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def for_tool(self, tool: str, bindings: Iterable[tuple[str, str]] = ()) -> ToolMeters:
+    def for_tool(self, tool: str, bindings: Iterable[tuple[str, str]] = (), side_effect: bool = False) -> ToolMeters:
         """The hot-path children of a tool label and its (argument, set) bindings."""
-        return ToolMeters(self, tool, bindings)
+        return ToolMeters(self, tool, bindings, side_effect)
+
+    def zero_series(self, tool: str, value_sets: Iterable[str], side_effect: bool) -> None:
+        """Zero is a figure: every series the policy can name exists from start, so a Grafana panel or an
+        alert reads 0, not "No data", before the first failed-open check, abandoned repair or repeat."""
+        self.repair_succeeded_total.labels(tool)
+        self.repair_abandoned_total.labels(tool)
+        self._child(self.repair_attempts, tool)
+        for value_set in value_sets:
+            self.unavailable.labels(tool, value_set)
+            self._child(self.stale_checks, tool, value_set)
+            self._child(self.stale_downgrades, tool, value_set)
+        if side_effect:
+            self.repeats.labels(tool)
+            self._child(self.repeat_check_degraded, tool)
+            for reason in ("after_failure", "after_status_check"):
+                self._child(self.repeat_retries, tool, reason)
+            for outcome in ("succeeded", "failed", "unknown"):
+                self._child(self.outcome_reports, tool, outcome)
 
     def problem(self, tool: str, argument: str, code: str) -> None:
         self._child(self.problems, tool, argument or CALL_LEVEL_ARGUMENT, code).inc()

@@ -73,3 +73,24 @@ async def test_health_says_serving_for_a_running_gateway(secured: RunningGateway
     code, out, err = await argwatch("health", "--gateway", secured.target)
     assert code == 0, err
     assert out.strip() == f"{secured.target}: SERVING"
+
+
+@pytest.mark.e2e
+async def test_the_tui_with_stdout_piped_prints_the_one_line_status_instead(
+    secured: RunningGateway, tmp_path: Path
+) -> None:
+    """Before, `argwatch tui | tee log` drew the full-screen app's escape codes into the pipe."""
+    (tmp_path / "token").write_text(READER + "\n")
+    process = await asyncio.create_subprocess_exec(
+        ARGWATCH, "tui", "--admin", secured.admin_target, "--token-file", str(tmp_path / "token"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), timeout=30)).decode()
+        said = (await asyncio.wait_for(process.stderr.readline(), timeout=5)).decode()
+    finally:
+        process.terminate()
+        await process.wait()
+    assert "stdout is not a terminal" in said
+    assert "refund_order" in line and "\x1b" not in line  # a line of text, no terminal escape codes

@@ -44,6 +44,20 @@ def test_main_screen(snap_compare: SnapCompare) -> None:
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=shown)
 
 
+# On-call's terminals: a laptop split in two, a normal window, a wide screen. At each, the flag, tool,
+# argument, mode, OOS% and HEALTH show whole; the other columns only when they fit whole.
+def test_main_screen_at_80x24(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(80, 24), run_before=shown)
+
+
+def test_main_screen_at_120x40(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=shown)
+
+
+def test_main_screen_at_200x50(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(200, 50), run_before=shown)
+
+
 def test_detail_view(snap_compare: SnapCompare) -> None:
     async def open_detail(pilot: Pilot[None]) -> None:
         await shown(pilot)
@@ -56,7 +70,11 @@ def test_detail_view(snap_compare: SnapCompare) -> None:
 def test_mode_dialog(snap_compare: SnapCompare) -> None:
     async def open_dialog(pilot: Pilot[None]) -> None:
         await shown(pilot)
-        await pilot.press("down", "down", "m")  # create_ticket, under an on-call override
+        app = pilot.app
+        assert isinstance(app, ArgwatchApp)
+        while (row := app.selected_row()) is None or row.tool != "create_ticket":  # under an on-call override
+            await pilot.press("down")
+        await pilot.press("m")
         await settled(pilot, lambda: pilot.app.focused is not None and pilot.app.focused.id == "cancel")
 
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_dialog)
@@ -72,3 +90,12 @@ def test_audit_trail(snap_compare: SnapCompare) -> None:
         )
 
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_audit)
+
+
+def test_help_screen(snap_compare: SnapCompare) -> None:
+    async def open_help(pilot: Pilot[None]) -> None:
+        await shown(pilot)
+        await pilot.press("question_mark")
+        await settled(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen")
+
+    assert snap_compare(recorded_app(), terminal_size=(120, 48), run_before=open_help)

@@ -19,15 +19,27 @@ def test_an_unhealthy_row_says_why_in_words_and_is_flagged() -> None:
     assert assignee["flag"] == "!"
     assert assignee["health"] == "FAIL-OPEN 31 NO-SET SRC-DOWN"
     assert assignee["mode"] == "observe (override)"
-    assert cells("transfer_stock", "warehouse_code")["health"] == "STALE TOO-LARGE"
-    healthy = cells("refund_order", "reason_code")
-    assert (healthy["flag"], healthy["health"]) == (" ", "ok")
+    # 29 of 240 values out of set: over the policy's (and the shipped alert's) 3%.
+    assert cells("transfer_stock", "warehouse_code")["health"] == "STALE TOO-LARGE OOS>3%"
+    # 9.4% out of set, and repairs abandoned: both ask for attention now (a high rate used to read "ok").
+    assert cells("refund_order", "reason_code")["health"] == "OOS>3% ABANDONED 9"
+    calm = recorded_status()
+    calm.attention_out_of_set_rate = 0.5  # the policy's threshold, raised
+    for tool in calm.tools:
+        for figures in tool.windows:
+            figures.repair_abandoned = 0
+    (healthy,) = [r for r in build_rows(calm, 60) if (r.tool, r.argument) == ("refund_order", "reason_code")]
+    assert (healthy.cells[COLUMN["flag"]], healthy.cells[COLUMN["health"]]) == (" ", "ok")
 
 
 def test_figures_follow_the_window() -> None:
     minute, hour = cells("refund_order", "reason_code", 60), cells("refund_order", "reason_code", 3600)
     assert (minute["rate"], minute["oos"], minute["norm"], minute["problems"]) == ("20.0", "9.4", "6.7", "113")
-    assert (hour["rate"], hour["problems"], hour["repair"]) == ("13.3", "4520", "3520/360/4400")
+    assert (hour["rate"], hour["problems"], hour["repair"]) == (
+        "13.3",
+        "4520",
+        "3520/360/520",
+    )  # succeeded/abandoned/open of 4400 started
     assert cells("refund_order", "order_id")["oos"] == "-"  # no value checks: no rate, not 0%
 
 
@@ -73,3 +85,12 @@ def test_the_summary_shows_the_fleet_its_skew_and_a_replica_that_stopped() -> No
     refused = recorded_status()
     refused.policy_reload_error = "policy.yaml: not valid YAML"
     assert "POLICY RELOAD REFUSED (still serving" in summary(refused) and "not valid YAML" in summary(refused)
+
+
+def test_an_override_about_to_expire_asks_for_attention() -> None:
+    status = recorded_status()
+    (ticket,) = [tool for tool in status.tools if tool.tool == "create_ticket"]
+    assert "EXPIRES" not in " ".join(r.cells[COLUMN["health"]] for r in build_rows(status, 60))  # 30 min away
+    ticket.mode_expires_at.FromSeconds(status.taken_at.seconds + 240)  # 4 minutes away, within the policy's 10
+    (row,) = [r for r in build_rows(status, 60) if r.tool == "create_ticket"]
+    assert row.cells[COLUMN["health"]].endswith("EXPIRES 4m")
