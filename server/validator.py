@@ -18,7 +18,7 @@ from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
 from argwatch.server.repair.tracker import RepairTracker
 from argwatch.server.state.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
-from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolMeters
+from argwatch.server.telemetry.metrics import CALL_LEVEL_ARGUMENT, UNKNOWN_LABEL, GatewayMetrics, ToolMeters
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
@@ -271,7 +271,9 @@ class Validator:
                 if problem.argument in self._redact:  # never written where people read it
                     problem = replace(problem, value=REDACTED)
                 if self._offenders is not None:
-                    self._offenders.add(label, argument, problem.value, problem.shape.value)
+                    # Under the label the status rows use: a call-level problem (an invented tool's name,
+                    # say) is the `_call` row's offender, not kept under "" where no detail looks.
+                    self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
 
 

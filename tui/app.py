@@ -364,13 +364,21 @@ class ArgwatchApp(App[None]):
 
     def action_mode(self) -> None:
         row = self.selected_row()
-        if row is None or self.status is None or row.tool == "_unknown":
+        if row is not None and row.tool == "_unknown":
+            self.notify(
+                "_unknown holds calls of tools the policy does not have: there is no mode of theirs to change "
+                "(g sets the global override)",
+                severity="warning",
+            )
+            return
+        if row is None or self.status is None:
             self.notify("select a tool's row first", severity="warning")
             return
         tool = next(t for t in self.status.tools if t.tool == row.tool)
         until = _until(tool)
+        policy_mode = MODE_NAMES.get(tool.policy_mode, "")
         self.push_screen(
-            ModeDialog(row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until),
+            ModeDialog(row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until, policy_mode),
             self._change_mode,
         )
 

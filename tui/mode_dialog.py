@@ -46,23 +46,28 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
     ModeDialog Button { margin-left: 2; }
     """
 
-    def __init__(self, tool: str, current: str, source: str, until: str = "") -> None:
+    def __init__(self, tool: str, current: str, source: str, until: str = "", policy_mode: str = "") -> None:
         """`current` is the mode in force ("observe", "reject", or "none" for an unset global override);
-        `source` where it comes from ("policy", "override", "global"); `until` when that override expires."""
+        `source` where it comes from ("policy", "override", "global"); `until` when that override expires;
+        `policy_mode` the tool's own mode in the policy, what a clear goes back to ("" if unknown)."""
         super().__init__()
         self._tool = tool
         self._current = current
         self._source = source
         self._until = until
+        self._policy_mode = policy_mode
 
     def compose(self) -> ComposeResult:
         title = f"Change the mode of tool {self._tool}" if self._tool else "Set the global override (forces every tool)"
-        # Under an override, undoing it is the likely wish; otherwise, the other mode.
-        default = (
+        # Under an override, undoing it is the likely wish; otherwise, the other mode. The global override
+        # preselects nothing: either way it changes every tool, and reject is the riskier direction.
+        default: str | object = (
             CLEAR
             if self._source in ("override", "global override") and self._current != "none"
             else ("observe" if self._current == "reject" else "reject")
         )
+        if not self._tool:
+            default = Select.NULL
         clear = "clear the override (back to the policy)" if self._tool else "clear the global override"
         with Vertical():
             yield Static(Text(title, style="bold"), id="title")
@@ -79,7 +84,8 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
                     (clear, CLEAR),
                 ],
                 value=default,
-                allow_blank=False,
+                allow_blank=not self._tool,
+                prompt="choose: observe, reject, or clear",
                 id="mode",
             )
             yield Input(placeholder="reason (required): incident id, what you saw", id="reason")
@@ -96,21 +102,40 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
     @on(Select.Changed)
     @on(Input.Changed)
     def _changed(self) -> None:
+        # A clear has nothing to expire: the field goes, and what was typed in it is not sent.
+        self.query_one("#expiry", Input).display = self._choice() != CLEAR
         self._preview()
 
+    def _choice(self) -> str:
+        value = self.query_one("#mode", Select).value
+        return "" if value is Select.NULL else str(value)
+
     def _request(self) -> ModeRequest:
-        """The change as typed; ValueError says what is missing or wrong."""
-        choice = str(self.query_one("#mode", Select).value)
+        """The change as typed; ValueError says what is missing or wrong (and _problem_field where)."""
+        choice = self._choice()
         reason = self.query_one("#reason", Input).value.strip()
-        expires = parse_expiry(self.query_one("#expiry", Input).value)
+        if not choice:
+            raise ValueError("choose a mode: observe, reject, or clear")
         if not reason:
             raise ValueError("a reason is required (it goes to the audit trail)")
+        expires = 0 if choice == CLEAR else parse_expiry(self.query_one("#expiry", Input).value)
         return ModeRequest(self._tool, _CHOICES[choice], reason, expires)
 
+    def _problem_field(self) -> str:
+        """The field to fix first: the mode, the reason, else the expiry."""
+        if not self._choice():
+            return "#mode"
+        return "#reason" if not self.query_one("#reason", Input).value.strip() else "#expiry"
+
     def _preview(self) -> None:
-        choice = str(self.query_one("#mode", Select).value)
+        choice = self._choice()
         who = self._tool or "every tool"
-        after = "the policy's mode" if choice == CLEAR else choice
+        if choice == CLEAR and self._tool:
+            after = f"{self._policy_mode}, the policy's mode" if self._policy_mode else "the policy's mode"
+        elif choice == CLEAR:
+            after = "each tool's own mode (its override, else the policy's)"
+        else:
+            after = choice or "?"
         line = f"will change: {who}: {self._current} -> {after}"
         preview = self.query_one("#preview", Static)
         try:
@@ -136,6 +161,6 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
             request = self._request()
         except ValueError:
             self._preview()
-            self.query_one("#reason", Input).focus()
+            self.query_one(self._problem_field()).focus()  # where the fix goes, not wherever Tab left it
             return
         self.dismiss(request)

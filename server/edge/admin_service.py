@@ -170,6 +170,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tool_status.checks.extend(_check_policies(policy, tool))
             tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
+            if tool_policy is not None:
+                tool_status.policy_mode = wire.MODES[tool_policy.mode]
             source, tool_override = self._modes.source_of(tool)
             tool_status.mode_source = source
             if tool_override is not None and tool_override.expires_at is not None:

@@ -305,3 +305,54 @@ tools:
     finally:
         await gateway.stop(0)
         await server.stop(0)
+
+
+async def test_the_dialog_names_what_a_clear_goes_back_to_and_the_global_one_preselects_nothing(
+    gateway_factory: GatewayFactory, client_for
+) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    await gateway.control.set_mode("refund_order", Mode.OBSERVE, actor="ana@oncall", reason="INC-3")
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        while (row := app.selected_row()) is None or row.tool != "refund_order":
+            await pilot.press("down")
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        dialog = app.screen
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
+        preview = str(dialog.query_one("#preview", Static).render())
+        # Under an override, a clear is preselected: it names the mode it goes back to, and asks no expiry.
+        assert "refund_order: observe -> reject, the policy's mode" in preview
+        assert not dialog.query_one("#expiry", Input).display
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, ModeDialog))
+        await pilot.press("g")  # the global override: reject is the riskier direction, so nothing is chosen
+        await until(pilot, lambda: isinstance(app.screen, ModeDialog))
+        dialog = app.screen
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
+        await pilot.click("#reason")
+        await pilot.press(*"INC-4")
+        await pilot.click("#apply")
+        await until(pilot, lambda: app.focused is not None and app.focused.id == "mode")  # sent to what is missing
+        assert "choose a mode" in str(dialog.query_one("#preview", Static).render())
+    assert [c.target for c in gateway.modes.changes()] == ["refund_order"]  # only the set-up change
+
+
+async def test_the_unknown_rows_detail_names_the_invented_tools(gateway_factory: GatewayFactory, client_for) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for name in ["refund_everything"] * 3 + ["cancel_order"]:
+            await stub.Validate(request(name, {}), timeout=5)
+    app = ArgwatchApp(client_for(gateway.admin_target), interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        while (row := app.selected_row()) is None or row.tool != "_unknown":
+            await pilot.press("down")
+        await pilot.press("m")  # no mode of its own: said so, not "select a tool's row first"
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen))
+        offenders = app.screen.query_one("#offenders", Static)
+        await until(pilot, lambda: "refund_everything" in str(offenders.render()))
+        assert "cancel_order" in str(offenders.render())
