@@ -254,6 +254,9 @@ class Validator:
                 meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
         if not problems and not result.skipped:
             return
+        if problems:  # what reject mode refuses, whatever the mode now: a mode change's blast radius
+            invented = any(problem.shape is Shape.INVENTED for problem in problems)
+            (meters.with_invented if invented else meters.with_problems).inc()
         metrics, label = self._metrics, meters.tool
         tool = self.policy.tools.get(call.tool)
         known = tool.known_arguments if tool is not None else frozenset()

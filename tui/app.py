@@ -378,7 +378,9 @@ class ArgwatchApp(App[None]):
         until = _until(tool)
         policy_mode = MODE_NAMES.get(tool.policy_mode, "")
         self.push_screen(
-            ModeDialog(row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until, policy_mode),
+            ModeDialog(
+                row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until, policy_mode, [tool]
+            ),
             self._change_mode,
         )
 
@@ -390,7 +392,8 @@ class ArgwatchApp(App[None]):
         # The global override's expiry shows on every tool it forces.
         forced = next((t for t in self.status.tools if t.mode_source == "global"), None)
         until = _until(forced) if forced is not None else ""
-        self.push_screen(ModeDialog("", current, "global override", until), self._change_mode)
+        tools = list(self.status.tools)
+        self.push_screen(ModeDialog("", current, "global override", until, tools=tools), self._change_mode)
 
     async def _change_mode(self, request: ModeRequest | None) -> None:
         if request is None:

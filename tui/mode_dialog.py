@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, NamedTuple
 
 from rich.text import Text
@@ -13,8 +14,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
 
 from argwatch.common.durations import spoken
+from argwatch.tui.blast_radius import impact
 from argwatch.tui.expiry import parse_expiry
-from argwatch.v1 import gateway_pb2
+from argwatch.v1 import admin_pb2, gateway_pb2
 
 CLEAR = "clear"
 _CHOICES = {
@@ -46,7 +48,15 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
     ModeDialog Button { margin-left: 2; }
     """
 
-    def __init__(self, tool: str, current: str, source: str, until: str = "", policy_mode: str = "") -> None:
+    def __init__(
+        self,
+        tool: str,
+        current: str,
+        source: str,
+        until: str = "",
+        policy_mode: str = "",
+        tools: Sequence[admin_pb2.ToolStatus] = (),
+    ) -> None:
         """`current` is the mode in force ("observe", "reject", or "none" for an unset global override);
         `source` where it comes from ("policy", "override", "global"); `until` when that override expires;
         `policy_mode` the tool's own mode in the policy, what a clear goes back to ("" if unknown)."""
@@ -56,6 +66,7 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
         self._source = source
         self._until = until
         self._policy_mode = policy_mode
+        self._tools = list(tools)  # the tools the change reaches, with their figures: its blast radius
 
     def compose(self) -> ComposeResult:
         title = f"Change the mode of tool {self._tool}" if self._tool else "Set the global override (forces every tool)"
@@ -137,16 +148,22 @@ class ModeDialog(ModalScreen[ModeRequest | None]):
         else:
             after = choice or "?"
         line = f"will change: {who}: {self._current} -> {after}"
+        # The blast radius shows as soon as a mode is chosen, before the reason is typed.
+        target = self._policy_mode if choice == CLEAR and self._tool else choice
+        effect = impact(self._tools, target) if target in ("observe", "reject") else []
         preview = self.query_one("#preview", Static)
         try:
             request = self._request()
         except ValueError as problem:
-            preview.update(Text.assemble(line, "\n", (f"! {problem}", "bold")))
+            preview.update(Text.assemble(line, *(f"\n{said}" for said in effect), "\n", (f"! {problem}", "bold")))
             return
         until = (
             f", reverting by itself after {spoken(request.expires_in_seconds)}" if request.expires_in_seconds else ""
         )
-        text = Text(f"{line}{until}\nreason: {request.reason}")
+        text = Text(f"{line}{until}")
+        for said in effect:
+            text.append(f"\n{said}")
+        text.append(f"\nreason: {request.reason}")
         if self._tool and self._source == "global":
             text.append("\n! the global override wins: this takes effect once it is cleared", style="bold")
         preview.update(text)

@@ -387,6 +387,8 @@ def _window_to_wire(figures: Figures) -> admin_pb2.WindowFigures:
         repair_abandoned=figures.repair_abandoned,
         failed_open=figures.failed_open,
         repeats=figures.repeats,
+        calls_with_problems=figures.with_problems,
+        calls_with_invented_values=figures.with_invented,
     )
 
 

@@ -199,6 +199,8 @@ class ToolMeters:
         # Every bound value in its set (verdict.set_checks.all_in_sets), in binding order.
         self.all_in_set = tuple(self.value_checks[argument, True, True] for argument, _ in bindings)
         self.repair_started = metrics.repair_started.labels(tool)
+        self.with_problems = metrics.calls_with_problems.labels(tool, "false")
+        self.with_invented = metrics.calls_with_problems.labels(tool, "true")
         # Chosen by identity in `decided`: hashing an Enum is a Python-level call, twice a call.
         self._observe_allow = self.decisions[Mode.OBSERVE, Decision.ALLOW]
         self._observe_reject = self.decisions[Mode.OBSERVE, Decision.REJECT]
@@ -268,6 +270,13 @@ class GatewayMetrics:
             ["tool"],
             buckets=(1, 2, 3, 5, 8),
             registry=registry,
+        )
+        self.calls_with_problems = _TallyFamily(
+            "argwatch_calls_with_problems",
+            "Calls with at least one problem, whatever the mode: what reject mode refuses and observe mode lets "
+            "through; `invented` says whether a value among them was invented (not a case or separator slip).",
+            ["tool", "invented"],
+            registry,
         )
         self.decisions = _TallyFamily(
             "argwatch_decisions",
@@ -504,7 +513,7 @@ class GatewayMetrics:
 
         Per argument: "checks", "out_of_set", "out_of_set_normalised", "shape:<shape>", "problem:<code>",
         "failed_open". Per tool (argument ""): "calls", "allow", "reject", "repair_started",
-        "repair_succeeded", "repair_abandoned", "repeats".
+        "repair_succeeded", "repair_abandoned", "repeats", "with_problems", "with_invented".
         """
         counts: dict[tuple[str, str, str], float] = {}
 
@@ -520,6 +529,10 @@ class GatewayMetrics:
         for (tool, _mode, decision), tally in self.decisions.children():
             add((tool, "", "calls"), tally.value)
             add((tool, "", decision), tally.value)
+        for (tool, invented), tally in self.calls_with_problems.children():
+            add((tool, "", "with_problems"), tally.value)
+            if invented == "true":
+                add((tool, "", "with_invented"), tally.value)
         for (tool, argument, shape), tally in self.mismatch_shapes.children():
             add((tool, argument, "shape:" + shape), tally.value)
         for (tool, argument, code), tally in self.problems.children():

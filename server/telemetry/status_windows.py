@@ -32,6 +32,9 @@ class Figures(NamedTuple):
     repair_abandoned: int
     failed_open: int
     repeats: int = 0  # repeats of an operation of a tool with side effects (tool rows)
+    # Tool rows: calls reject mode refuses (any problem), and those with an invented value among them.
+    with_problems: int = 0
+    with_invented: int = 0
 
     @property
     def out_of_set_rate(self) -> float:
@@ -180,4 +183,6 @@ def _figures(
         repair_abandoned=merged.get("repair_abandoned", 0),
         failed_open=merged.get("failed_open", 0),
         repeats=merged.get("repeats", 0),
+        with_problems=merged.get("with_problems", 0),
+        with_invented=merged.get("with_invented", 0),
     )

@@ -324,6 +324,7 @@ async def test_the_dialog_names_what_a_clear_goes_back_to_and_the_global_one_pre
         preview = str(dialog.query_one("#preview", Static).render())
         # Under an override, a clear is preselected: it names the mode it goes back to, and asks no expiry.
         assert "refund_order: observe -> reject, the policy's mode" in preview
+        assert "over the last 15 min, refund_order: reject would have refused 0 of 0 calls" in preview  # blast radius
         assert not dialog.query_one("#expiry", Input).display
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ModeDialog))

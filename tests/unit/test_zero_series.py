@@ -26,6 +26,8 @@ def test_every_series_a_tool_can_name_exists_at_zero_before_any_call() -> None:
         assert at_zero("tool_argument_repair_abandoned_total", tool=tool)  # abandoned-repair panel
         assert at_zero("tool_argument_repair_succeeded_total", tool=tool)
         assert at_zero("tool_argument_repair_attempts_count", tool=tool)
+        assert at_zero("argwatch_calls_with_problems_total", tool=tool, invented="true")  # the blast radius
+        assert at_zero("argwatch_calls_with_problems_total", tool=tool, invented="false")
     assert at_zero("tool_call_repeat_total", tool="refund_order")  # repeat panel, for a tool with side effects
     assert at_zero("argwatch_repeat_check_degraded_total", tool="refund_order")
     for retry in (r for r in Retry if r.value):  # Retry.NO is not a reason
