@@ -59,6 +59,8 @@ class AdminApi(Protocol):
 
     async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse: ...
 
+    async def events(self, limit: int = 200) -> list[admin_pb2.Event]: ...
+
     async def close(self) -> None: ...
 
 
@@ -130,6 +132,12 @@ class AdminClient:
             admin_pb2.RefreshValueSetRequest(name=value_set), timeout=self._timeout * 5, metadata=self._metadata
         )
         return response
+
+    async def events(self, limit: int = 200) -> list[admin_pb2.Event]:
+        response: admin_pb2.ListEventsResponse = await self._stub.ListEvents(
+            admin_pb2.ListEventsRequest(limit=limit), timeout=self._timeout, metadata=self._metadata
+        )
+        return list(response.events)
 
     async def close(self) -> None:
         await self._channel.close()

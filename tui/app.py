@@ -44,6 +44,7 @@ from argwatch.tui.status_view import (
     row_sources,
     summary,
 )
+from argwatch.tui.timeline_screen import TimelineScreen
 from argwatch.v1 import admin_pb2
 
 STALLED_AFTER_INTERVALS = 3  # no snapshot for this many intervals: the figures are not live any more
@@ -81,6 +82,7 @@ class ArgwatchApp(App[None]):
         Binding("g", "global_mode", "global"),
         Binding("r", "refresh_set", "refresh set"),
         Binding("a", "audit", "audit"),
+        Binding("e", "timeline", "timeline"),
         Binding("escape", "go_back", "back", show=False),
         Binding("q", "quit", "quit"),
     ]
@@ -361,6 +363,10 @@ class ArgwatchApp(App[None]):
     def action_audit(self) -> None:
         if not isinstance(self.screen, AuditScreen):
             self.push_screen(AuditScreen(self.api))
+
+    def action_timeline(self) -> None:
+        if not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen(self.api, live=self._live_detail))
 
     def action_mode(self) -> None:
         row = self.selected_row()

@@ -22,6 +22,7 @@ KEYS = (
     ("g", "set or clear the global override (every tool)"),
     ("r", "refresh the selected row's value set from its source"),
     ("a", "the audit trail of mode changes"),
+    ("e", "the incident timeline: what changed, newest first"),
     ("q", "quit"),
 )
 CHANGING = {"m", "g", "r"}

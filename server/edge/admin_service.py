@@ -16,9 +16,12 @@ from argwatch.server.edge.request_limits import MAX_REASON, MAX_TOOL
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.model import Failure, Policy
+from argwatch.server.process.reload import AUDIT_TARGET
 from argwatch.server.telemetry.count_windows import CountWindows
+from argwatch.server.telemetry.events import MAX_EVENTS, Event, EventLog
 from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
 from argwatch.server.telemetry.offenders import OffenderTable
+from argwatch.server.telemetry.rate_steps import RateSteps
 from argwatch.server.telemetry.shape_report import rows_from_counts
 from argwatch.server.telemetry.status_windows import Figures, StatusWindows
 from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
@@ -71,6 +74,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         offenders: OffenderTable | None = None,
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
+        events: EventLog | None = None,
     ) -> None:
         self._replica_id = replica_id
         self._policy_version = policy_version
@@ -89,6 +93,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
         self._reloader: PolicyReloader | None = None
+        self.events = events if events is not None else EventLog(clock)
+        self._rate_steps = RateSteps(self.events)
         self._generation = 0  # bumped by each reload (use)
 
     def attach_reloader(self, reloader: PolicyReloader) -> None:
@@ -305,6 +311,30 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tools_removed=result.tools_removed,
             tools_changed=result.tools_changed,
         )
+
+    async def ListEvents(
+        self,
+        request: admin_pb2.ListEventsRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.ListEventsRequest, admin_pb2.ListEventsResponse],
+    ) -> admin_pb2.ListEventsResponse:
+        limit = min(request.limit or 100, MAX_EVENTS)
+        recorded = self.events.newest(limit)
+        audited = [
+            Event(change.at, "policy" if change.target == AUDIT_TARGET else "mode", change.target or "<global>",
+                  f"{change.old or '-'} -> {change.new or '-'} by {change.actor} ({change.reason}): {change.outcome}")
+            for change in self._modes.changes(limit)
+        ]  # fmt: skip
+        merged = sorted([*recorded, *audited], key=lambda event: -event.at)[:limit]
+        return admin_pb2.ListEventsResponse(
+            events=[
+                admin_pb2.Event(at=wire.timestamp(e.at), kind=e.kind, subject=e.subject, detail=e.detail)
+                for e in merged
+            ]
+        )
+
+    def look_for_rate_steps(self) -> None:
+        """Records steps in an argument's out-of-set rate (called every minute)."""
+        self._rate_steps.look(self._status_windows.figures().arguments, self._policy.attention)
 
     async def ListSamples(
         self,

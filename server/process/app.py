@@ -38,6 +38,7 @@ from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
 from argwatch.server.telemetry.count_windows import CountWindows
+from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog, dropped_sample_records
@@ -50,6 +51,7 @@ from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 log = logging.getLogger("argwatch.server")
 
+RATE_STEP_SECONDS = 60.0
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
 
@@ -188,6 +190,7 @@ async def build_gateway(
     windows = CountWindows(metrics.window_counts)
     offenders = OffenderTable(clock)
     operations = OperationLog(cache, clock)
+    events = EventLog(clock)  # the incident timeline, kept across reloads
 
     def rebuild(chosen: Policy, given: Mapping[str, SetFetcher] | None = None) -> Serving:
         """Everything that depends on the policy: at start, and again for a reload."""
@@ -199,6 +202,7 @@ async def build_gateway(
             clock=clock,
             backoff_cap=reconnect_cap_seconds,
             snapshot_dir=settings.snapshot_dir,
+            events=events,
         )
         record_clients = _record_clients(chosen, metrics)
         samples = SampledValueLog(chosen.sampling.rate, chosen.sampling.max_value_chars, clock=clock)
@@ -234,6 +238,7 @@ async def build_gateway(
         offenders=offenders,
         tokens=tokens,
         clock=clock,
+        events=events,
     )
     health_servicer = health.aio.HealthServicer()
     server = grpc.aio.server(
@@ -286,6 +291,7 @@ async def build_gateway(
     windows.start()
     await control.start()  # with Redis: the fleet's modes before the first call (Redis down: the last known, reported)
     expiring = asyncio.get_running_loop().create_task(_expire_overrides(control))
+    rates = asyncio.get_running_loop().create_task(_watch_rates(admin))
     for name in ("", GATEWAY_SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     running = RunningGateway(
@@ -301,7 +307,7 @@ async def build_gateway(
         cache=cache,
         repairs=repairs,
         windows=windows,
-        background=[expiring],
+        background=[expiring, rates],
         health=health_servicer,
         admin=admin,
         gateway_servicer=gateway_servicer,
@@ -348,6 +354,16 @@ def _refusal_recorder(metrics: GatewayMetrics, modes: ModeControl) -> Callable[[
             modes.record_refusal(reason.split(":", 1)[1], kind)
 
     return record
+
+
+async def _watch_rates(admin: AdminServicer) -> None:
+    """Once a minute, steps in an argument's out-of-set rate go to the incident timeline."""
+    while True:
+        await asyncio.sleep(RATE_STEP_SECONDS)
+        try:
+            admin.look_for_rate_steps()
+        except Exception:  # the timeline must not stop for good over one bad minute
+            log.exception("looking for rate steps failed; trying again in a minute")
 
 
 async def _expire_overrides(modes: ModeControl) -> None:

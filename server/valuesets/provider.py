@@ -46,6 +46,7 @@ from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Nor
 from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.codec import shared_value
+from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.valuesets import persist
 from argwatch.server.valuesets.freshness import (
@@ -185,8 +186,10 @@ class ValueSetProvider:
         backoff_cap: float = 10.0,
         watch_idle_seconds: float = WATCH_IDLE_SECONDS,
         snapshot_dir: str | None = None,
+        events: EventLog | None = None,
     ) -> None:
         self._policy = policy
+        self._events = events if events is not None else EventLog(clock)  # the incident timeline
         self._fetchers = fetchers
         self._shared = shared_cache
         self._metrics = metrics
@@ -662,6 +665,7 @@ class ValueSetProvider:
         state.confirmed_mono = self._monotonic() - max(0.0, now - confirmed_at)
         if not state.healthy and state.cause is not StaleCause.NOT_LOADED:
             log.info("value set %s: confirmed by source %s again", state.config.name, state.config.source)
+            self._events.record("set", state.config.name, f"fresh again: confirmed by source {state.config.source}")
         state.healthy = True
         state.cause, state.cause_words = StaleCause.NONE, ""
 
@@ -678,6 +682,7 @@ class ValueSetProvider:
         """The source could not be reached for this set."""
         if state.healthy:
             log.warning("value set %s: source %s unavailable: %s", state.config.name, state.config.source, reason)
+            self._events.record("set", state.config.name, f"stale: its source is unreachable: {reason}")
         state.transport_error, state.transport_error_at = reason, self._clock()
         state.transport_error_mono = self._monotonic()
         state.healthy = False
@@ -690,6 +695,7 @@ class ValueSetProvider:
             self._metrics.value_set_refresh_failed(state.config.name)
         if state.cause is not cause and cause is not StaleCause.SAVED_COPY:
             log.warning("value set %s: %s", state.config.name, words)
+            self._events.record("set", state.config.name, words)
         state.healthy = False
         state.cause, state.cause_words = cause, words
         if cause is StaleCause.NOT_SERVED:
@@ -719,6 +725,7 @@ class ValueSetProvider:
         state.healthy = False
         state.cause, state.cause_words = cause, words
         state.loaded.set()  # the source answered (with something refused): start-up need not wait for it
+        self._events.record("set", name, words)
         return refusal
 
     def _rejected(self, name: str, reason: str, detail: str = "") -> None:
@@ -729,6 +736,7 @@ class ValueSetProvider:
         if self._source_up.get(source) != up:
             if up:
                 self._up_since[source] = self._monotonic()
+            self._events.record("source", source, "connected" if up else f"disconnected: {reason}")
             log.info("source %s %s%s", source, "connected" if up else "disconnected", f": {reason}" if reason else "")
         self._source_up[source] = up
         self._metrics.source_connected_state(source, up)

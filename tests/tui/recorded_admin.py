@@ -150,6 +150,21 @@ class RecordedAdmin:
         row.shapes.add(shape="invented", count=680, share=680 / 4520)
         return response
 
+    async def events(self, limit: int = 200) -> list[admin_pb2.Event]:
+        return [
+            admin_pb2.Event(at=_at(-30), kind="rate", subject="refund_order reason_code",
+                            detail="out-of-set rate up: 2.1% over 15 min -> 9.4% in the last minute (113 of 1200)"),
+            admin_pb2.Event(at=_at(-60), kind="mode", subject="create_ticket",
+                            detail="reject -> observe by ana@oncall (INC-7: directory down, false rejects): applied"),
+            admin_pb2.Event(at=_at(-600), kind="set", subject="wms.warehouses",
+                            detail="the owner's version 4 is too large (oversized: 1200 members, over max_members "
+                            "1000); serving version 3 until it publishes another"),
+            admin_pb2.Event(at=_at(-5400), kind="source", subject="directory",
+                            detail="disconnected: UNAVAILABLE: connection refused"),
+            admin_pb2.Event(at=_at(-5400), kind="set", subject="identity.handles",
+                            detail="stale: its source is unreachable: UNAVAILABLE: connection refused"),
+        ]  # fmt: skip
+
     async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse:
         raise AssertionError("the snapshot tests change nothing")
 

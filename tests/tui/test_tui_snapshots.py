@@ -99,3 +99,18 @@ def test_help_screen(snap_compare: SnapCompare) -> None:
         await settled(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen")
 
     assert snap_compare(recorded_app(), terminal_size=(120, 48), run_before=open_help)
+
+
+def test_timeline(snap_compare: SnapCompare) -> None:
+    async def open_timeline(pilot: Pilot[None]) -> None:
+        await shown(pilot)
+        await pilot.press("e")
+        await settled(
+            pilot,
+            lambda: (
+                type(pilot.app.screen).__name__ == "TimelineScreen"
+                and pilot.app.screen.query_one(DataTable).row_count == 5
+            ),
+        )
+
+    assert snap_compare(recorded_app(), terminal_size=(120, 24), run_before=open_timeline)
