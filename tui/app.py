@@ -88,7 +88,7 @@ class ArgwatchApp(App[None]):
     ]
     CSS = """
     #banner { height: 1; padding: 0 1; background: $success-darken-2; color: $text; }
-    #banner.lost { background: $error; text-style: bold; }
+    #banner.lost { background: $error; text-style: bold; height: auto; max-height: 3; }
     #summary { height: auto; max-height: 4; padding: 0 1; background: $boost; }
     #table { height: 1fr; }
     #table.stale { text-opacity: 55%; }
@@ -209,7 +209,8 @@ class ArgwatchApp(App[None]):
             why = f"{self.api.target} unreachable for {down:.0f}s, reconnecting | {self._lost.reason}"
         else:
             why = f"no update from {self.api.target} for {age:.0f}s"
-        # What matters first: not live, and how old the figures are; the (long) gRPC reason last.
+        # What matters first: not live, and how old the figures are; the (long) gRPC reason last, on up to
+        # three lines (a one-line banner cut it at the screen's edge).
         banner.update(Text(f"NOT LIVE: {figures} | {window}{shown} | {why}"))
         banner.add_class("lost")
         table.add_class("stale")

@@ -58,9 +58,11 @@ class DetailScreen(Screen[None]):
             yield Static("Values checked per minute", id="trend-checks-title", classes="heading")
             yield Sparkline([], id="trend-checks")
             yield Static(id="figures")
-            yield Static("Top offending values", classes="heading")
+            # Since start, and every problem that carries a value (out of set, wrong type, out of range): not
+            # the out-of-set count of a window, which the figures above give.
+            yield Static("Top offending values since start (any problem with a value)", classes="heading")
             yield Static("asking the gateway...", id="offenders")
-            yield Static("Why values missed (last hour)", classes="heading")
+            yield Static("Why values missed, by shape (out-of-set values, last hour)", classes="heading")
             yield Static("asking the gateway...", id="shapes")
             yield Static("Value set", classes="heading")
             yield Static(id="value-set")
@@ -121,7 +123,8 @@ def _range(values: list[int]) -> str:
     """The scale of a sparkline (it stretches lowest to highest, so small wobbles look tall)."""
     if not values:
         return "no data"
-    return f"low {min(values)}, peak {max(values)}, this minute {values[-1]}"
+    # Calendar minutes: the last one is still filling, so it is said so (the 1m row above is the last 60 s).
+    return f"low {min(values)}, peak {max(values)}, this minute so far {values[-1]}"
 
 
 def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatus | None) -> Table:
@@ -166,13 +169,12 @@ def _offenders_text(samples: admin_pb2.ListSamplesResponse) -> Text:
 
 
 def _shapes_text(row: admin_pb2.ShapeReportRow | None) -> Text:
-    if row is None or not row.checks:
-        return Text("no value checks in the last hour")
+    """The shares of the out-of-set values by shape. The checks and rates are the figures table's 1h row:
+    repeating the report's own (asked for at another moment) put two hours' counts side by side."""
+    if row is None or not row.out_of_set:
+        return Text("no out-of-set values in the last hour")
     shares = ", ".join(f"{s.shape} {100 * s.share:.0f}% ({s.count})" for s in row.shapes) or "no mismatches"
-    return Text(
-        f"{row.checks} checks, out of set {100 * row.out_of_set_rate:.1f}%, "
-        f"after normalisation {100 * row.out_of_set_normalised_rate:.1f}%\n{shares}"
-    )
+    return Text(f"of {row.out_of_set} out-of-set values: {shares}")
 
 
 def _value_set_text(value_set: admin_pb2.ValueSetStatus | None, tool: admin_pb2.ToolStatus, argument: str) -> Text:
