@@ -98,6 +98,8 @@ class DetailScreen(Screen[None]):
             f"{'Values checked' if argument is not None else 'Calls'} per minute ({_range(checked)})"
         )
         self.query_one("#figures", Static).update(_figures_table(tool, argument))
+        if argument is not None:  # the same snapshot as the figures: the 1h row's out-of-set values, by shape
+            self.query_one("#shapes", Static).update(_shapes_text(window_of(argument, 3600)))
         value_set = next((s for s in status.value_sets if s.name == value_set_name), None)
         self.query_one("#value-set", Static).update(_value_set_text(value_set, tool, self.argument))
 
@@ -110,13 +112,10 @@ class DetailScreen(Screen[None]):
             return
         try:
             samples = await self.api.samples(self.tool, self.argument, OFFENDERS_SHOWN)
-            report = await self.api.shape_report(3600)
         except grpc.aio.AioRpcError as error:
             offenders.update(Text(f"! the gateway did not answer: {error.code().name}: {error.details()}"))
             return
         offenders.update(_offenders_text(samples))
-        row = next((r for r in report.rows if (r.tool, r.argument) == (self.tool, self.argument)), None)
-        shapes.update(_shapes_text(row))
 
 
 def _range(values: list[int]) -> str:
@@ -168,13 +167,14 @@ def _offenders_text(samples: admin_pb2.ListSamplesResponse) -> Text:
     return text
 
 
-def _shapes_text(row: admin_pb2.ShapeReportRow | None) -> Text:
-    """The shares of the out-of-set values by shape. The checks and rates are the figures table's 1h row:
-    repeating the report's own (asked for at another moment) put two hours' counts side by side."""
-    if row is None or not row.out_of_set:
+def _shapes_text(figures: admin_pb2.WindowFigures) -> Text:
+    """The 1h row's out-of-set values by shape, from the same snapshot as the figures table (the shape
+    report, asked for at another moment, put two hours' counts side by side)."""
+    if not figures.out_of_set:
         return Text("no out-of-set values in the last hour")
-    shares = ", ".join(f"{s.shape} {100 * s.share:.0f}% ({s.count})" for s in row.shapes) or "no mismatches"
-    return Text(f"of {row.out_of_set} out-of-set values: {shares}")
+    counts = sorted(figures.shapes.items(), key=lambda item: -item[1])
+    shares = ", ".join(f"{shape} {100 * count / figures.out_of_set:.0f}% ({count})" for shape, count in counts if count)
+    return Text(f"of the {figures.out_of_set} out-of-set values in the 1h row: {shares or 'no shape known'}")
 
 
 def _value_set_text(value_set: admin_pb2.ValueSetStatus | None, tool: admin_pb2.ToolStatus, argument: str) -> Text:

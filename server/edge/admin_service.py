@@ -419,6 +419,7 @@ def _window_to_wire(figures: Figures) -> admin_pb2.WindowFigures:
         repeats=figures.repeats,
         calls_with_problems=figures.with_problems,
         calls_with_invented_values=figures.with_invented,
+        shapes=figures.shapes or {},
     )
 
 

@@ -35,6 +35,7 @@ class Figures(NamedTuple):
     # Tool rows: calls reject mode refuses (any problem), and those with an invented value among them.
     with_problems: int = 0
     with_invented: int = 0
+    shapes: dict[str, int] | None = None  # argument rows: out-of-set values by shape
 
     @property
     def out_of_set_rate(self) -> float:
@@ -185,4 +186,5 @@ def _figures(
         repeats=merged.get("repeats", 0),
         with_problems=merged.get("with_problems", 0),
         with_invented=merged.get("with_invented", 0),
+        shapes={what[6:]: value for what, value in merged.items() if what.startswith("shape:")},
     )

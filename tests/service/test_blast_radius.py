@@ -32,6 +32,7 @@ async def test_the_figures_of_a_known_mix_add_up_and_give_the_blast_radius(gatew
     assert (calls.calls, calls.rejected, calls.calls_with_problems, calls.calls_with_invented_values) == (20, 10, 10, 6)
     assert (checks.value_checks, checks.out_of_set, checks.out_of_set_normalised) == (20, 10, 6)
     assert checks.problems == {"out_of_set": 10}
+    assert dict(checks.shapes) == {"invented": 6, "case": 4}  # every out-of-set value has one shape
     assert calls.repair_started == 10 and repair_text(calls) == "0/0/10"  # every rejected call opened a repair
     # The blast radius of a flip to observe, as the mode dialog shows it.
     (said,) = impact([tool], "observe")
