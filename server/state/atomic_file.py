@@ -50,7 +50,7 @@ def remove_leftovers(path: str, older_than: float = LEFTOVER_AFTER_SECONDS) -> i
     removed = 0
     patterns = [
         glob.escape(_prefix(path)) + "*",
-        # Named by argwatch before 2026-11-30 (".tmp-XXXX.json", whatever the target): no version writes
+        # Named by argwatch before 2026-11-30 (".tmp-" and a random part, whatever the target): no version writes
         # these any more, so an old one is garbage whichever file it was for.
         ".tmp-*" + glob.escape(os.path.splitext(path)[1]),
     ]
