@@ -1,4 +1,10 @@
-"""Tool calls as OpenAI, Anthropic and MCP clients represent them: what to check, and the error to hand back."""
+"""Tool calls as OpenAI, Anthropic and MCP clients represent them: what to check, and the error to hand back.
+
+Each adapter takes the provider SDK's own object (openai's ChatCompletionMessageToolCall and
+ResponseFunctionToolCall, anthropic's ToolUseBlock, the MCP SDK's JSONRPCRequest) or the same
+thing as a plain dict (parsed JSON, or `model_dump()`): a field is read as an attribute or a key,
+so no SDK has to be installed for the adapters to work.
+"""
 
 from __future__ import annotations
 
@@ -24,49 +30,50 @@ class ProviderToolCall:
         return self._error(message)
 
 
-def from_openai(tool_call: Mapping[str, Any]) -> ProviderToolCall:
+def from_openai(tool_call: object) -> ProviderToolCall:
     """A Chat Completions tool call: {"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}."""
-    function = _mapping(tool_call.get("function"), "function")
-    call_id = str(tool_call.get("id", ""))
+    function = _object(_field(tool_call, "function"), "function")
+    call_id = str(_field(tool_call, "id", ""))
     return ProviderToolCall(
-        _name(function.get("name")),
-        _text(function.get("arguments", "")),
+        _name(_field(function, "name")),
+        _text(_field(function, "arguments", "")),
         call_id,
         lambda message: {"role": "tool", "tool_call_id": call_id, "content": message},
     )
 
 
-def from_openai_responses(item: Mapping[str, Any]) -> ProviderToolCall:
+def from_openai_responses(item: object) -> ProviderToolCall:
     """A Responses API output item: {"type": "function_call", "call_id", "name", "arguments": "<JSON text>"}."""
-    call_id = str(item.get("call_id", ""))
+    call_id = str(_field(item, "call_id", ""))
     return ProviderToolCall(
-        _name(item.get("name")),
-        _text(item.get("arguments", "")),
+        _name(_field(item, "name")),
+        _text(_field(item, "arguments", "")),
         call_id,
         lambda message: {"type": "function_call_output", "call_id": call_id, "output": message},
     )
 
 
-def from_anthropic(block: Mapping[str, Any]) -> ProviderToolCall:
+def from_anthropic(block: object) -> ProviderToolCall:
     """A Messages API content block: {"type": "tool_use", "id", "name", "input": {...}}."""
-    call_id = str(block.get("id", ""))
+    call_id = str(_field(block, "id", ""))
     return ProviderToolCall(
-        _name(block.get("name")),
-        json.dumps(block.get("input", {})).encode(),
+        _name(_field(block, "name")),
+        json.dumps(_field(block, "input", {})).encode(),
         call_id,
         lambda message: {"type": "tool_result", "tool_use_id": call_id, "content": message, "is_error": True},
     )
 
 
-def from_mcp(request: Mapping[str, Any]) -> ProviderToolCall:
+def from_mcp(request: object) -> ProviderToolCall:
     """An MCP tools/call request: {"jsonrpc": "2.0", "id", "method": "tools/call", "params": {"name", "arguments"}}."""
-    if request.get("method") != "tools/call":
-        raise ValueError(f"not an MCP tools/call request: method {request.get('method')!r}")
-    params = _mapping(request.get("params"), "params")
-    request_id = request.get("id")
+    method = _field(request, "method")
+    if method != "tools/call":
+        raise ValueError(f"not an MCP tools/call request: method {method!r}")
+    params = _object(_field(request, "params"), "params")
+    request_id = _field(request, "id")
     return ProviderToolCall(
-        _name(params.get("name")),
-        json.dumps(params.get("arguments", {})).encode(),
+        _name(_field(params, "name")),
+        json.dumps(_field(params, "arguments", {})).encode(),
         str(request_id),
         # The tool's error as a result the client passes to the model (isError), not a protocol error.
         lambda message: {
@@ -77,8 +84,15 @@ def from_mcp(request: Mapping[str, Any]) -> ProviderToolCall:
     )
 
 
-def _mapping(value: object, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+def _field(value: object, name: str, default: Any = None) -> Any:
+    """A field of a dict (parsed JSON) or of an SDK's object (a pydantic model, a dataclass)."""
+    if isinstance(value, Mapping):
+        return value.get(name, default)
+    return getattr(value, name, default)
+
+
+def _object(value: object, what: str) -> object:
+    if value is None or isinstance(value, str | int | float | bool | list | tuple):
         raise ValueError(f"the tool call has no {what} object")
     return value
 
