@@ -244,11 +244,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
         # What is audited is kept: bounded, as the Gateway's strings are (request_limits.py).
-        for field, text, limit in (("tool", request.tool, MAX_TOOL), ("reason", request.reason, MAX_REASON)):
-            if len(text) > limit:
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}"
-                )
+        await _within_limits(context, ("tool", request.tool, MAX_TOOL), ("reason", request.reason, MAX_REASON))
         # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
         # never read as "clear" (which would quietly undo an on-call's reject).
         if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:
@@ -291,10 +287,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.ReloadPolicyRequest,
         context: grpc.aio.ServicerContext[admin_pb2.ReloadPolicyRequest, admin_pb2.ReloadPolicyResponse],
     ) -> admin_pb2.ReloadPolicyResponse:
-        if len(request.reason) > MAX_REASON:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"reason is {len(request.reason)} characters; at most {MAX_REASON}"
-            )
+        await _within_limits(context, ("reason", request.reason, MAX_REASON))
         if not request.reason.strip():
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "a reason is required (a change ticket, what changed)"
@@ -483,6 +476,13 @@ def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStat
         unavailable=totals.unavailable,
         repeats=totals.repeats,
     )
+
+
+async def _within_limits(context: grpc.aio.ServicerContext[Any, Any], *fields: tuple[str, str, int]) -> None:
+    """INVALID_ARGUMENT for text the audit would keep past its limit (bounded, as the Gateway's strings are)."""
+    for field, text, limit in fields:
+        if len(text) > limit:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}")
 
 
 def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolicy]:
