@@ -158,6 +158,14 @@ def _boolean(value: object) -> bool:
     return value
 
 
+def _formats(value: object) -> bool:
+    """`formats: assert` checks a schema's `format` keywords (a malformed email is a problem); `annotate`
+    reads them as 2020-12 does by default, as notes that constrain nothing."""
+    if value not in ("assert", "annotate"):
+        raise ValueError(f"expected assert or annotate, got {value!r}")
+    return value == "assert"
+
+
 def _positive_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"expected a whole number of at least 1, got {value!r}")
@@ -198,7 +206,17 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     top = reader.mapping(
         document,
         "",
-        {"default_mode", "sources", "value_sets", "tools", "tool_definitions", "repair", "sampling", "attention"},
+        {
+            "default_mode",
+            "sources",
+            "value_sets",
+            "tools",
+            "tool_definitions",
+            "repair",
+            "sampling",
+            "attention",
+            "formats",
+        },
     )
     if not isinstance(document, dict):
         reader.fail("", "expected a mapping with sources, value_sets and tools")
@@ -207,7 +225,8 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     value_sets = _read_value_sets(reader, top.get("value_sets"), sources)
     default_mode = reader.value(top, "default_mode", "", _enum(Mode), Mode.OBSERVE)
     definitions = _read_definitions(reader, top.get("tool_definitions"), base)
-    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources)
+    assert_formats = reader.value(top, "formats", "", _formats, True)
+    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources, assert_formats)
     repair = _read_repair(reader, top.get("repair"))
     sampling = _read_sampling(reader, top.get("sampling"))
     attention = _read_attention(reader, top.get("attention"))
@@ -223,6 +242,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         repair=repair,
         sampling=sampling,
         attention=attention,
+        assert_formats=assert_formats,
     )
 
 
@@ -329,6 +349,7 @@ def _read_tools(
     default_mode: Mode,
     definitions: Mapping[str, ToolDefinition],
     sources: Mapping[str, SourceConfig],
+    assert_formats: bool,
 ) -> dict[str, ToolPolicy]:
     tools: dict[str, ToolPolicy] = {}
     entries = reader.named_entries(node, "tools")
@@ -338,7 +359,9 @@ def _read_tools(
     for name in [*definitions, *(name for name in entries if name not in definitions)]:
         path = f"tools.{name}"
         fields = reader.mapping(
-            entries.get(name), path, {"mode", "description", "arguments", "schema", "records", "rules", "side_effect"}
+            entries.get(name),
+            path,
+            {"mode", "description", "arguments", "schema", "formats", "records", "rules", "side_effect"},
         )
         definition = definitions.get(name)
         mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
@@ -348,10 +371,11 @@ def _read_tools(
             for argument, spec in reader.named_entries(fields.get("arguments"), f"{path}.arguments").items()
         )
         schema = fields.get("schema", definition.schema if definition else None)
+        tool_formats = reader.value(fields, "formats", path, _formats, assert_formats)
         validator = None
         if schema is not None:
-            if not isinstance(schema, dict):
-                reader.fail(f"{path}.schema", "expected a JSON Schema (a mapping)")
+            if not isinstance(schema, dict | bool):
+                reader.fail(f"{path}.schema", "expected a JSON Schema (a mapping, true or false)")
                 schema = None
             elif slow := [(where, why) for where, pattern in patterns_in(schema) if (why := cannot_run(pattern))]:
                 for where, why in slow:  # it would backtrack on text the model wrote, stalling every call
@@ -359,7 +383,7 @@ def _read_tools(
                 schema = None
             else:
                 try:
-                    validator = compile_schema(schema)
+                    validator = compile_schema(schema, assert_formats=tool_formats)
                 except SchemaError as error:
                     reader.fail(f"{path}.schema", f"not a valid JSON Schema: {schema_error_location(error)}")
                     schema = None
@@ -386,6 +410,7 @@ def _read_tools(
             arguments=arguments,
             description=description,
             schema=schema,
+            assert_formats=tool_formats,
             schema_validator=validator,
             records=records,
             rules=rules,

@@ -125,8 +125,12 @@ class ToolPolicy:
     mode: Mode
     arguments: tuple[ArgumentBinding, ...]
     description: str = ""
-    # The arguments' JSON Schema (draft 2020-12), inline or from imported tool definitions.
-    schema: Mapping[str, Any] | None = None
+    # The arguments' JSON Schema (draft 2020-12), inline or from imported tool definitions; `true`
+    # (any arguments) and `false` (no call is valid) are schemas too.
+    schema: Mapping[str, Any] | bool | None = None
+    # Whether the schema's `format` keywords are checked (2020-12 makes them annotations unless a
+    # policy asks): the policy's `formats`, or the tool's own.
+    assert_formats: bool = True
     # Its compiled validators, a verdict.schema_checks.CompiledSchema (read-only after load).
     schema_validator: Any = field(default=None, compare=False, repr=False)
     # Argument names the policy knows (bound ones and the schema's properties): only these
@@ -226,3 +230,4 @@ class Policy:
     repair: RepairConfig = field(default_factory=RepairConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
+    assert_formats: bool = True  # `formats: assert` (the default) or `annotate`; a tool may say otherwise

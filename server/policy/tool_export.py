@@ -59,7 +59,11 @@ def digest(value: object) -> str:
 def _schema(
     policy: Policy, tool: ToolPolicy, read: Callable[[str], SetReading | None]
 ) -> tuple[dict[str, Any], list[SetReading]]:
-    schema: dict[str, Any] = copy.deepcopy(dict(tool.schema)) if tool.schema else {"type": "object"}
+    # Providers want an object schema: `true` is any object, and `false` one no call can match.
+    if isinstance(tool.schema, Mapping) and tool.schema:
+        schema: dict[str, Any] = copy.deepcopy(dict(tool.schema))
+    else:
+        schema = {"type": "object", "not": {}} if tool.schema is False else {"type": "object"}
     properties: dict[str, Any] = schema.setdefault("properties", {})
     required: list[str] = list(schema.get("required", []))
     readings: list[SetReading] = []

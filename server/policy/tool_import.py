@@ -24,7 +24,7 @@ from argwatch.server.policy.strict_yaml import load_json, load_yaml
 class ToolDefinition:
     name: str
     description: str
-    schema: Mapping[str, Any]
+    schema: Mapping[str, Any] | bool
 
 
 class DefinitionError(ValueError):
@@ -89,7 +89,7 @@ def _definition(entry: object, where: str) -> ToolDefinition:
             break
     else:
         schema = {"type": "object"}  # a tool without arguments
-    if not isinstance(schema, dict):
-        raise DefinitionError(f"{where} ({name}): the arguments' schema must be a JSON object")
+    if not isinstance(schema, dict | bool):  # true and false are JSON Schemas too (2020-12)
+        raise DefinitionError(f"{where} ({name}): the arguments' schema must be a JSON object, true or false")
     description = entry.get("description", "")
     return ToolDefinition(name, description if isinstance(description, str) else "", schema)

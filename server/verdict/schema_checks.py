@@ -67,23 +67,54 @@ class CompiledSchema(NamedTuple):
     fast: Any  # jsonschema_rs.Draft202012Validator, or None where it cannot take the schema
 
 
-def compile_schema(schema: Mapping[str, Any]) -> CompiledSchema:
-    """Both validators for `schema`; raises SchemaError (with .json_path) when the schema itself is invalid."""
+def compile_schema(schema: Mapping[str, Any] | bool, *, assert_formats: bool = True) -> CompiledSchema:
+    """Both validators for `schema`; raises SchemaError (with .json_path) when the schema itself is invalid.
+
+    With `assert_formats` (the policy's `formats: assert`) a value that breaks its `format` is a
+    problem; without, `format` is the annotation 2020-12 makes it by default, and checks nothing.
+    """
     # "Is this a regex?" is asked of the engine that will run it: Python's re would refuse \p{Letter},
     # which the linear engine runs, and accept lookarounds, which it cannot.
     # The schema's own patterns ("is this a regex?") are the policy's: the compiled cache may keep them.
     Draft202012Validator.check_schema(schema, format_checker=_POLICY_FORMATS)
     use_in_jsonschema()  # the full check's regex searches run in linear time too (linear_regex.py)
-    full = Draft202012Validator(schema, format_checker=FORMATS)
+    full = Draft202012Validator(_located_falses(schema), format_checker=FORMATS if assert_formats else None)
     try:
         # offline: a remote $ref is never fetched, at load or per call; LINEAR: patterns never backtrack.
         fast = jsonschema_rs.Draft202012Validator(
-            dict(schema), validate_formats=True, offline=True, pattern_options=LINEAR
+            schema if isinstance(schema, bool) else dict(schema),
+            validate_formats=assert_formats,
+            offline=True,
+            pattern_options=LINEAR,
         )
     except Exception as error:  # a pattern its regex engine rejects, a reference it cannot resolve offline
         log.info("schema: the fast check cannot take it (%s); every call uses the full check", error)
         fast = None
     return CompiledSchema(full, fast)
+
+
+# Keywords whose values are subschemas. jsonschema (4.26) reports a nested `false` with no path, so
+# the full check sees each as its equal `{"not": {}}`, whose errors say where. additionalProperties
+# and unevaluatedProperties stay `false`: their errors name the unexpected keys already.
+_ONE_SCHEMA = {"items", "contains", "propertyNames", "not", "if", "then", "else", "unevaluatedItems"}
+_SCHEMA_LISTS = {"prefixItems", "allOf", "anyOf", "oneOf"}
+_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "dependentSchemas"}
+_FALSE: dict[str, Any] = {"not": {}}
+
+
+def _located_falses(schema: object) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    copied: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ONE_SCHEMA:
+            value = _FALSE if value is False else _located_falses(value)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            value = [_FALSE if item is False else _located_falses(item) for item in value]
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            value = {name: _FALSE if sub is False else _located_falses(sub) for name, sub in value.items()}
+        copied[key] = value
+    return copied
 
 
 def schema_error_location(error: SchemaError) -> str:
@@ -118,6 +149,11 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
         code = _CODES.get(str(error.validator), ProblemCode.OUT_OF_RANGE)
         path = [str(part) for part in error.absolute_path]
+        if error.validator is None or (error.validator == "not" and error.validator_value == {}):
+            # A `false` schema: nothing is valid there. Under an object's key, the key is one not to send.
+            in_object = bool(error.absolute_path) and isinstance(error.absolute_path[-1], str)
+            problems.append(_refused_by_false(path, error.instance, in_object))
+            continue
         if code is ProblemCode.MISSING_REQUIRED:
             for name in _missing(error):
                 argument = "/".join([*path, name])
@@ -147,6 +183,25 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
             )
         )
     return problems
+
+
+def _refused_by_false(path: list[str], instance: object, in_object: bool) -> Problem:
+    from argwatch.server.verdict.set_checks import as_json_text
+
+    if not path:  # the tool's whole schema is `false`
+        return Problem(
+            ProblemCode.OUT_OF_RANGE,
+            "arguments: this tool's schema is false, so no call of it is valid",
+            expected="no call: the tool takes none",
+        )
+    argument = "/".join(path)
+    return Problem(
+        ProblemCode.UNEXPECTED_ARGUMENT if in_object else ProblemCode.OUT_OF_RANGE,
+        f"{argument}: not allowed (its schema is false)",
+        argument=argument,
+        value=as_json_text(instance),
+        expected="nothing here: leave it out",
+    )
 
 
 _TYPES = {

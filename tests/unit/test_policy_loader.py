@@ -70,7 +70,7 @@ def test_an_unknown_key_is_named_with_its_path_and_the_keys_expected() -> None:
     errors = errors_of(GOOD.replace("mode: reject", "mode: reject\n    modes: reject"))
     assert errors == [
         "tools.refund_order.modes: unknown key; expected one of "
-        "arguments, description, mode, records, rules, schema, side_effect"
+        "arguments, description, formats, mode, records, rules, schema, side_effect"
     ]
 
 
