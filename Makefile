@@ -10,7 +10,7 @@ LOCK := requirements/test.lock
 # Reinstall when anything that shapes the installed package changes.
 INSTALL_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard proto/argwatch/v1/*.proto)
 
-.PHONY: run test check bench lint typecheck clean system-deps bench-deps proto-release ts-client fuzz soak gameday docs lock
+.PHONY: run test check bench lint typecheck clean system-deps bench-deps proto-release ts-client go-client java-client fuzz soak gameday docs lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,7 @@ lock: $(BIN)/python
 	$(BIN)/pip install --quiet pip-tools==7.6.2
 	$(BIN)/pip-compile --quiet --upgrade --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
 	  --annotation-style=line --extra tui --extra test --extra lint --extra fuzz --extra k8s --extra bench \
+	  --extra openai-agents --extra langgraph --extra pydantic-ai --extra mcp \
 	  --output-file $(LOCK) pyproject.toml
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --annotation-style=line \
 	  --constraint $(LOCK) --output-file requirements/runtime.lock pyproject.toml
@@ -53,12 +54,35 @@ $(VENV)/typecheck/argwatch: $(BIN)/python Makefile
 # developers run as root): redis-server (started by the tests on a free loopback port) and
 # promtool (Debian's prometheus package) for the alert rules, kubectl (Debian's
 # kubernetes-client) to render the kustomize manifests, Node.js and npm (nodejs, npm) for the
-# TypeScript client test.
+# TypeScript client test, and Debian's Go and Java gRPC stacks for the Go and Java clients
+# (below). Each entry is what shows that a package is there, then the package: a command on
+# PATH, or for a library package (no command) a file that it installs.
 APT_DEPS := redis-server:redis-server promtool:prometheus kubectl:kubernetes-client node:nodejs npm:npm
 
+# protoc 3.21, with the well-known types (struct.proto, timestamp.proto), for both clients.
+APT_DEPS += protoc:protobuf-compiler /usr/include/google/protobuf/struct.proto:libprotobuf-dev
+# Go: Go 1.19, protoc-gen-go and protoc-gen-go-grpc, and the libraries' sources for GOPATH mode.
+# golang-google-grpc-dev (1.33) takes golang/protobuf 1.3 or 1.5 and apt picks 1.3, whose
+# marshaller panics on protoc-gen-go 1.28's messages: 1.5 (registry.go is new in it) is named.
+GOCODE := /usr/share/gocode/src
+APT_DEPS += go:golang-go protoc-gen-go:protoc-gen-go protoc-gen-go-grpc:protoc-gen-go-grpc \
+  $(GOCODE)/google.golang.org/grpc/version.go:golang-google-grpc-dev \
+  $(GOCODE)/google.golang.org/protobuf/proto/proto.go:golang-google-protobuf-dev \
+  $(GOCODE)/github.com/golang/protobuf/proto/registry.go:golang-github-golang-protobuf-1-5-dev
+# Java: a JDK, grpc-java's protoc plugin, and the jars that examples/java/build.sh names.
+# libgrpc-java declares none of netty, gson or perfmark, though grpc-netty and grpc-core load
+# them, and the plugin's @javax.annotation.Generated needs geronimo-annotation to compile.
+JARS := /usr/share/java
+APT_DEPS += javac:default-jdk-headless grpc_java_plugin:protobuf-compiler-grpc-java-plugin \
+  $(JARS)/grpc-netty.jar:libgrpc-java $(JARS)/protobuf.jar:libprotobuf-java $(JARS)/guava.jar:libguava-java \
+  $(JARS)/gson.jar:libgoogle-gson-java $(JARS)/perfmark-api.jar:libperfmark-java \
+  $(JARS)/netty-codec-http2.jar:libnetty-java \
+  $(JARS)/geronimo-annotation-1.3-spec.jar:libgeronimo-annotation-1.3-spec-java
+
 system-deps:
-	@missing=""; for pair in $(APT_DEPS); do \
-	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	@missing=""; for pair in $(APT_DEPS); do want=$${pair%%:*}; \
+	  case $$want in /*) test -e $$want ;; *) command -v $$want >/dev/null 2>&1 ;; esac \
+	  || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing with apt-get"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
@@ -72,12 +96,29 @@ $(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund
 	touch $@
 
-$(TS)/dist/check.js: $(TS)/node_modules/.installed $(TS)/tsconfig.json $(wildcard $(TS)/src/*.ts) $(wildcard proto/argwatch/v1/*.proto)
+# Every source but the generated types (src/generated, made by the build itself).
+TS_SRC := $(filter-out $(TS)/src/generated/%,$(wildcard $(TS)/src/*.ts $(TS)/src/*/*.ts))
+$(TS)/dist/check.js $(TS)/dist/gates-check.js &: $(TS)/node_modules/.installed $(TS)/tsconfig.json $(TS_SRC) $(wildcard proto/argwatch/v1/*.proto)
 	cd $(TS) && npm run build
 
-ts-client: system-deps $(TS)/dist/check.js
+ts-client: system-deps $(TS)/dist/check.js $(TS)/dist/gates-check.js
 
-test: system-deps $(VENV)/.installed lint typecheck ts-client
+# The Go and Java clients (examples/go, examples/java): each build.sh generates the stubs with
+# protoc from the .proto files and builds offline on Debian's packages (docs/calling.md shows
+# its commands); redone when a .proto file or a source changes.
+GO_CLIENT := examples/go
+JAVA_CLIENT := examples/java
+$(GO_CLIENT)/build/check: $(GO_CLIENT)/build.sh $(GO_CLIENT)/main.go $(wildcard proto/argwatch/v1/*.proto)
+	$(GO_CLIENT)/build.sh
+
+$(JAVA_CLIENT)/build/check.jar: $(JAVA_CLIENT)/build.sh $(JAVA_CLIENT)/Check.java $(wildcard proto/argwatch/v1/*.proto)
+	$(JAVA_CLIENT)/build.sh
+
+go-client: system-deps $(GO_CLIENT)/build/check
+
+java-client: system-deps $(JAVA_CLIENT)/build/check.jar
+
+test: system-deps $(VENV)/.installed lint typecheck ts-client go-client java-client
 	$(BIN)/python -m pytest
 
 check: lint
@@ -136,4 +177,4 @@ docs: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) build *.egg-info proto/argwatch/v1/*_pb2*.py proto/argwatch/v1/*_pb2*.pyi \
-	  $(TS)/node_modules $(TS)/dist $(TS)/src/generated .site
+	  $(TS)/node_modules $(TS)/dist $(TS)/src/generated .site $(GO_CLIENT)/build $(JAVA_CLIENT)/build

@@ -11,7 +11,61 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+# What each adapter reads, as Protocols: the SDKs' objects match them as they are (no SDK is imported
+# here), and so does anything else with those fields; a plain dict is taken as the Mapping beside them.
+class OpenAIFunction(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> str: ...
+
+
+class OpenAIToolCall(Protocol):
+    """openai's ChatCompletionMessageFunctionToolCall (Chat Completions)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def function(self) -> OpenAIFunction: ...
+
+
+class OpenAIFunctionCallItem(Protocol):
+    """openai's ResponseFunctionToolCall (a Responses API output item)."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> str: ...
+
+
+class AnthropicToolUse(Protocol):
+    """anthropic's ToolUseBlock (a Messages API content block)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def input(self) -> object: ...
+
+
+class MCPRequest(Protocol):
+    """The MCP SDK's JSONRPCRequest (a tools/call request)."""
+
+    @property
+    def id(self) -> str | int: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, Any] | None: ...
+
+
+JSONObject = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +84,7 @@ class ProviderToolCall:
         return self._error(message)
 
 
-def from_openai(tool_call: object) -> ProviderToolCall:
+def from_openai(tool_call: OpenAIToolCall | JSONObject) -> ProviderToolCall:
     """A Chat Completions tool call: {"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}."""
     function = _object(_field(tool_call, "function"), "function")
     call_id = str(_field(tool_call, "id", ""))
@@ -42,7 +96,7 @@ def from_openai(tool_call: object) -> ProviderToolCall:
     )
 
 
-def from_openai_responses(item: object) -> ProviderToolCall:
+def from_openai_responses(item: OpenAIFunctionCallItem | JSONObject) -> ProviderToolCall:
     """A Responses API output item: {"type": "function_call", "call_id", "name", "arguments": "<JSON text>"}."""
     call_id = str(_field(item, "call_id", ""))
     return ProviderToolCall(
@@ -53,7 +107,7 @@ def from_openai_responses(item: object) -> ProviderToolCall:
     )
 
 
-def from_anthropic(block: object) -> ProviderToolCall:
+def from_anthropic(block: AnthropicToolUse | JSONObject) -> ProviderToolCall:
     """A Messages API content block: {"type": "tool_use", "id", "name", "input": {...}}."""
     call_id = str(_field(block, "id", ""))
     return ProviderToolCall(
@@ -64,7 +118,7 @@ def from_anthropic(block: object) -> ProviderToolCall:
     )
 
 
-def from_mcp(request: object) -> ProviderToolCall:
+def from_mcp(request: MCPRequest | JSONObject) -> ProviderToolCall:
     """An MCP tools/call request: {"jsonrpc": "2.0", "id", "method": "tools/call", "params": {"name", "arguments"}}."""
     method = _field(request, "method")
     if method != "tools/call":

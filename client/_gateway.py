@@ -37,13 +37,16 @@ def _outcome_request(call_id: str, outcome: str) -> pb.ReportOutcomeRequest:
     return pb.ReportOutcomeRequest(call_id=call_id, outcome=OUTCOMES[outcome])
 
 
-def _request(call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str) -> pb.ValidateRequest:
+def _request(
+    call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str, model: str
+) -> pb.ValidateRequest:
     return pb.ValidateRequest(
         tool=call.tool,
         arguments_json=call.arguments_json,
         call_id=call.call_id,
         conversation_id=conversation_id,
         session=pb.Session(customer_id=customer_id, tenant=tenant),
+        model=model,
     )
 
 
@@ -62,11 +65,17 @@ class Gateway:
         self._timeout = timeout
 
     async def check(
-        self, call: ProviderToolCall, *, conversation_id: str = "", customer_id: str = "", tenant: str = ""
+        self,
+        call: ProviderToolCall,
+        *,
+        conversation_id: str = "",
+        customer_id: str = "",
+        tenant: str = "",
+        model: str = "",
     ) -> Outcome:
         """Validates `call`; on a rejection, asks Repair for the message the model should get."""
         verdict: pb.ValidateResponse = await self._stub.Validate(
-            _request(call, conversation_id, customer_id, tenant), timeout=self._timeout
+            _request(call, conversation_id, customer_id, tenant, model), timeout=self._timeout
         )
         if verdict.decision != pb.DECISION_REJECT:
             return Outcome(True, "", verdict)
@@ -108,10 +117,16 @@ class SyncGateway:
         self._timeout = timeout
 
     def check(
-        self, call: ProviderToolCall, *, conversation_id: str = "", customer_id: str = "", tenant: str = ""
+        self,
+        call: ProviderToolCall,
+        *,
+        conversation_id: str = "",
+        customer_id: str = "",
+        tenant: str = "",
+        model: str = "",
     ) -> Outcome:
         verdict: pb.ValidateResponse = self._stub.Validate(
-            _request(call, conversation_id, customer_id, tenant), timeout=self._timeout
+            _request(call, conversation_id, customer_id, tenant, model), timeout=self._timeout
         )
         if verdict.decision != pb.DECISION_REJECT:
             return Outcome(True, "", verdict)

@@ -277,7 +277,7 @@ class Validator:
                     # Under the label the status rows use: a call-level problem (an invented tool's name,
                     # say) is the `_call` row's offender, not kept under "" where no detail looks.
                     self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
-                self._samples.offer(call.tool, problem, call.conversation_id, call.call_id)
+                self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:

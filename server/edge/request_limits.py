@@ -18,6 +18,7 @@ MAX_CALL_ID = 128
 MAX_CONVERSATION_ID = 256
 MAX_CUSTOMER_ID = 256
 MAX_TENANT = 256
+MAX_MODEL = 128
 MAX_REASON = 1024  # a mode change's reason, kept in the audit
 
 
@@ -38,6 +39,7 @@ def check_validate(request: pb.ValidateRequest) -> None:
         ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
         ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
         ("session.tenant", session.tenant, MAX_TENANT),
+        ("model", request.model, MAX_MODEL),
     ):
         if len(value) > limit:
             raise TooLong(field, len(value), limit)

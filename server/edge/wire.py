@@ -68,6 +68,7 @@ def call_from_request(request: pb.ValidateRequest) -> ToolCall:
         session.tenant,
         error,
         raw,
+        request.model,
     )
 
 

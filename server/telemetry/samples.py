@@ -1,7 +1,7 @@
 """The sampled log of offending values: the only place a value the model wrote is recorded.
 
 One JSON object per line (timestamp, tool, argument, set, value truncated,
-conversation id, call id, code, shape), for 1 in N offending values. Records go
+conversation id, call id, model, code, shape), for 1 in N offending values. Records go
 through the standard logging machinery on the "argwatch.samples" logger; the
 command line attaches a queue-backed handler so writing never blocks a call.
 """
@@ -41,7 +41,7 @@ class SampledValueLog:
         self._rng = rng
         self._clock = clock
 
-    def offer(self, tool: str, problem: Problem, conversation_id: str, call_id: str) -> None:
+    def offer(self, tool: str, problem: Problem, conversation_id: str, call_id: str, model: str = "") -> None:
         """Records the problem's value with probability `rate`."""
         if self._rate <= 0 or self._rng() >= self._rate:
             return
@@ -58,6 +58,7 @@ class SampledValueLog:
             "value": value,
             "conversation_id": conversation_id[: self._max],
             "call_id": call_id[: self._max],
+            "model": model[: self._max],
         }
         # orjson escapes control characters and emits valid UTF-8 whatever the model wrote.
         self._logger.info(orjson.dumps(record).decode())

@@ -47,3 +47,26 @@ def test_what_every_side_shares_imports_none_of_the_sides() -> None:
     modules = loaded_after("import argwatch.common.durations, argwatch.common.backoff, argwatch.common.channels")
     forbidden = ("argwatch.server", "argwatch.tui", "argwatch.client", "argwatch.v1.", "textual")
     assert not [m for m in modules if m.startswith(forbidden)]
+
+
+FRAMEWORKS = ("agents", "langchain_core", "langgraph", "pydantic_ai", "mcp", "openai", "anthropic")
+
+
+def _frameworks_in(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules if m.split(".")[0] in FRAMEWORKS}
+
+
+def test_the_client_loads_no_framework_and_each_gate_only_its_own() -> None:
+    """The base install takes no agent framework, so `argwatch.client` may import none; each gate (an extra)
+    imports its framework and no other's."""
+    assert _frameworks_in(loaded_after("import argwatch.client, argwatch.client.gates")) == set()
+    gates = {
+        "openai_agents": {"agents", "openai", "mcp"},  # openai-agents itself loads openai and mcp
+        "langgraph": {"langchain_core", "langgraph"},
+        "pydantic_ai": {"pydantic_ai"},
+        "mcp": {"mcp"},
+    }
+    for gate, allowed in gates.items():
+        loaded = _frameworks_in(loaded_after(f"import argwatch.client.gates.{gate}"))
+        assert gate.split("_")[0] in {name.split("_")[0] for name in loaded}, gate
+        assert loaded <= allowed, f"argwatch.client.gates.{gate} loads {sorted(loaded - allowed)}"

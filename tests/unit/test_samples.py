@@ -46,7 +46,7 @@ def test_one_in_n_is_sampled_by_the_injected_rng(collected: tuple[logging.Logger
     rolls = iter([0.5, 0.01, 0.3, 0.019, 0.02])
     log = SampledValueLog(0.02, 200, logger=logger, rng=lambda: next(rolls), clock=lambda: 1700000000.0)
     for _ in range(5):
-        log.offer("refund_order", problem('"OTHER"'), "conv-1", "call-1")
+        log.offer("refund_order", problem('"OTHER"'), "conv-1", "call-1", "gpt-4.1-mini")
     assert len(handler.lines) == 2
     record = orjson.loads(handler.lines[0])
     assert record == {
@@ -59,6 +59,7 @@ def test_one_in_n_is_sampled_by_the_injected_rng(collected: tuple[logging.Logger
         "value": '"OTHER"',
         "conversation_id": "conv-1",
         "call_id": "call-1",
+        "model": "gpt-4.1-mini",
     }
 
 

@@ -20,12 +20,22 @@ const PROTO_ROOT = path.resolve(__dirname, "../../../proto");
 // retries on UNAVAILABLE only (a rejection is a verdict, never an error).
 const SERVICE_CONFIG = readFileSync(path.join(PROTO_ROOT, "argwatch/v1/service_config.json"), "utf8");
 
-export interface ToolCall {
-  tool: string;
-  arguments: Record<string, unknown>;
-  callId?: string;
+// Who and what a call is made for: the same for every call of one conversation, so the framework gates
+// (gates/, adapters/) take it once and add it to each call. The gateway counts repairs per conversation and
+// tool, and keeps the model's name with each sampled offending value.
+export interface CallContext {
   conversationId?: string;
   customerId?: string;
+  tenant?: string;
+  model?: string; // as the harness names it ("gpt-4.1-mini"); at most 128 characters
+}
+
+export interface ToolCall extends CallContext {
+  tool: string;
+  // The model's raw argument text when the caller has it (sent byte for byte: the gateway parses it, and
+  // reports text that is not a JSON object as a problem), else the arguments already parsed.
+  arguments: Record<string, unknown> | string;
+  callId?: string;
 }
 
 export function connect(target: string): GatewayClient {
@@ -46,11 +56,12 @@ export function connect(target: string): GatewayClient {
 function request(call: ToolCall) {
   return {
     tool: call.tool,
-    // JSON bytes exactly as the model wrote them: the gateway parses them itself.
-    arguments_json: Buffer.from(JSON.stringify(call.arguments)),
+    // JSON bytes: the gateway parses them itself (the fast path), so raw text goes as the model wrote it.
+    arguments_json: Buffer.from(typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments)),
     call_id: call.callId ?? "",
     conversation_id: call.conversationId ?? "",
-    session: { customer_id: call.customerId ?? "" },
+    session: { customer_id: call.customerId ?? "", tenant: call.tenant ?? "" },
+    model: call.model ?? "",
   };
 }
 
@@ -97,10 +108,17 @@ export function validateMany(client: GatewayClient, calls: ToolCall[]): Promise<
   });
 }
 
+export interface Gated {
+  run: boolean; // run the tool (problems may still be listed: observe mode reports without refusing)
+  toolResult?: string; // when not: Repair's message, to hand the model as the tool's result
+  verdict: ValidateResponse__Output; // idempotency_key, repair_attempt, give_up, problems, ...
+  repair?: RepairResponse__Output;
+}
+
 // What the agent does with a verdict: run the tool, or hand the model the gateway's repair message.
-export async function gate(client: GatewayClient, call: ToolCall): Promise<{ run: boolean; toolResult?: string }> {
+export async function gate(client: GatewayClient, call: ToolCall): Promise<Gated> {
   const verdict = await validate(client, call);
-  if (verdict.decision !== "DECISION_REJECT") return { run: true };
+  if (verdict.decision !== "DECISION_REJECT") return { run: true, verdict };
   const advice = await repair(client, verdict.call_id);
-  return { run: false, toolResult: advice.message };
+  return { run: false, toolResult: advice.message, verdict, repair: advice };
 }

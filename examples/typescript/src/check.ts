@@ -63,7 +63,7 @@ async function main(target: string): Promise<void> {
     );
 
     const gated = await gate(client, { tool: "refund_order", arguments: { reason_code: "LOST" }, callId: "ts-gate-1" });
-    print("gate", gated);
+    print("gate", { run: gated.run, toolResult: gated.toolResult });
   } finally {
     client.close();
   }
