@@ -18,7 +18,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from argwatch.server.edge.request_limits import MAX_CALL_ID, MAX_CONVERSATION_ID, MAX_CUSTOMER_ID, MAX_TENANT, MAX_TOOL
+from argwatch.server.edge.request_limits import (
+    MAX_CALL_ID,
+    MAX_CONVERSATION_ID,
+    MAX_CUSTOMER_ID,
+    MAX_MODEL,
+    MAX_TENANT,
+    MAX_TOOL,
+)
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on
 from tests.service.helpers import gateway_stub, run_program, value
@@ -49,6 +56,7 @@ def call(**fields: object) -> pb.ValidateRequest:
         ("conversation_id", MAX_CONVERSATION_ID, "conversation_id"),
         ("customer_id", MAX_CUSTOMER_ID, "session.customer_id"),
         ("tenant", MAX_TENANT, "session.tenant"),
+        ("model", MAX_MODEL, "model"),
     ],
 )
 async def test_a_string_past_its_limit_is_invalid_argument_naming_field_and_limit(
