@@ -9,3 +9,7 @@ One module a framework, each importing only its framework (an optional extra):
 A refused call never runs: the model gets the gateway's repair message through the framework's own
 channel for a tool error, and its corrected call goes ahead. docs/frameworks.md has an example each.
 """
+
+from argwatch.client.gates._shared import GatewayUnavailable
+
+__all__ = ["GatewayUnavailable"]

@@ -1,35 +1,60 @@
-"""The LangGraph gate: a ToolNode tool-call wrapper that checks each call of a LangChain tool at the gateway.
+"""The LangGraph gate: a ToolNode whose calls of LangChain tools are checked at the gateway first.
 
-    from argwatch.client.gates.langgraph import argwatch_tool_calls
-    tools = ToolNode([refund_order], awrap_tool_call=argwatch_tool_calls(gateway, customer_id="cus_7"))
+    from argwatch.client.gates.langgraph import gated_tool_node
+    tools = gated_tool_node([refund_order], gateway, customer_id="cus_7")
 
 A call the gateway refuses never runs: the ToolNode answers it with a
 ToolMessage (status "error") holding the repair message, which the model reads
-on its next turn, so its corrected call is checked and runs. The conversation
-id is the run's `thread_id` (`config["configurable"]`); the model name comes
-from the AIMessage that made the call (`response_metadata`, as the chat model
-integrations fill it). Each value may be given instead: a string, or a function
-of the tool's `ToolRuntime` (for the customer, say, `lambda runtime:
-runtime.context.customer_id`). The wrapper is async (`ainvoke`, `astream`); an
-unreachable gateway raises: the call is neither run nor let through unchecked.
+on its next turn, so its corrected call is checked and runs. The check is
+async (`ainvoke`, `astream`): run synchronously (`invoke`), the node raises
+rather than run tools unchecked, since a ToolNode with only an async wrapper
+would run them unwrapped.
+
+The conversation id is the run's `thread_id` (`config["configurable"]`), else
+the id of the conversation's first message (LangGraph's message reducer gives
+each one). The model name comes from the AIMessage that made the call
+(`response_metadata`, as the chat model integrations fill it). Each value may
+be given instead: a string, or a function of the tool's `ToolRuntime` (the
+customer, say: `lambda runtime: runtime.context.customer_id`). An unreachable
+gateway raises GatewayUnavailable: the call is neither run nor let through
+unchecked.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.types import Command
 
 from argwatch.client._adapters import ProviderToolCall, from_openai
 from argwatch.client._gateway import Gateway
-from argwatch.client.gates._shared import CallFor, Given, run_allowed
+from argwatch.client.gates._shared import CallFor, Given, check, run_allowed
 
-Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
-Wrapper = Callable[[ToolCallRequest, Execute], Awaitable[ToolMessage | Command[Any]]]
+Answer = ToolMessage | Command[Any]
+Execute = Callable[[ToolCallRequest], Awaitable[Answer]]
+Wrapper = Callable[[ToolCallRequest, Execute], Awaitable[Answer]]
+
+
+def gated_tool_node(
+    tools: Sequence[Any],
+    gateway: Gateway,
+    *,
+    conversation_id: Given[ToolRuntime] = None,
+    customer_id: Given[ToolRuntime] = None,
+    tenant: Given[ToolRuntime] = None,
+    model: Given[ToolRuntime] = None,
+    **tool_node_options: Any,
+) -> ToolNode:
+    """A ToolNode for `tools`, every call checked first; `tool_node_options` are ToolNode's own."""
+    gate = argwatch_tool_calls(
+        gateway, conversation_id=conversation_id, customer_id=customer_id, tenant=tenant, model=model
+    )
+    return ToolNode(tools, awrap_tool_call=gate, wrap_tool_call=refuse_sync_calls, **tool_node_options)
 
 
 def argwatch_tool_calls(
@@ -40,19 +65,34 @@ def argwatch_tool_calls(
     tenant: Given[ToolRuntime] = None,
     model: Given[ToolRuntime] = None,
 ) -> Wrapper:
-    """A wrapper for `ToolNode(..., awrap_tool_call=...)`."""
+    """The wrapper alone, for `ToolNode(..., awrap_tool_call=..., wrap_tool_call=refuse_sync_calls)`."""
     call_for: CallFor[ToolRuntime] = CallFor(conversation_id, customer_id, tenant, model)
 
-    async def argwatch(request: ToolCallRequest, execute: Execute) -> ToolMessage | Command[Any]:
-        tool_call, runtime = request.tool_call, request.runtime
-        call = _as_provider_call(tool_call)
-        found = call_for.resolve(runtime, conversation_id=_thread(runtime), model=_model_name(runtime, call.call_id))
-        outcome = await gateway.check(call, **found)
+    async def argwatch(request: ToolCallRequest, execute: Execute) -> Answer:
+        runtime = request.runtime
+        call = _as_provider_call(request.tool_call)
+        found = call_for.resolve(
+            runtime, conversation_id=_conversation(runtime), model=_model_name(runtime, call.call_id)
+        )
+        outcome = await check(gateway, call, found)
         if not outcome.go_ahead:
             return ToolMessage(content=outcome.tool_error, tool_call_id=call.call_id, name=call.tool, status="error")
-        return await run_allowed(gateway, outcome, lambda: execute(request))
+        return await run_allowed(gateway, outcome, lambda: execute(request), failed=_an_error)
 
     return argwatch
+
+
+def refuse_sync_calls(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Answer]) -> Answer:
+    """ToolNode's synchronous path: the gate is async, and a tool must not run unchecked."""
+    raise RuntimeError(
+        f"argwatch: {request.tool_call.get('name')} was not run: the gate checks calls asynchronously; "
+        "run the graph with ainvoke or astream"
+    )
+
+
+def _an_error(answer: Answer) -> bool:
+    # A tool that raised, answered by the ToolNode (handle_tool_errors): whether it acted is unknown.
+    return isinstance(answer, ToolMessage) and answer.status == "error"
 
 
 def _as_provider_call(tool_call: Any) -> ProviderToolCall:
@@ -66,17 +106,25 @@ def _as_provider_call(tool_call: Any) -> ProviderToolCall:
     )
 
 
-def _thread(runtime: ToolRuntime) -> str:
+def _messages(runtime: ToolRuntime) -> list[Any]:
+    state = runtime.state
+    found = state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", [])
+    return found if isinstance(found, list) else []
+
+
+def _conversation(runtime: ToolRuntime) -> str:
     configurable = (runtime.config or {}).get("configurable") or {}
     thread = configurable.get("thread_id")
-    return str(thread) if thread is not None else ""
+    if thread is not None:
+        return str(thread)
+    messages = _messages(runtime)
+    first = messages[0] if messages else None
+    return f"messages-{first.id}" if isinstance(first, BaseMessage) and first.id else ""
 
 
 def _model_name(runtime: ToolRuntime, call_id: str) -> str:
     """The model named in the metadata of the AIMessage that made `call_id` (newest first)."""
-    state = runtime.state
-    messages = state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", [])
-    for message in reversed(messages):
+    for message in reversed(_messages(runtime)):
         if isinstance(message, AIMessage) and any(call.get("id") == call_id for call in message.tool_calls):
             metadata = message.response_metadata or {}
             name = metadata.get("model_name") or metadata.get("model")

@@ -13,12 +13,13 @@ model; each may be given instead, as a string or a function of the RunContext
 (the customer, say: `customer_id=lambda ctx: ctx.deps.customer_id`). Calls
 pydantic-ai itself refuses (arguments that do not validate against the tool's
 signature) are retried by pydantic-ai before they reach the gate, so the
-gateway does not count them. An unreachable gateway raises: the call is neither
-run nor let through unchecked.
+gateway does not count them. An unreachable gateway raises GatewayUnavailable:
+the call is neither run nor let through unchecked.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from argwatch.client._adapters import from_openai
 from argwatch.client._gateway import Gateway
-from argwatch.client.gates._shared import CallFor, Given, run_allowed
+from argwatch.client.gates._shared import CallFor, Given, check, run_allowed
 
 Context = RunContext[Any]
 
@@ -49,7 +50,7 @@ class ArgwatchToolset(WrapperToolset[Any]):
         call = from_openai({"id": call_id, "function": {"name": name, "arguments": _as_written(ctx, tool_args)}})
         call_for: CallFor[Context] = CallFor(self.conversation_id, self.customer_id, self.tenant, self.model)
         found = call_for.resolve(ctx, conversation_id=ctx.conversation_id or "", model=ctx.model.model_name)
-        outcome = await self.gateway.check(call, **found)
+        outcome = await check(self.gateway, call, found)
         if not outcome.go_ahead:
             raise ModelRetry(outcome.tool_error)
         return await run_allowed(self.gateway, outcome, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool))
@@ -63,6 +64,4 @@ def _as_written(ctx: Context, validated: dict[str, Any]) -> str:
             for part in message.parts:
                 if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id:
                     return part.args_as_json_str()
-    import json
-
     return json.dumps(validated, default=str)

@@ -42,5 +42,6 @@ async def test_a_refused_call_is_answered_in_the_client_and_never_reaches_the_se
         caplog,
         conversation_id="mcp-demo",
         model="scripted",
+        reported=None,  # the example policy's refund_order declares no side effect
         runs=[{"order_id": call["order_id"], "reason_code": call["reason_code"]} for call in executed],
     )

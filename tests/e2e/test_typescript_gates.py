@@ -74,13 +74,18 @@ async def test_the_ai_sdk_gate_refuses_the_invented_call_and_the_corrected_one_r
     # On its third, the corrected call's real result as well.
     assert third == [refused, {"toolCallId": "call-corrected", "output": {"type": "json", "value": REFUND}}]
     # The harness can tell the refusal from a result: an ArgwatchRefusal, first attempt, not given up.
-    assert seen["refusals"] == [
-        {"toolCallId": "call-invented", "callId": "call-invented", "attempt": 1, "giveUp": False, "executed": False}
-    ]
+    (refusal,) = seen["refusals"]
+    # The gate checks each call under an id of its own, the AI SDK's in front: "call_1" in two conversations
+    # must not be one rejection.
+    refusal_id = refusal.pop("callId")
+    assert refusal_id.startswith("call-invented~")
+    assert refusal == {"toolCallId": "call-invented", "attempt": 1, "giveUp": False, "executed": False}
     assert seen["tool_results"] == [{"toolCallId": "call-corrected", "output": REFUND}]
 
     # The gateway got the conversation, the AI SDK's tool call id and the model's id with the call.
-    assert sampled(caplog) == [('"ITEM_DEFECTIVE"', "ts-vercel-1", "call-invented", "scripted-refunds-1")]
+    ((value, conversation, call_id, model),) = sampled(caplog)
+    assert (value, conversation, model) == ('"ITEM_DEFECTIVE"', "ts-vercel-1", "scripted-refunds-1")
+    assert call_id == refusal_id
     # The corrected call closed the repair that the refusal opened.
     minute = last_minute(await admin_status(gateway), "refund_order")
     assert (minute.calls, minute.rejected, minute.repair_started, minute.repair_succeeded) == (2, 1, 1, 1)

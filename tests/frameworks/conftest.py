@@ -1,6 +1,7 @@
 """A gateway for the framework gates' tests: refund_order in reject mode, its reason code bound to the
 `source` fixture's set, and its order looked up in a real RecordSource that says who owns it. A gate that
-did not pass the customer through would have the corrected call refused as NOT_OWNED, and the tool never run."""
+did not pass the customer through would have the corrected call refused as NOT_OWNED, and the tool never run.
+refund_order has side effects, so the gates that run the tool report its outcome."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ tools:
       reason_code: {{value_set: refunds.reason_codes}}
     records:
       order: {{source: orders_db, kind: order, id_argument: order_id, owner: customer_id, failure: closed}}
+    side_effect: true            # a refund: the gates that run the tool report how it went
 repair: {{list_limit: 20, nearest: 3, max_attempts: 3}}
 sampling: {{rate: 1.0}}
 """

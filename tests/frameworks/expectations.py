@@ -35,6 +35,7 @@ def assert_refused_then_repaired(
     conversation_id: str,
     model: str,
     runs: Iterable[dict[str, object]],
+    reported: str | None = "succeeded",
 ) -> None:
     """The tool ran once, with the corrected code; the gateway saw the invented one from this
     conversation and model, and counts one repair started and one succeeded."""
@@ -45,6 +46,12 @@ def assert_refused_then_repaired(
     registry = gateway.registry
     assert value(registry, "tool_argument_repair_started_total", tool="refund_order") == 1
     assert value(registry, "tool_argument_repair_succeeded_total", tool="refund_order") == 1
+    outcomes = {
+        outcome: value(registry, "argwatch_outcome_reports_total", tool="refund_order", outcome=outcome)
+        for outcome in ("succeeded", "failed", "unknown")
+    }
+    # The outcome of the call that ran (None: a gate that cannot see it, the Agents SDK's guardrail).
+    assert outcomes == {o: float(o == reported) for o in outcomes}, outcomes
 
 
 def assert_repair_message(text: str) -> None:

@@ -25,6 +25,7 @@
 //
 // `ai` is a plain dependency of this example package; a published package would make it (and zod) an
 // optional peer dependency, so an agent that never imports this file never installs the SDK.
+import { randomUUID } from "node:crypto";
 import type { Tool, ToolExecutionOptions, ToolSet } from "ai";
 import { gate, type CallContext } from "../argwatch";
 import type { GatewayClient } from "../generated/argwatch/v1/Gateway";
@@ -55,6 +56,13 @@ export class ArgwatchRefusal extends Error {
   }
 }
 
+// The gateway keeps a rejection under its call id, and a provider's ids are unique only within one
+// conversation (scripted and open-weight models write "call_1" in every one): two conversations sharing
+// an id would read each other's repair message. The provider's id stays in front, for the sampled log.
+function ownCallId(toolCallId: string): string {
+  return `${toolCallId.slice(0, 100)}~${randomUUID().replace(/-/g, "").slice(0, 16)}`;
+}
+
 function modelName(model: GateOptions["model"]): string {
   return typeof model === "string" ? model : (model?.modelId ?? "");
 }
@@ -79,7 +87,7 @@ export function gated<T extends Tool>(name: string, tool: T, options: GateOption
       ...context,
       tool: name,
       arguments: JSON.stringify(input ?? {}),
-      callId: execution.toolCallId, // the provider's id: Repair, the sampled log and the verdict refer to it
+      callId: ownCallId(execution.toolCallId),
     });
     if (!answer.run) {
       const repair = answer.repair;
