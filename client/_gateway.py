@@ -38,7 +38,7 @@ def _outcome_request(call_id: str, outcome: str) -> pb.ReportOutcomeRequest:
 
 
 def _request(
-    call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str, model: str
+    call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str, model: str, prompt_version: str
 ) -> pb.ValidateRequest:
     return pb.ValidateRequest(
         tool=call.tool,
@@ -47,6 +47,7 @@ def _request(
         conversation_id=conversation_id,
         session=pb.Session(customer_id=customer_id, tenant=tenant),
         model=model,
+        prompt_version=prompt_version,
     )
 
 
@@ -72,10 +73,11 @@ class Gateway:
         customer_id: str = "",
         tenant: str = "",
         model: str = "",
+        prompt_version: str = "",
     ) -> Outcome:
         """Validates `call`; on a rejection, asks Repair for the message the model should get."""
         verdict: pb.ValidateResponse = await self._stub.Validate(
-            _request(call, conversation_id, customer_id, tenant, model), timeout=self._timeout
+            _request(call, conversation_id, customer_id, tenant, model, prompt_version), timeout=self._timeout
         )
         if verdict.decision != pb.DECISION_REJECT:
             return Outcome(True, "", verdict)
@@ -124,9 +126,10 @@ class SyncGateway:
         customer_id: str = "",
         tenant: str = "",
         model: str = "",
+        prompt_version: str = "",
     ) -> Outcome:
         verdict: pb.ValidateResponse = self._stub.Validate(
-            _request(call, conversation_id, customer_id, tenant, model), timeout=self._timeout
+            _request(call, conversation_id, customer_id, tenant, model, prompt_version), timeout=self._timeout
         )
         if verdict.decision != pb.DECISION_REJECT:
             return Outcome(True, "", verdict)

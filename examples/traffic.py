@@ -117,6 +117,10 @@ def make_call(rng: random.Random, handles: list[str], customer: str = "cus_000")
     return rng.choice(["refund_orders", "issue_refund", "delete_account"]), {"id": "x"}
 
 
+# The models the demo fleet runs, one per conversation (the last is one the demo policy does not declare).
+MODELS = ("gpt-4.1-mini", "claude-sonnet-4-5", "llama-3.3-70b")
+
+
 def request_for(tool: str, args: dict[str, Any], conversation: str, customer: str) -> gateway_pb2.ValidateRequest:
     return gateway_pb2.ValidateRequest(
         tool=tool,
@@ -124,6 +128,8 @@ def request_for(tool: str, args: dict[str, Any], conversation: str, customer: st
         conversation_id=conversation,
         call_id=uuid.uuid4().hex,
         session=gateway_pb2.Session(customer_id=customer, tenant="demo"),
+        model=MODELS[int(conversation[:4], 16) % len(MODELS)],  # the conversation's, on every call of it
+        prompt_version="support-v13",
     )
 
 

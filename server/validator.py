@@ -167,6 +167,19 @@ class Validator:
             sighting,
         )
 
+    def _count_by_model(self, tool: str, call: ToolCall, result: CheckResult, all_in_set: bool) -> None:
+        """The call's value checks again, under the model and prompt version that wrote it, as the policy
+        declares them (any other is "_other"): label values come from the policy, never from the caller."""
+        model, version = self.policy.cohorts.labels(call.model, call.prompt_version)
+        family = self._metrics.value_checks_by_model
+        if all_in_set:
+            for binding in self.policy.tools[tool].arguments:
+                family.labels(tool, binding.name, model, version, "true", "true").inc()
+            return
+        for check in result.value_checks:
+            in_set, normalised = _flag(check.in_set), _flag(check.in_set_normalised)
+            family.labels(tool, check.argument, model, version, in_set, normalised).inc()
+
     async def _sight(self, tool: ToolPolicy, call: ToolCall, mode: Mode, label: str) -> Sighting:
         """Mints the operation's key and records the call in the shared memory of operations."""
         assert tool.side_effect is not None and call.arguments is not None and self._operations is not None
@@ -252,6 +265,8 @@ class Validator:
         else:
             for check in result.value_checks:
                 meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
+        if self.policy.cohorts.declared:
+            self._count_by_model(meters.tool, call, result, all_in_set)
         if not problems and not result.skipped:
             return
         if problems:  # what reject mode refuses, whatever the mode now: a mode change's blast radius
@@ -278,6 +293,10 @@ class Validator:
                     # say) is the `_call` row's offender, not kept under "" where no detail looks.
                     self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:

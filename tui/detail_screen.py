@@ -58,6 +58,9 @@ class DetailScreen(Screen[None]):
             yield Static("Values checked per minute", id="trend-checks-title", classes="heading")
             yield Sparkline([], id="trend-checks")
             yield Static(id="figures")
+            # Only where the policy declares models: the same value checks, one row per model and prompt version.
+            yield Static("Out of set by model and prompt version", id="by-model-title", classes="heading")
+            yield Static(id="by-model")
             # Since start, and every problem that carries a value (out of set, wrong type, out of range): not
             # the out-of-set count of a window, which the figures above give.
             yield Static("Top offending values since start (any problem with a value)", classes="heading")
@@ -98,6 +101,11 @@ class DetailScreen(Screen[None]):
             f"{'Values checked' if argument is not None else 'Calls'} per minute ({_range(checked)})"
         )
         self.query_one("#figures", Static).update(_figures_table(tool, argument))
+        cohorts = list(argument.cohorts) if argument is not None else []
+        for part in ("#by-model-title", "#by-model"):
+            self.query_one(part, Static).display = bool(cohorts)
+        if cohorts:
+            self.query_one("#by-model", Static).update(_cohorts_table(cohorts))
         if argument is not None:  # the same snapshot as the figures: the 1h row's out-of-set values, by shape
             self.query_one("#shapes", Static).update(_shapes_text(window_of(argument, 3600)))
         value_set = next((s for s in status.value_sets if s.name == value_set_name), None)
@@ -149,6 +157,23 @@ def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatu
         if tool.side_effect:
             cells.append(str(tool_figures.repeats))
         table.add_row(*cells, str(figures.failed_open), problems)
+    return table
+
+
+def _cohorts_table(cohorts: list[admin_pb2.CohortFigures]) -> Table:
+    """Each model and prompt version's out-of-set rate per window, side by side ("_other": a model or version
+    the policy does not declare; "_none": calls that named none)."""
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table.add_column("model")
+    table.add_column("prompt")
+    for seconds in WINDOWS:
+        table.add_column(f"{WINDOW_NAMES[seconds]} oos% (checks)", justify="right")
+    for cohort in cohorts:
+        cells = []
+        for seconds in WINDOWS:
+            figures = window_of(cohort, seconds)
+            cells.append(f"{percent(figures.out_of_set, figures.value_checks)} ({figures.value_checks})")
+        table.add_row(cohort.model, cohort.prompt_version, *cells)
     return table
 
 

@@ -75,7 +75,9 @@ def row_key(tool: str, argument: str) -> str:
     return f"{tool}\x1f{argument}"
 
 
-def window_of(row: admin_pb2.ToolStatus | admin_pb2.ArgumentStatus, seconds: int) -> admin_pb2.WindowFigures:
+def window_of(
+    row: admin_pb2.ToolStatus | admin_pb2.ArgumentStatus | admin_pb2.CohortFigures, seconds: int
+) -> admin_pb2.WindowFigures:
     for figures in row.windows:
         if figures.window_seconds == seconds:
             return figures

@@ -33,6 +33,7 @@ class CallFor(Generic[C]):
     customer_id: Given[C] = None
     tenant: Given[C] = None
     model: Given[C] = None
+    prompt_version: Given[C] = None
 
     def resolve(self, context: C, *, conversation_id: str = "", model: str = "") -> dict[str, str]:
         """Gateway.check's keyword arguments; `conversation_id` and `model` are the framework's own,
@@ -42,6 +43,7 @@ class CallFor(Generic[C]):
             "customer_id": _value(self.customer_id, context),
             "tenant": _value(self.tenant, context),
             "model": _value(self.model, context) or model,
+            "prompt_version": _value(self.prompt_version, context),
         }
 
 

@@ -48,11 +48,17 @@ def gated_tool_node(
     customer_id: Given[ToolRuntime] = None,
     tenant: Given[ToolRuntime] = None,
     model: Given[ToolRuntime] = None,
+    prompt_version: Given[ToolRuntime] = None,
     **tool_node_options: Any,
 ) -> ToolNode:
     """A ToolNode for `tools`, every call checked first; `tool_node_options` are ToolNode's own."""
     gate = argwatch_tool_calls(
-        gateway, conversation_id=conversation_id, customer_id=customer_id, tenant=tenant, model=model
+        gateway,
+        conversation_id=conversation_id,
+        customer_id=customer_id,
+        tenant=tenant,
+        model=model,
+        prompt_version=prompt_version,
     )
     return ToolNode(tools, awrap_tool_call=gate, wrap_tool_call=refuse_sync_calls, **tool_node_options)
 
@@ -64,9 +70,10 @@ def argwatch_tool_calls(
     customer_id: Given[ToolRuntime] = None,
     tenant: Given[ToolRuntime] = None,
     model: Given[ToolRuntime] = None,
+    prompt_version: Given[ToolRuntime] = None,
 ) -> Wrapper:
     """The wrapper alone, for `ToolNode(..., awrap_tool_call=..., wrap_tool_call=refuse_sync_calls)`."""
-    call_for: CallFor[ToolRuntime] = CallFor(conversation_id, customer_id, tenant, model)
+    call_for: CallFor[ToolRuntime] = CallFor(conversation_id, customer_id, tenant, model, prompt_version)
 
     async def argwatch(request: ToolCallRequest, execute: Execute) -> Answer:
         runtime = request.runtime

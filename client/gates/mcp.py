@@ -35,11 +35,18 @@ class GatedSession:
         customer_id: str = "",
         tenant: str = "",
         model: str = "",
+        prompt_version: str = "",
     ) -> None:
         self._session, self._gateway = session, gateway
         # Without one, the session is the conversation: attempts and repairs are counted per conversation.
         conversation_id = conversation_id or f"mcp-session-{uuid.uuid4().hex}"
-        self._sent = {"conversation_id": conversation_id, "customer_id": customer_id, "tenant": tenant, "model": model}
+        self._sent = {
+            "conversation_id": conversation_id,
+            "customer_id": customer_id,
+            "tenant": tenant,
+            "model": model,
+            "prompt_version": prompt_version,
+        }
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
         """ClientSession.call_tool, checked first; the same arguments."""

@@ -47,9 +47,10 @@ def argwatch_guardrail(
     customer_id: Given[Context] = None,
     tenant: Given[Context] = None,
     model: Given[Context] = None,
+    prompt_version: Given[Context] = None,
 ) -> ToolInputGuardrail[Any]:
     """A guardrail to put in a function tool's (or an MCP server's) `tool_input_guardrails`."""
-    call_for: CallFor[Context] = CallFor(conversation_id, customer_id, tenant, model)
+    call_for: CallFor[Context] = CallFor(conversation_id, customer_id, tenant, model, prompt_version)
 
     async def argwatch(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
@@ -73,11 +74,17 @@ def gate_agent(
     customer_id: Given[Context] = None,
     tenant: Given[Context] = None,
     model: Given[Context] = None,
+    prompt_version: Given[Context] = None,
 ) -> Agent[Any]:
     """A copy of `agent`, and of every agent it hands off to, whose function tools are copies carrying the
     argwatch guardrail first (their own guardrails run too). `agent` and its tools are left unchanged."""
     guardrail = argwatch_guardrail(
-        gateway, conversation_id=conversation_id, customer_id=customer_id, tenant=tenant, model=model
+        gateway,
+        conversation_id=conversation_id,
+        customer_id=customer_id,
+        tenant=tenant,
+        model=model,
+        prompt_version=prompt_version,
     )
     copies: dict[int, Agent[Any]] = {}
 

@@ -44,11 +44,14 @@ class ArgwatchToolset(WrapperToolset[Any]):
     customer_id: Given[Context] = field(default=None, kw_only=True)
     tenant: Given[Context] = field(default=None, kw_only=True)
     model: Given[Context] = field(default=None, kw_only=True)
+    prompt_version: Given[Context] = field(default=None, kw_only=True)
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Context, tool: ToolsetTool[Any]) -> Any:
         call_id = ctx.tool_call_id or ""
         call = from_openai({"id": call_id, "function": {"name": name, "arguments": _as_written(ctx, tool_args)}})
-        call_for: CallFor[Context] = CallFor(self.conversation_id, self.customer_id, self.tenant, self.model)
+        call_for: CallFor[Context] = CallFor(
+            self.conversation_id, self.customer_id, self.tenant, self.model, self.prompt_version
+        )
         found = call_for.resolve(ctx, conversation_id=ctx.conversation_id or "", model=ctx.model.model_name)
         outcome = await check(self.gateway, call, found)
         if not outcome.go_ahead:

@@ -202,6 +202,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 out_of_set_per_minute=row.out_of_set_per_minute,
             )
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
+            for cohort in row.cohorts:
+                argument.cohorts.add(model=cohort.model, prompt_version=cohort.prompt_version).windows.extend(
+                    _window_to_wire(window) for window in cohort.windows
+                )
         for state in provider.statuses():
             response.value_sets.append(_set_status(state))
         for tool, foreign in sorted(self._modes.foreign_overrides().items()):

@@ -19,6 +19,7 @@ MAX_CONVERSATION_ID = 256
 MAX_CUSTOMER_ID = 256
 MAX_TENANT = 256
 MAX_MODEL = 128
+MAX_PROMPT_VERSION = 128
 MAX_REASON = 1024  # a mode change's reason, kept in the audit
 
 
@@ -40,6 +41,7 @@ def check_validate(request: pb.ValidateRequest) -> None:
         ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
         ("session.tenant", session.tenant, MAX_TENANT),
         ("model", request.model, MAX_MODEL),
+        ("prompt_version", request.prompt_version, MAX_PROMPT_VERSION),
     ):
         if len(value) > limit:
             raise TooLong(field, len(value), limit)

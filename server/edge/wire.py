@@ -69,6 +69,7 @@ def call_from_request(request: pb.ValidateRequest) -> ToolCall:
         error,
         raw,
         request.model,
+        request.prompt_version,
     )
 
 

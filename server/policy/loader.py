@@ -21,9 +21,11 @@ from jsonschema.exceptions import SchemaError
 from argwatch.common.durations import parse_duration
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.model import (
+    MAX_COHORT_NAMES,
     ArgumentBinding,
     AttentionConfig,
     CaseRule,
+    CohortConfig,
     Failure,
     FileSourceConfig,
     GrpcSourceConfig,
@@ -216,6 +218,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
             "sampling",
             "attention",
             "formats",
+            "models",
         },
     )
     if not isinstance(document, dict):
@@ -230,6 +233,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     repair = _read_repair(reader, top.get("repair"))
     sampling = _read_sampling(reader, top.get("sampling"))
     attention = _read_attention(reader, top.get("attention"))
+    cohorts = _read_cohorts(reader, top.get("models"))
     if reader.issues:
         raise PolicyError(path, reader.issues)
     return Policy(
@@ -243,6 +247,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         sampling=sampling,
         attention=attention,
         assert_formats=assert_formats,
+        cohorts=cohorts,
     )
 
 
@@ -615,6 +620,27 @@ def _read_repair(reader: _Reader, node: object) -> RepairConfig:
         max_attempts=reader.value(fields, "max_attempts", "repair", _positive_int, defaults.max_attempts),
         remember_seconds=reader.value(fields, "remember", "repair", parse_duration, defaults.remember_seconds),
     )
+
+
+def _read_cohorts(reader: _Reader, node: object) -> CohortConfig:
+    """`models: {names: [...], prompt_versions: [...]}`: the label values the split series may take."""
+    fields = reader.mapping(node, "models", {"names", "prompt_versions"})
+    none: tuple[str, ...] = ()
+    return CohortConfig(
+        models=frozenset(reader.value(fields, "names", "models", _cohort_names, none)),
+        prompt_versions=frozenset(reader.value(fields, "prompt_versions", "models", _cohort_names, none)),
+    )
+
+
+def _cohort_names(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+        raise ValueError(f"expected a list of names, got {value!r}")
+    if len(value) > MAX_COHORT_NAMES:
+        raise ValueError(f"at most {MAX_COHORT_NAMES} names (each is a label value of every split series)")
+    for name in value:
+        if name.startswith("_") or len(name) > 128:
+            raise ValueError(f"{name!r}: a name is 1 to 128 characters and does not start with _ (_other, _none)")
+    return tuple(value)
 
 
 def _read_attention(reader: _Reader, node: object) -> AttentionConfig:

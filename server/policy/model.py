@@ -205,6 +205,39 @@ class AttentionConfig:
     override_expiring_seconds: float = 600.0
 
 
+# The label of a model or prompt version the policy does not declare, and of a call that named none.
+OTHER_COHORT = "_other"
+NO_COHORT = "_none"
+MAX_COHORT_NAMES = 16  # per list: the split series are tools x arguments x (models + 2) x (versions + 2) x 3
+
+
+@dataclass(frozen=True, slots=True)
+class CohortConfig:
+    """The models and prompt versions worth value-check series of their own (the policy's `models`).
+
+    A caller names the model and prompt version of each call; as sent they are
+    model-adjacent text of any length and number, so only these declared names
+    become label values, and everything else is counted under OTHER_COHORT.
+    """
+
+    models: frozenset[str] = frozenset()
+    prompt_versions: frozenset[str] = frozenset()
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.models or self.prompt_versions)
+
+    def labels(self, model: str, prompt_version: str) -> tuple[str, str]:
+        """The (model, prompt_version) label values for a call: declared, OTHER_COHORT or NO_COHORT."""
+        return _cohort(model, self.models), _cohort(prompt_version, self.prompt_versions)
+
+
+def _cohort(name: str, declared: frozenset[str]) -> str:
+    if not name:
+        return NO_COHORT
+    return name if name in declared else OTHER_COHORT
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingConfig:
     """How often an offending value is written to the sampled log."""
@@ -231,3 +264,4 @@ class Policy:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     assert_formats: bool = True  # `formats: assert` (the default) or `annotate`; a tool may say otherwise
+    cohorts: CohortConfig = field(default_factory=CohortConfig)  # `models`: value checks split by model

@@ -178,6 +178,7 @@ class PolicyReloader:
             sets=[name for name in old.value_sets if name not in policy.value_sets],
             sources=[name for name in old.sources if name not in policy.sources],
         )
+        gateway.metrics.forget_cohorts(policy.cohorts.models, policy.cohorts.prompt_versions)
         parts.provider.publish_health()
         retiring = asyncio.get_running_loop().create_task(self._retire(old_clients))
         self._retiring[retiring] = old_clients

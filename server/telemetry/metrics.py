@@ -18,11 +18,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from argwatch.server.policy.model import Mode
+from argwatch.server.policy.model import NO_COHORT, OTHER_COHORT, Mode
 from argwatch.server.verdict.decision import Decision
 
 UNKNOWN_LABEL = "_unknown"
 CALL_LEVEL_ARGUMENT = "_call"  # the argument label of problems about the whole call
+COHORT_PREFIX = "cohort\x1f"  # window_counts' keys of the value checks split by model and prompt version
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +233,15 @@ class GatewayMetrics:
             "tool_argument_problems",
             "Problems found in tool-call arguments, by code.",
             ["tool", "argument", "code"],
+            registry,
+        )
+        # The same value checks split by who wrote the call, only where the policy declares models: the label
+        # values are the policy's names, "_other" or "_none" (policy.model.CohortConfig), never as sent.
+        self.value_checks_by_model = _TallyFamily(
+            "tool_argument_value_check_by_model",
+            "Values compared with their value set, by the model and prompt version that wrote the call (as the "
+            "policy declares them; _other, _none) and whether they were in it as written and after normalisation.",
+            ["tool", "argument", "model", "prompt_version", "in_set", "in_set_normalised"],
             registry,
         )
         self.unavailable = _TallyFamily(
@@ -512,7 +522,8 @@ class GatewayMetrics:
         """Every cumulative count the Admin API's windows use: (tool, argument, what) -> count.
 
         Per argument: "checks", "out_of_set", "out_of_set_normalised", "shape:<shape>", "problem:<code>",
-        "failed_open". Per tool (argument ""): "calls", "allow", "reject", "repair_started",
+        "failed_open", and COHORT_PREFIX + "<model>\\x1f<prompt version>\\x1f" + "checks" (and the two out-of-set
+        counts) where the policy declares models. Per tool (argument ""): "calls", "allow", "reject", "repair_started",
         "repair_succeeded", "repair_abandoned", "repeats", "with_problems", "with_invented".
         """
         counts: dict[tuple[str, str, str], float] = {}
@@ -529,6 +540,13 @@ class GatewayMetrics:
         for (tool, _mode, decision), tally in self.decisions.children():
             add((tool, "", "calls"), tally.value)
             add((tool, "", decision), tally.value)
+        for (tool, argument, model, version, in_set, normalised), tally in self.value_checks_by_model.children():
+            cohort = f"{COHORT_PREFIX}{model}\x1f{version}\x1f"
+            add((tool, argument, cohort + "checks"), tally.value)
+            if in_set == "false":
+                add((tool, argument, cohort + "out_of_set"), tally.value)
+            if normalised == "false":
+                add((tool, argument, cohort + "out_of_set_normalised"), tally.value)
         for (tool, invented), tally in self.calls_with_problems.children():
             add((tool, "", "with_problems"), tally.value)
             if invented == "true":
@@ -548,6 +566,13 @@ class GatewayMetrics:
         for (tool, argument), count in list(self._failed_open.items()):
             add((tool, argument, "failed_open"), count)
         return counts
+
+    def forget_cohorts(self, models: frozenset[str], prompt_versions: frozenset[str]) -> None:
+        """Drops the split series of models and prompt versions a reloaded policy no longer declares."""
+        kept_models, kept_versions = {*models, OTHER_COHORT, NO_COHORT}, {*prompt_versions, OTHER_COHORT, NO_COHORT}
+        for values, _tally in self.value_checks_by_model.children():
+            if values[2] not in kept_models or values[3] not in kept_versions:
+                self.value_checks_by_model.remove(*values)
 
     def repair_succeeded(self, tool: str, attempts: int) -> None:
         self._child(self.repair_succeeded_total, tool).inc()

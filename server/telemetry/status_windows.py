@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
 from argwatch.server.telemetry.count_windows import CountCopy, CountWindows, Key
+from argwatch.server.telemetry.metrics import COHORT_PREFIX
 
 WINDOWS_SECONDS = (60, 900, 3600)
 
@@ -46,6 +47,14 @@ class Figures(NamedTuple):
         return self.out_of_set_normalised / self.value_checks if self.value_checks else 0.0
 
 
+class CohortFigures(NamedTuple):
+    """One argument's value checks by one model and prompt version (as the policy declares them)."""
+
+    model: str
+    prompt_version: str
+    windows: tuple[Figures, ...]  # only the value-check figures are filled
+
+
 class ArgumentFigures(NamedTuple):
     tool: str
     argument: str
@@ -53,6 +62,7 @@ class ArgumentFigures(NamedTuple):
     windows: tuple[Figures, ...]
     checks_per_minute: list[int]
     out_of_set_per_minute: list[int]
+    cohorts: tuple[CohortFigures, ...] = ()  # where the policy declares models
 
 
 class ToolFigures(NamedTuple):
@@ -106,6 +116,8 @@ class StatusWindows:
                 calls_per_minute=self._series(now, (tool, "", "calls")),
             )
 
+        cohorts_declared = self._policy.cohorts.declared
+
         def arguments() -> Iterator[ArgumentFigures]:
             for tool, argument, value_set in self._rows_with(grouped):
                 counts = grouped.get((tool, argument), empty)
@@ -119,6 +131,7 @@ class StatusWindows:
                     ),
                     checks_per_minute=self._series(now, (tool, argument, "checks")),
                     out_of_set_per_minute=self._series(now, (tool, argument, "out_of_set")),
+                    cohorts=_cohorts(counts, spans) if cohorts_declared else (),
                 )
 
         return StatusFigures(tool_figures, arguments())
@@ -150,6 +163,27 @@ def _argument_rows(policy: Policy) -> list[tuple[str, str, str]]:
                 seen.add(record.id_argument)
         rows.extend((tool.name, argument, "") for argument in sorted(tool.known_arguments - seen))
     return rows
+
+
+def _cohorts(counts: list[dict[str, int]], spans: Sequence[tuple[int, object, float]]) -> tuple[CohortFigures, ...]:
+    """The argument's value checks per (model, prompt version) seen in any window, in name order."""
+    split: dict[tuple[str, str], list[dict[str, int]]] = {}
+    for slot, slot_counts in enumerate(counts):
+        for what, value in slot_counts.items():
+            if what.startswith(COHORT_PREFIX):
+                model, version, kind = what[len(COHORT_PREFIX) :].split("\x1f")
+                split.setdefault((model, version), [{} for _ in spans])[slot][kind] = value
+    return tuple(
+        CohortFigures(
+            model,
+            version,
+            tuple(
+                _figures(seconds, covered, per_window[slot], (), slot, tool_row=False)
+                for slot, (seconds, _deltas, covered) in enumerate(spans)
+            ),
+        )
+        for (model, version), per_window in sorted(split.items())
+    )
 
 
 def _figures(

@@ -24,6 +24,7 @@ class ToolCall(NamedTuple):
     arguments_error: str = ""  # why `arguments` is None
     raw_arguments: bytes = b""  # the raw JSON, kept to fingerprint undecodable calls
     model: str = ""  # the model that wrote the call, as the caller names it (bounded at the edge)
+    prompt_version: str = ""  # the agent's prompt version, as the caller names it (bounded at the edge)
 
 
 def decode_json_arguments(raw: bytes) -> tuple[Mapping[str, object] | None, str]:

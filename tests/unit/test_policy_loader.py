@@ -133,3 +133,32 @@ def test_a_missing_file_is_a_policy_error_naming_it(tmp_path: os.PathLike[str]) 
     missing = os.path.join(str(tmp_path), "nope.yaml")
     with pytest.raises(PolicyError, match=r"nope\.yaml: <top>: cannot read the file"):
         load_policy(missing)
+
+
+@pytest.mark.parametrize(
+    ("section", "error"),
+    [
+        ("models: {names: gpt-4.1}", "models.names: expected a list of names, got 'gpt-4.1'"),
+        (
+            "models: {names: [_other]}",
+            "models.names: '_other': a name is 1 to 128 characters and does not start with _",
+        ),
+        (
+            "models: {prompt_versions: [" + ", ".join(f"v{i}" for i in range(17)) + "]}",
+            "models.prompt_versions: at most 16 names (each is a label value of every split series)",
+        ),
+        ("models: {name: [a]}", "models.name: unknown key; expected one of names, prompt_versions"),
+    ],
+)
+def test_the_models_section_takes_a_bounded_list_of_plain_names(section: str, error: str) -> None:
+    (found,) = errors_of(GOOD + "\n" + section + "\n")
+    assert found.startswith(error)
+
+
+def test_declared_models_are_label_values_and_anything_else_is_other_or_none() -> None:
+    policy = parse_policy((GOOD + "\nmodels: {names: [gpt-4.1-mini], prompt_versions: [v13]}\n").encode(), "p.yaml")
+    cohorts = policy.cohorts
+    assert cohorts.labels("gpt-4.1-mini", "v13") == ("gpt-4.1-mini", "v13")
+    assert cohorts.labels("gpt-4.1-mini ", "V13") == ("_other", "_other")  # names are matched exactly
+    assert cohorts.labels("", "") == ("_none", "_none")
+    assert not parse_policy(GOOD.encode(), "p.yaml").cohorts.declared

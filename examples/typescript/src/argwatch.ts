@@ -28,6 +28,7 @@ export interface CallContext {
   customerId?: string;
   tenant?: string;
   model?: string; // as the harness names it ("gpt-4.1-mini"); at most 128 characters
+  promptVersion?: string; // the agent's prompt version ("support-v13"); at most 128 characters
 }
 
 export interface ToolCall extends CallContext {
@@ -62,6 +63,7 @@ function request(call: ToolCall) {
     conversation_id: call.conversationId ?? "",
     session: { customer_id: call.customerId ?? "", tenant: call.tenant ?? "" },
     model: call.model ?? "",
+    prompt_version: call.promptVersion ?? "",
   };
 }
 

@@ -81,6 +81,7 @@ export function gated<T extends Tool>(name: string, tool: T, options: GateOption
     customerId: options.customerId,
     tenant: options.tenant,
     model: modelName(options.model),
+    promptVersion: options.promptVersion,
   };
   const check = async (input: unknown, execution: ToolExecutionOptions): Promise<void> => {
     const answer = await gate(options.gateway, {
