@@ -7,7 +7,7 @@ from importlib import metadata
 
 from argwatch.common.durations import duration
 from argwatch.common.tls_flags import add_tls_arguments
-from argwatch.server.cli import commands, serve
+from argwatch.server.cli import commands, replay_command, serve
 from argwatch.server.process.settings import add_serve_arguments
 
 
@@ -144,4 +144,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     health.add_argument("--service", default="", help="the health service name ('' is the whole server)")
     health.add_argument("--timeout", type=duration, default=2.0, metavar="DURATION", help="how long to wait")
     health.set_defaults(run=commands.health)
+
+    replay_command.add_commands(command)
     return parser, found

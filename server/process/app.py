@@ -204,7 +204,7 @@ async def build_gateway(
             snapshot_dir=settings.snapshot_dir,
             events=events,
         )
-        record_clients = _record_clients(chosen, metrics)
+        record_clients = record_clients_for(chosen, metrics)
         samples = SampledValueLog(chosen.sampling.rate, chosen.sampling.max_value_chars, clock=clock)
         rejections = RejectionLog(cache, chosen.repair)
         validator = Validator(
@@ -393,7 +393,7 @@ def _replica_report(serving: Serving, modes: ModeStore) -> Callable[[], dict[str
     return report
 
 
-def _record_clients(policy: Policy, metrics: GatewayMetrics) -> dict[str, RecordClient]:
+def record_clients_for(policy: Policy, metrics: GatewayMetrics) -> dict[str, RecordClient]:
     """One RecordSource client per source that records use, caching answers for the shortest record TTL."""
     ttls: dict[str, float] = {}
     for tool in policy.tools.values():

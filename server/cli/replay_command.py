@@ -1,0 +1,176 @@
+"""`argwatch replay` and `argwatch sets export`: a corpus of recorded tool calls judged offline, and its sets."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from argwatch.common.durations import duration, parse_duration
+from argwatch.server.policy.loader import PolicyError, load_policy
+from argwatch.server.policy.model import Policy
+
+if TYPE_CHECKING:
+    from argwatch.server.replay.report import ReplayReport
+
+CommandFactory = Callable[..., argparse.ArgumentParser]
+
+
+def add_commands(command: CommandFactory) -> None:
+    """Registers `replay` and `sets export` through build_parser's `command` helper."""
+    from argwatch.common.tls_flags import add_tls_arguments
+
+    replay = command(
+        "replay",
+        "judge a corpus of recorded tool calls offline",
+        "Run recorded tool calls through the gateway's own verdict code, offline, with no gateway running:\n"
+        "OpenAI Chat Completions and Responses transcripts or API responses, Anthropic Messages, MCP\n"
+        "tools/call logs, or plain {tool, arguments} lines (JSON lines; .gz read as gzip). Prints, per tool\n"
+        "and argument, the out-of-set rate raw and normalised, the shapes of the misses, problems by code\n"
+        "and what reject mode would refuse. Malformed lines are counted, never fatal.",
+    )
+    replay.add_argument("files", nargs="+", metavar="FILE", help="JSON-lines files of recorded calls")
+    replay.add_argument("--policy", required=True, help="the policy to judge them by")
+    replay.add_argument(
+        "--sets",
+        default="",
+        metavar="FILE",
+        help="the value sets, from `argwatch sets export` (default: ask the policy's sources now)",
+    )
+    replay.add_argument(
+        "--wait", type=duration, default=10.0, metavar="DURATION", help="how long to wait for the sets to load"
+    )
+    replay.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    live = replay.add_argument_group("comparing with a live gateway")
+    live.add_argument(
+        "--compare-to", default="", metavar="HOST:PORT", help="a gateway's Admin API: its rates beside the corpus's"
+    )
+    live.add_argument("--window", default="1h", help="the live window to compare with: 1m, 15m or 1h")
+    live.add_argument("--token-file", default="", metavar="FILE", help="a file holding the Admin bearer token")
+    add_tls_arguments(live)
+    replay.set_defaults(run=run_replay)
+
+    sets = command("sets", "work with value sets", "Work with the policy's value sets.")
+    sets_commands = sets.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    export = command(
+        "export",
+        "write the policy's value sets, as their owners serve them now, to one file",
+        "Ask the policy's sources for every value set, as a gateway does at start-up, and write them to one\n"
+        "file (the file source's format): `argwatch replay --sets FILE` then judges a corpus against exactly\n"
+        "these sets, however the owners move on.",
+        sets_commands,
+        "sets export",
+    )
+    export.add_argument("--policy", required=True, help="the policy whose sets to export")
+    export.add_argument("--out", required=True, metavar="FILE", help="where to write them")
+    export.add_argument(
+        "--wait", type=duration, default=10.0, metavar="DURATION", help="how long to wait for the sets to load"
+    )
+    export.set_defaults(run=run_sets_export)
+
+
+def run_replay(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from argwatch.server.replay.corpus import ReadCounts, read_corpus
+    from argwatch.server.replay.report import as_json, as_text, build_report
+    from argwatch.server.replay.run import replay
+
+    policy = _policy(args.policy)
+    if policy is None:
+        return 1
+    window = int(parse_duration(args.window)) if args.compare_to else 0
+    read = ReadCounts()
+    progress = _Progress() if sys.stderr.isatty() and not args.json else None
+    try:
+        calls = read_corpus(list(args.files), read, progress.update if progress else None)
+        result = asyncio.run(replay(policy, calls, sets_file=args.sets, wait_seconds=args.wait))
+    except OSError as error:
+        print(f"argwatch replay: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
+        return 1
+    finally:
+        if progress is not None:
+            progress.done()
+    report = build_report(policy, read, result)
+    comparison = asyncio.run(_compare(args, environ, report, window)) if args.compare_to else None
+    if comparison is None and args.compare_to:
+        return 1
+    if args.json:
+        document = as_json(report)
+        if comparison is not None:
+            document["compared"] = comparison[1]
+        print(json.dumps(document, indent=2))
+    else:
+        print(as_text(report))
+        if comparison is not None:
+            print("\n" + comparison[0])
+    return 0
+
+
+async def _compare(
+    args: argparse.Namespace, environ: Mapping[str, str], report: ReplayReport, window: int
+) -> tuple[str, dict[str, Any]] | None:
+    import grpc
+
+    from argwatch.server.replay.compare import compare, comparison_json, comparison_text
+    from argwatch.tui.admin_client import AdminClient
+    from argwatch.tui.run import connection_from
+
+    args.admin = args.compare_to
+    client = AdminClient(connection_from(args, dict(environ)))
+    try:
+        status = await client.status()
+    except grpc.aio.AioRpcError as error:
+        print(f"argwatch replay: {args.compare_to}: {error.code().name}: {error.details()}", file=sys.stderr)
+        return None
+    finally:
+        await client.close()
+    rows = compare(report, status, window)
+    return comparison_text(rows, args.compare_to, window), comparison_json(rows, args.compare_to, window)
+
+
+def run_sets_export(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from argwatch.server.replay.sets_export import export_sets
+
+    policy = _policy(args.policy)
+    if policy is None:
+        return 1
+    try:
+        written, missing = asyncio.run(export_sets(policy, args.out, args.wait))
+    except OSError as error:
+        print(f"argwatch sets export: cannot write {args.out}: {error.strerror}", file=sys.stderr)
+        return 1
+    for name, version in written.items():
+        print(f"{name}: version {version}")
+    if missing:
+        print(f"argwatch sets export: not loaded within {args.wait:g}s: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} value set(s) to {args.out}")
+    return 0
+
+
+def _policy(path: str) -> Policy | None:
+    try:
+        return load_policy(path)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        return None
+
+
+class _Progress:
+    """A one-line progress bar on stderr (only when it is a terminal): the share of bytes read."""
+
+    def __init__(self) -> None:
+        self._shown = -1
+
+    def update(self, done: int, total: int) -> None:
+        percent = 100 * done // total if total else 100
+        if percent != self._shown:
+            self._shown = percent
+            bar = "#" * (percent // 4)
+            print(f"\rreplaying [{bar:<25}] {percent:3d}%", end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self._shown >= 0:
+            print(file=sys.stderr)

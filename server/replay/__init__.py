@@ -1,0 +1,1 @@
+"""Replaying recorded tool calls offline through the gateway's own verdict code (`argwatch replay`, `sets export`)."""

@@ -1,0 +1,58 @@
+"""`argwatch sets export`: the policy's value sets, as its owners serve them now, in one file a replay can reuse.
+
+The file is the file source's format (JSON, which is YAML): set name -> version,
+members, retired (with when and what replaced each, where the owner says). So
+`argwatch replay --sets FILE` judges a corpus against exactly these sets, however
+the owners have moved on since, and the same file serves as a `file:` source.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.policy.model import Policy
+from argwatch.server.process.app import make_fetcher
+from argwatch.server.state.atomic_file import write_atomically
+from argwatch.server.state.shared_cache import SharedCache
+from argwatch.server.telemetry.metrics import GatewayMetrics
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+
+
+async def export_sets(policy: Policy, path: str, wait_seconds: float = 10.0) -> tuple[dict[str, int], list[str]]:
+    """Writes every set the owners served within `wait_seconds` to `path` (atomically); returns
+    (name -> version written, names not loaded)."""
+    metrics = GatewayMetrics(CollectorRegistry())
+    fetchers = {source: make_fetcher(config) for source, config in policy.sources.items()}
+    provider = ValueSetProvider(policy, fetchers, SharedCache(None, metrics), metrics)
+    try:
+        missing = await provider.start(wait_seconds)
+        document = {
+            name: _entry(reading.snapshot)
+            for name in sorted(policy.value_sets)
+            if (reading := provider.read(name)) is not None
+        }
+    finally:
+        await provider.close()
+    write_atomically(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    return {name: entry["version"] for name, entry in document.items()}, missing
+
+
+def _entry(snapshot: ValueSetSnapshot) -> dict[str, Any]:
+    retired: list[object] = []
+    for value in sorted(snapshot.retired):
+        known = snapshot.retirements.get(value)
+        if known is None:
+            retired.append(value)
+            continue
+        detail: dict[str, object] = {"value": value}
+        if known.retired_at is not None:
+            detail["retired_at"] = datetime.datetime.fromtimestamp(known.retired_at, datetime.UTC).isoformat()
+        if known.replaced_by:
+            detail["replaced_by"] = known.replaced_by
+        retired.append(detail)
+    return {"version": snapshot.version, "members": list(snapshot.sorted_members), "retired": retired}
