@@ -61,6 +61,8 @@ class AdminApi(Protocol):
 
     async def events(self, limit: int = 200) -> list[admin_pb2.Event]: ...
 
+    async def coverage(self) -> admin_pb2.GetCoverageResponse: ...
+
     async def close(self) -> None: ...
 
 
@@ -138,6 +140,12 @@ class AdminClient:
             admin_pb2.ListEventsRequest(limit=limit), timeout=self._timeout, metadata=self._metadata
         )
         return list(response.events)
+
+    async def coverage(self) -> admin_pb2.GetCoverageResponse:
+        response: admin_pb2.GetCoverageResponse = await self._stub.GetCoverage(
+            admin_pb2.GetCoverageRequest(), timeout=self._timeout, metadata=self._metadata
+        )
+        return response
 
     async def close(self) -> None:
         await self._channel.close()

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from argwatch.tui.admin_client import AdminApi
 from argwatch.tui.audit_screen import AuditScreen
+from argwatch.tui.coverage_screen import CoverageScreen
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.feed import Lost, Snapshot, follow
 from argwatch.tui.help_screen import HelpScreen
@@ -83,6 +84,8 @@ class ArgwatchApp(App[None]):
         Binding("r", "refresh_set", "refresh set"),
         Binding("a", "audit", "audit"),
         Binding("e", "timeline", "timeline"),
+        # Not in the footer, which 80 columns already cut after `r`: `?` lists every key.
+        Binding("c", "coverage", "coverage", show=False),
         Binding("escape", "go_back", "back", show=False),
         Binding("q", "quit", "quit"),
     ]
@@ -368,6 +371,10 @@ class ArgwatchApp(App[None]):
     def action_timeline(self) -> None:
         if not isinstance(self.screen, TimelineScreen):
             self.push_screen(TimelineScreen(self.api, live=self._live_detail))
+
+    def action_coverage(self) -> None:
+        if not isinstance(self.screen, CoverageScreen):
+            self.push_screen(CoverageScreen(self.api))
 
     def action_mode(self) -> None:
         row = self.selected_row()

@@ -23,6 +23,7 @@ KEYS = (
     ("r", "refresh the selected row's value set from its source"),
     ("a", "the audit trail of mode changes"),
     ("e", "the incident timeline: what changed, newest first"),
+    ("c", "coverage: what the policy checks of each argument, and what it does not"),
     ("q", "quit"),
 )
 CHANGING = {"m", "g", "r"}

@@ -7,7 +7,7 @@ from importlib import metadata
 
 from argwatch.common.durations import duration
 from argwatch.common.tls_flags import add_tls_arguments
-from argwatch.server.cli import commands, replay_command, serve
+from argwatch.server.cli import commands, coverage_command, replay_command, serve
 from argwatch.server.process.settings import add_serve_arguments
 
 
@@ -146,4 +146,5 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     health.set_defaults(run=commands.health)
 
     replay_command.add_commands(command)
+    coverage_command.add_command(command)
     return parser, found

@@ -107,6 +107,56 @@ def recorded_status() -> admin_pb2.GetStatusResponse:
     return status
 
 
+def _counts(enumerated: int, checked: int, typed: int, unconstrained: int) -> admin_pb2.CoverageCounts:
+    total = enumerated + checked + typed + unconstrained
+    return admin_pb2.CoverageCounts(
+        enumerated=enumerated, checked=checked, typed=typed, unconstrained=unconstrained,
+        covered_share=(enumerated + checked) / total if total else 0.0,
+    )  # fmt: skip
+
+
+def recorded_coverage() -> admin_pb2.GetCoverageResponse:
+    """The demo's tools as an MCP server defines them, with the demo policy's bindings layered on top."""
+    found = admin_pb2.GetCoverageResponse(
+        policy_version="65d9eb6a490b1f2c", counts=_counts(4, 4, 3, 1), suggestions_left_off=0,
+        samples="this replica's offending values since it started",
+    )  # fmt: skip
+    tools = (
+        ("refund_order", _counts(1, 2, 1, 0), "", (
+            ("order_id", "checked", ("type:string", "pattern", "record:order", "owner")),
+            ("reason_code", "enumerated", ("type:string", "value_set:refunds.reason_codes")),
+            ("amount_cents", "checked", ("type:integer", "range", "rule:not_above_paid")),
+            ("note", "typed", ("type:string", "length")),
+        )),
+        ("get_refund_status", _counts(0, 0, 0, 0), "no schema", ()),
+        ("create_ticket", _counts(2, 0, 2, 1), "additionalProperties is not false", (
+            ("component_id", "enumerated", ("type:string", "value_set:catalog.components")),
+            ("assignee", "enumerated", ("type:string", "value_set:identity.handles")),
+            ("summary", "typed", ("type:string",)),
+            ("ticket_type", "typed", ("type:string",)),
+            ("details", "unconstrained", ()),
+        )),
+        ("transfer_stock", _counts(1, 2, 0, 0), "", (
+            ("warehouse_code", "enumerated", ("value_set:wms.warehouses",)),
+            ("quantity", "checked", ("type:integer", "range")),
+            ("priority", "checked", ("type:string", "pattern")),  # misses: "high", "urgent", "low"
+        )),
+    )  # fmt: skip
+    for name, counts, undeclared, arguments in tools:
+        tool = found.tools.add(tool=name, counts=counts, undeclared_arguments=undeclared)
+        for argument, coverage, constraints in arguments:
+            tool.arguments.add(argument=argument, coverage=coverage, constraints=constraints)
+    found.suggestions.add(
+        tool="create_ticket", argument="ticket_type", binding="value_set",
+        reason="its name ends in _type: such values come from a set, and none is bound",
+    )  # fmt: skip
+    found.suggestions.add(
+        tool="transfer_stock", argument="priority", binding="value_set",
+        reason='48 values sampled, 3 distinct ("high", "urgent", "low"): the model writes it from a small vocabulary',
+    )  # fmt: skip
+    return found
+
+
 class RecordedAdmin:
     """Answers with the fixed data above; the status stream sends one snapshot, then waits."""
 
@@ -164,6 +214,9 @@ class RecordedAdmin:
             admin_pb2.Event(at=_at(-5400), kind="set", subject="identity.handles",
                             detail="stale: its source is unreachable: UNAVAILABLE: connection refused"),
         ]  # fmt: skip
+
+    async def coverage(self) -> admin_pb2.GetCoverageResponse:
+        return recorded_coverage()
 
     async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse:
         raise AssertionError("the snapshot tests change nothing")

@@ -13,7 +13,18 @@ from argwatch.server.cli import main
 from argwatch.server.cli.parser import build_parser
 
 _, COMMANDS = build_parser()
-LEAF_COMMANDS = ["serve", "policy check", "tui", "watch", "report", "tools export", "health"]
+LEAF_COMMANDS = [
+    "serve",
+    "policy check",
+    "tui",
+    "watch",
+    "report",
+    "tools export",
+    "health",
+    "replay",
+    "sets export",
+    "coverage",
+]
 
 
 def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -61,7 +72,7 @@ def test_the_old_address_flag_is_still_accepted_but_not_shown() -> None:
 
 def test_every_admin_command_takes_the_same_address_token_and_tls_options() -> None:
     shared = {"admin", "token_file", "tls_ca", "tls_cert", "tls_key", "tls_server_name"}
-    for name in ("tui", "watch", "report"):
+    for name in ("tui", "watch", "report", "coverage"):
         options = options_of(COMMANDS[name])
         assert shared <= set(options), f"{name} lacks {shared - set(options)}"
         assert options["admin"].option_strings[0] == "--admin" and options["admin"].default == "127.0.0.1:50052"
