@@ -55,6 +55,8 @@ class AdminApi(Protocol):
 
     async def samples(self, tool: str, argument: str, limit: int = 10) -> admin_pb2.ListSamplesResponse: ...
 
+    async def cohorts(self, tool: str, argument: str) -> list[admin_pb2.CohortFigures]: ...
+
     async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse: ...
 
     async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse: ...
@@ -120,6 +122,12 @@ class AdminClient:
             metadata=self._metadata,
         )
         return response
+
+    async def cohorts(self, tool: str, argument: str) -> list[admin_pb2.CohortFigures]:
+        response: admin_pb2.GetCohortsResponse = await self._stub.GetCohorts(
+            admin_pb2.GetCohortsRequest(tool=tool, argument=argument), timeout=self._timeout, metadata=self._metadata
+        )
+        return list(response.cohorts)
 
     async def shape_report(self, window_seconds: int) -> admin_pb2.GetShapeReportResponse:
         response: admin_pb2.GetShapeReportResponse = await self._stub.GetShapeReport(

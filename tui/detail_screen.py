@@ -101,11 +101,6 @@ class DetailScreen(Screen[None]):
             f"{'Values checked' if argument is not None else 'Calls'} per minute ({_range(checked)})"
         )
         self.query_one("#figures", Static).update(_figures_table(tool, argument))
-        cohorts = list(argument.cohorts) if argument is not None else []
-        for part in ("#by-model-title", "#by-model"):
-            self.query_one(part, Static).display = bool(cohorts)
-        if cohorts:
-            self.query_one("#by-model", Static).update(_cohorts_table(cohorts))
         if argument is not None:  # the same snapshot as the figures: the 1h row's out-of-set values, by shape
             self.query_one("#shapes", Static).update(_shapes_text(window_of(argument, 3600)))
         value_set = next((s for s in status.value_sets if s.name == value_set_name), None)
@@ -118,12 +113,24 @@ class DetailScreen(Screen[None]):
             offenders.update("no argument of this tool is checked")
             shapes.update("-")
             return
+        await self._refresh_cohorts()
         try:
             samples = await self.api.samples(self.tool, self.argument, OFFENDERS_SHOWN)
         except grpc.aio.AioRpcError as error:
             offenders.update(Text(f"! the gateway did not answer: {error.code().name}: {error.details()}"))
             return
         offenders.update(_offenders_text(samples))
+
+    async def _refresh_cohorts(self) -> None:
+        """Each model and prompt version's rates (Admin.GetCohorts), shown only where the policy declares models."""
+        try:
+            cohorts = await self.api.cohorts(self.tool, self.argument)
+        except grpc.aio.AioRpcError:
+            cohorts = []  # an older gateway without the call, or one not answering: the rest of the view says so
+        for part in ("#by-model-title", "#by-model"):
+            self.query_one(part, Static).display = bool(cohorts)
+        if cohorts:
+            self.query_one("#by-model", Static).update(_cohorts_table(cohorts))
 
 
 def _range(values: list[int]) -> str:

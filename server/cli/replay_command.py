@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from argwatch.server.policy.model import Policy
 
 if TYPE_CHECKING:
     from argwatch.server.replay.report import ReplayReport
+    from argwatch.v1 import admin_pb2
 
 CommandFactory = Callable[..., argparse.ArgumentParser]
 
@@ -48,7 +50,9 @@ def add_commands(command: CommandFactory) -> None:
     live.add_argument(
         "--compare-to", default="", metavar="HOST:PORT", help="a gateway's Admin API: its rates beside the corpus's"
     )
-    live.add_argument("--window", default="1h", help="the live window to compare with: 1m, 15m or 1h")
+    live.add_argument(
+        "--window", default="", help="the live window to compare with: 1m, 15m or 1h (default: 1h; needs --compare-to)"
+    )
     live.add_argument("--token-file", default="", metavar="FILE", help="a file holding the Admin bearer token")
     add_tls_arguments(live)
     replay.set_defaults(run=run_replay)
@@ -69,6 +73,11 @@ def add_commands(command: CommandFactory) -> None:
     export.add_argument(
         "--wait", type=duration, default=10.0, metavar="DURATION", help="how long to wait for the sets to load"
     )
+    export.add_argument(
+        "--partial",
+        action="store_true",
+        help="write the sets that loaded even when some did not (default: write nothing, keep the file as it was)",
+    )
     export.set_defaults(run=run_sets_export)
 
 
@@ -77,25 +86,34 @@ def run_replay(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from argwatch.server.replay.report import as_json, as_text, build_report
     from argwatch.server.replay.run import replay
 
+    # Everything that can be wrong with the command line is said before a corpus is read.
+    if args.window and not args.compare_to:
+        raise ValueError("--window: it chooses the live window of --compare-to, which is not given")
+    window = int(parse_duration(args.window or "1h")) if args.compare_to else 0
+    if window and window not in (60, 900, 3600):
+        raise ValueError(f"--window {args.window}: the live gateway keeps windows of 1m, 15m and 1h")
+    unreadable = [path for path in args.files if not os.path.isfile(path) or not os.access(path, os.R_OK)]
+    if unreadable:
+        print(f"argwatch replay: not a readable file: {', '.join(unreadable)}", file=sys.stderr)
+        return 1
     policy = _policy(args.policy)
     if policy is None:
         return 1
-    window = int(parse_duration(args.window)) if args.compare_to else 0
+    if args.compare_to and asyncio.run(_live_status(args, environ)) is None:
+        return 1  # unreachable or refused: said before the corpus is replayed, not after
     read = ReadCounts()
     progress = _Progress() if sys.stderr.isatty() and not args.json else None
     try:
         calls = read_corpus(list(args.files), read, progress.update if progress else None)
         result = asyncio.run(replay(policy, calls, sets_file=args.sets, wait_seconds=args.wait))
     except OSError as error:
-        print(f"argwatch replay: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
+        print(f"argwatch replay: {error}", file=sys.stderr)
         return 1
     finally:
         if progress is not None:
             progress.done()
     report = build_report(policy, read, result)
-    comparison = asyncio.run(_compare(args, environ, report, window)) if args.compare_to else None
-    if comparison is None and args.compare_to:
-        return 1
+    comparison = asyncio.run(_compare(args, environ, report, window, policy.version)) if args.compare_to else None
     if args.json:
         document = as_json(report)
         if comparison is not None:
@@ -105,29 +123,47 @@ def run_replay(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(as_text(report))
         if comparison is not None:
             print("\n" + comparison[0])
-    return 0
+    if result.sets_not_loaded:  # the report says which checks did not run; the exit code says it too
+        print(f"argwatch replay: value sets not loaded: {', '.join(result.sets_not_loaded)}", file=sys.stderr)
+        return 1
+    return 0 if comparison is not None or not args.compare_to else 1
 
 
-async def _compare(
-    args: argparse.Namespace, environ: Mapping[str, str], report: ReplayReport, window: int
-) -> tuple[str, dict[str, Any]] | None:
+async def _live_status(args: argparse.Namespace, environ: Mapping[str, str]) -> admin_pb2.GetStatusResponse | None:
+    """The live gateway's status, or None after saying why it could not be had."""
     import grpc
 
-    from argwatch.server.replay.compare import compare, comparison_json, comparison_text
     from argwatch.tui.admin_client import AdminClient
     from argwatch.tui.run import connection_from
 
     args.admin = args.compare_to
     client = AdminClient(connection_from(args, dict(environ)))
     try:
-        status = await client.status()
+        return await client.status()
     except grpc.aio.AioRpcError as error:
-        print(f"argwatch replay: {args.compare_to}: {error.code().name}: {error.details()}", file=sys.stderr)
+        print(
+            f"argwatch replay: --compare-to {args.compare_to}: {error.code().name}: {error.details()}", file=sys.stderr
+        )
         return None
     finally:
         await client.close()
+
+
+async def _compare(
+    args: argparse.Namespace, environ: Mapping[str, str], report: ReplayReport, window: int, version: str
+) -> tuple[str, dict[str, Any]] | None:
+    from argwatch.server.replay.compare import compare, comparison_json, comparison_text
+
+    status = await _live_status(args, environ)  # again: the window ends now, after the replay
+    if status is None:
+        return None
     rows = compare(report, status, window)
-    return comparison_text(rows, args.compare_to, window), comparison_json(rows, args.compare_to, window)
+    text = comparison_text(rows, args.compare_to, window)
+    if status.policy_version != version:  # two policies measure two things: said, not hidden
+        text += f"\n  NOTE: the gateway serves policy {status.policy_version}; the replay used {version}"
+    document = comparison_json(rows, args.compare_to, window)
+    document["live_policy_version"], document["replay_policy_version"] = status.policy_version, version
+    return text, document
 
 
 def run_sets_export(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -137,17 +173,23 @@ def run_sets_export(args: argparse.Namespace, environ: Mapping[str, str]) -> int
     if policy is None:
         return 1
     try:
-        written, missing = asyncio.run(export_sets(policy, args.out, args.wait))
+        written, missing = asyncio.run(export_sets(policy, args.out, args.wait, partial=args.partial))
     except OSError as error:
         print(f"argwatch sets export: cannot write {args.out}: {error.strerror}", file=sys.stderr)
         return 1
+    if missing:
+        kept = (
+            "wrote the others"
+            if args.partial
+            else f"wrote nothing; {args.out} is as it was (--partial writes the rest)"
+        )
+        print(f"argwatch sets export: not loaded within {args.wait:g}s: {', '.join(missing)}; {kept}", file=sys.stderr)
+        if not args.partial:
+            return 1
     for name, version in written.items():
         print(f"{name}: version {version}")
-    if missing:
-        print(f"argwatch sets export: not loaded within {args.wait:g}s: {', '.join(missing)}", file=sys.stderr)
-        return 1
     print(f"wrote {len(written)} value set(s) to {args.out}")
-    return 0
+    return 1 if missing else 0
 
 
 def _policy(path: str) -> Policy | None:

@@ -212,10 +212,6 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 out_of_set_per_minute=row.out_of_set_per_minute,
             )
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
-            for cohort in row.cohorts:
-                argument.cohorts.add(model=cohort.model, prompt_version=cohort.prompt_version).windows.extend(
-                    _window_to_wire(window) for window in cohort.windows
-                )
         for state in provider.statuses():
             response.value_sets.append(_set_status(state))
         for tool, foreign in sorted(self._modes.foreign_overrides().items()):
@@ -356,6 +352,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             response.values.add(
                 value=row.value, count=row.count, shape=row.shape, last_seen=wire.timestamp(row.last_seen)
             )
+        return response
+
+    async def GetCohorts(
+        self,
+        request: admin_pb2.GetCohortsRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.GetCohortsRequest, admin_pb2.GetCohortsResponse],
+    ) -> admin_pb2.GetCohortsResponse:
+        response = admin_pb2.GetCohortsResponse()
+        for cohort in self._status_windows.cohorts(request.tool, request.argument):
+            entry = response.cohorts.add(model=cohort.model, prompt_version=cohort.prompt_version)
+            entry.windows.extend(_window_to_wire(window) for window in cohort.windows)
         return response
 
     async def GetCoverage(

@@ -640,6 +640,8 @@ def _cohort_names(value: object) -> tuple[str, ...]:
     for name in value:
         if name.startswith("_") or len(name) > 128:
             raise ValueError(f"{name!r}: a name is 1 to 128 characters and does not start with _ (_other, _none)")
+        if not name.isprintable():  # a label value; control characters also separate the windows' keys
+            raise ValueError(f"{name!r}: a name has no control characters")
     return tuple(value)
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections import Counter
+import zlib
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -38,6 +39,7 @@ class RecordedCall:
     conversation_id: str = ""
     model: str = ""
     prompt_version: str = ""
+    call_id: str = ""  # the provider's id for the call, where the shape has one (tool_calls[].id, call_id, ...)
 
 
 @dataclass
@@ -48,56 +50,97 @@ class ReadCounts:
     lines: int = 0
     lines_with_calls: int = 0
     lines_without_calls: int = 0  # a known shape with no tool call in it (a user turn, a text answer)
+    duplicates: int = 0  # calls seen before under the same provider call id (a transcript repeats its turns)
     malformed: Counter[str] = field(default_factory=Counter)  # reason -> lines
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"
+SEEN_IDS_KEPT = 1_000_000  # provider call ids remembered to drop repeats (~100 MB at most)
+
+
 def read_corpus(paths: list[str], counts: ReadCounts, progress: Any = None) -> Iterator[RecordedCall]:
-    """Every tool call in `paths`, in order; `counts` is updated as lines are read. `progress(done, total)`
-    is told the bytes read so far of all the files (compressed bytes for a gzip file)."""
+    """Every tool call in `paths`, in order, each once; `counts` is updated as lines are read.
+    `progress(done, total)` is told the bytes read so far of all the files (compressed bytes for gzip).
+
+    A transcript repeats its earlier turns (a log of each request's whole `messages`, a response and
+    then the transcript it joins), so a call whose provider id (tool_calls[].id, call_id, tool_use.id)
+    was seen already is counted as a duplicate, not judged again."""
     total = sum(os.path.getsize(path) for path in paths)
     done_before = 0
+    seen: OrderedDict[tuple[str, str], None] = OrderedDict()
     for path in paths:
         counts.files += 1
         with open(path, "rb") as raw:
-            stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if _gzipped(path, raw) else raw  # type: ignore[assignment]
-            for number, line in enumerate(stream, start=1):
-                counts.lines += 1
-                if progress is not None and number % 1000 == 0:
-                    progress(done_before + raw.tell(), total)
-                found = list(_calls_of_line(line, counts, f"{path}:{number}"))
-                if found:
-                    counts.lines_with_calls += 1
-                    yield from found
+            # By the magic bytes only: a plain file named .gz is read as it is.
+            stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if raw.read(2) == GZIP_MAGIC else raw  # type: ignore[assignment]
+            raw.seek(0)
+            try:
+                for number, line in enumerate(_bounded_lines(stream), start=1):
+                    counts.lines += 1
+                    if progress is not None and number % 1000 == 0:
+                        progress(done_before + raw.tell(), total)
+                    if number == 1 and line is not None and line.startswith(BOM):
+                        line = line[len(BOM) :]
+                    found = _calls_of_line(line, counts)
+                    if found:
+                        counts.lines_with_calls += 1
+                        yield from (call for call in found if _first_time(call, seen, counts))
+            except (EOFError, gzip.BadGzipFile, zlib.error):
+                # What was read stays counted and judged; the rest of this file cannot be read.
+                counts.malformed["a truncated or corrupt gzip stream (the rest of its file unread)"] += 1
         done_before += os.path.getsize(path)
     if progress is not None:
         progress(total, total)
 
 
-def _gzipped(path: str, raw: IO[bytes]) -> bool:
-    magic = raw.read(2)
-    raw.seek(0)
-    return path.endswith(".gz") or magic == b"\x1f\x8b"
+def _bounded_lines(stream: IO[bytes]) -> Iterator[bytes | None]:
+    """The stream's lines, each read at most MAX_LINE_BYTES at a time: a longer line is None, and the rest
+    of it is skipped in chunks, so neither a huge line nor a gzip bomb is ever held whole."""
+    while line := stream.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+            continue
+        yield line
 
 
-def _calls_of_line(line: bytes, counts: ReadCounts, where: str) -> Iterator[RecordedCall]:
+def _first_time(call: RecordedCall, seen: OrderedDict[tuple[str, str], None], counts: ReadCounts) -> bool:
+    if not call.call_id:  # MCP ids and plain lines repeat across sessions: never a duplicate by id
+        return True
+    key = (call.call_id, call.tool)
+    if key in seen:
+        counts.duplicates += 1
+        return False
+    seen[key] = None
+    if len(seen) > SEEN_IDS_KEPT:
+        seen.popitem(last=False)
+    return True
+
+
+def _calls_of_line(line: bytes | None, counts: ReadCounts) -> list[RecordedCall]:
+    if line is None:
+        counts.malformed["a line longer than 16 MiB"] += 1
+        return []
     if not line.strip():
-        return
-    if len(line) > MAX_LINE_BYTES:
-        counts.malformed["line longer than 16 MiB"] += 1
-        return
+        return []
     try:
         document = orjson.loads(line)
     except orjson.JSONDecodeError:
         counts.malformed["not JSON"] += 1
-        return
+        return []
     try:
         calls = list(calls_in(document))
     except _Unrecognised as why:
         counts.malformed[str(why)] += 1
-        return
+        return []
+    except (TypeError, AttributeError, ValueError, KeyError):  # a known shape with fields of other types
+        counts.malformed["a known shape with fields of unexpected types"] += 1
+        return []
     if not calls:
         counts.lines_without_calls += 1
-    yield from calls
+    return calls
 
 
 class _Unrecognised(ValueError):
@@ -147,7 +190,7 @@ def _assistant_turn(message: dict[str, Any], conversation: str, model: str, prom
     if isinstance(content, list):
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_use":
-                yield _call(block.get("name"), block.get("input", {}), conversation, model, prompt)
+                yield _call(block.get("name"), block.get("input", {}), conversation, model, prompt, block.get("id"))
 
 
 def _chat_message(message: object, conversation: str, model: str, prompt: str) -> Iterator[RecordedCall]:
@@ -156,21 +199,25 @@ def _chat_message(message: object, conversation: str, model: str, prompt: str) -
     for tool_call in message.get("tool_calls") or []:
         function = tool_call.get("function") if isinstance(tool_call, dict) else None
         if isinstance(function, dict):
-            yield _call(function.get("name"), function.get("arguments", ""), conversation, model, prompt)
+            call_id = tool_call.get("id")
+            yield _call(function.get("name"), function.get("arguments", ""), conversation, model, prompt, call_id)
 
 
 def _responses_items(items: object, conversation: str, model: str, prompt: str) -> Iterator[RecordedCall]:
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("type") == "function_call":
-            yield _call(item.get("name"), item.get("arguments", ""), conversation, model, prompt)
+            call_id = item.get("call_id")
+            yield _call(item.get("name"), item.get("arguments", ""), conversation, model, prompt, call_id)
 
 
-def _call(tool: object, arguments: object, conversation: str, model: str, prompt: str) -> RecordedCall:
+def _call(
+    tool: object, arguments: object, conversation: str, model: str, prompt: str, call_id: object = ""
+) -> RecordedCall:
     if not isinstance(tool, str) or not tool:
         raise _Unrecognised("a tool call without a tool name")
     # Text stays as the model wrote it (OpenAI records the arguments as JSON text); anything else is JSON.
     raw = arguments.encode() if isinstance(arguments, str) else json.dumps(arguments).encode()
-    return RecordedCall(tool, raw, conversation, model, prompt)
+    return RecordedCall(tool, raw, conversation, model, prompt, _text(call_id))
 
 
 def _text(value: object) -> str:

@@ -128,6 +128,7 @@ def as_json(report: ReplayReport) -> dict[str, Any]:
             "lines": read.lines,
             "lines_with_calls": read.lines_with_calls,
             "lines_without_calls": read.lines_without_calls,
+            "duplicates": read.duplicates,
             "malformed": dict(read.malformed),
         },
         "sets": {"from": result.sets_from, "versions": result.set_versions, "not_loaded": result.sets_not_loaded},
@@ -173,7 +174,12 @@ def as_text(report: ReplayReport) -> str:
     lines = [
         f"replayed {result.calls:,} calls from {read.files} file(s): {read.lines:,} lines, "
         f"{read.lines_with_calls:,} with tool calls, {read.lines_without_calls:,} without, "
-        f"{malformed:,} malformed{f' ({why})' if why else ''}",
+        f"{malformed:,} malformed{f' ({why})' if why else ''}"
+        + (
+            f"; {read.duplicates:,} repeated calls (a transcript's earlier turns) judged once"
+            if read.duplicates
+            else ""
+        ),
         f"value sets from {result.sets_from}: "
         + (", ".join(f"{name} v{version}" for name, version in sorted(result.set_versions.items())) or "none")
         + (
@@ -203,7 +209,7 @@ def as_text(report: ReplayReport) -> str:
                 _percent(figures.out_of_set, figures.checks) if figures.value_set else "-",
                 _percent(figures.out_of_set_normalised, figures.checks) if figures.value_set else "-",
                 f"{figures.checks_not_run:,}",
-                ", ".join(f"{shape} {100 * share:.0f}%" for shape, share in figures.shape_shares().items()) or "-",
+                ", ".join(f"{shape} {percent}%" for shape, percent in _whole_percents(figures.shapes).items()) or "-",
             )
             for figures in tool.arguments
         ]
@@ -219,6 +225,20 @@ def as_text(report: ReplayReport) -> str:
                 shown = ", ".join(f"{value} x{count:,} ({shape or '-'})" for value, count, shape in figures.top)
                 lines.append(f"    {figures.argument} most often: {shown}")
     return "\n".join(lines)
+
+
+def _whole_percents(counts: dict[str, int]) -> dict[str, int]:
+    """Whole percentages that add up to exactly 100 (largest remainder): three equal shapes read
+    34%, 33%, 33%, not 33% three times."""
+    total = sum(counts.values())
+    if not total:
+        return {}
+    exact = {key: 100 * count / total for key, count in counts.items()}
+    whole = {key: int(value) for key, value in exact.items()}
+    short = 100 - sum(whole.values())
+    for key in sorted(exact, key=lambda k: whole[k] - exact[k])[:short]:
+        whole[key] += 1
+    return whole
 
 
 def _percent(part: int, whole: int) -> str:

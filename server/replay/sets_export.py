@@ -23,9 +23,12 @@ from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 
-async def export_sets(policy: Policy, path: str, wait_seconds: float = 10.0) -> tuple[dict[str, int], list[str]]:
+async def export_sets(
+    policy: Policy, path: str, wait_seconds: float = 10.0, *, partial: bool = False
+) -> tuple[dict[str, int], list[str]]:
     """Writes every set the owners served within `wait_seconds` to `path` (atomically); returns
-    (name -> version written, names not loaded)."""
+    (name -> version written, names not loaded). With a set missing, nothing is written unless `partial`:
+    a good export is never replaced by a part of one."""
     metrics = GatewayMetrics(CollectorRegistry())
     fetchers = {source: make_fetcher(config) for source, config in policy.sources.items()}
     provider = ValueSetProvider(policy, fetchers, SharedCache(None, metrics), metrics)
@@ -38,6 +41,8 @@ async def export_sets(policy: Policy, path: str, wait_seconds: float = 10.0) -> 
         }
     finally:
         await provider.close()
+    if missing and not partial:
+        return {}, missing
     write_atomically(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
     return {name: entry["version"] for name, entry in document.items()}, missing
 

@@ -103,10 +103,10 @@ class CountWindows:
         done = self._series.get(index)
         if done is None:
             done = self._series[index] = [
-                _at(copies[i + 1].values, index) - _at(copies[i].values, index) for i in range(len(copies) - 1)
+                _delta(_at(copies[i + 1].values, index), _at(copies[i].values, index)) for i in range(len(copies) - 1)
             ]
         values = [*done]
-        values.append(_at(now.values, index) - _at(copies[-1].values, index))
+        values.append(_delta(_at(now.values, index), _at(copies[-1].values, index)))
         return [0] * (points - len(values)) + values[-points:]
 
     def _base(self, start: float) -> CountCopy:
@@ -140,8 +140,14 @@ def _at(values: array[int], index: int) -> int:
     return values[index] if index < len(values) else 0
 
 
+def _delta(now: int, before: int) -> int:
+    return now - before if now >= before else now  # a reset counter counts from 0 again
+
+
 def _minus(now: array[int], base: array[int]) -> list[int]:
-    """now - base, element by element; keys newer than `base` count from 0."""
+    """now - base, element by element; keys newer than `base` count from 0. A count that went down was
+    reset (a reload dropped its series), so its window starts again from 0, as Prometheus' rate() does:
+    never a negative figure, which the Admin API's unsigned fields could not carry."""
     if len(base) < len(now):
         base = base + array("q", bytes(8 * (len(now) - len(base))))
-    return [a - b for a, b in zip(now, base, strict=False)]
+    return [a - b if a >= b else a for a, b in zip(now, base, strict=False)]

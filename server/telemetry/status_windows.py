@@ -62,7 +62,6 @@ class ArgumentFigures(NamedTuple):
     windows: tuple[Figures, ...]
     checks_per_minute: list[int]
     out_of_set_per_minute: list[int]
-    cohorts: tuple[CohortFigures, ...] = ()  # where the policy declares models
 
 
 class ToolFigures(NamedTuple):
@@ -116,8 +115,6 @@ class StatusWindows:
                 calls_per_minute=self._series(now, (tool, "", "calls")),
             )
 
-        cohorts_declared = self._policy.cohorts.declared
-
         def arguments() -> Iterator[ArgumentFigures]:
             for tool, argument, value_set in self._rows_with(grouped):
                 counts = grouped.get((tool, argument), empty)
@@ -131,10 +128,23 @@ class StatusWindows:
                     ),
                     checks_per_minute=self._series(now, (tool, argument, "checks")),
                     out_of_set_per_minute=self._series(now, (tool, argument, "out_of_set")),
-                    cohorts=_cohorts(counts, spans) if cohorts_declared else (),
                 )
 
         return StatusFigures(tool_figures, arguments())
+
+    def cohorts(self, tool: str, argument: str) -> tuple[CohortFigures, ...]:
+        """One argument's value checks per model and prompt version, over each window."""
+        if not self._policy.cohorts.declared:
+            return ()
+        now = self._windows.live()
+        spans = [(seconds, *self._windows.window_from(now, seconds)) for seconds in WINDOWS_SECONDS]
+        counts: list[dict[str, int]] = [{} for _ in spans]
+        for position, (row_tool, row_argument, what) in enumerate(self._windows.keys):
+            if row_tool == tool and row_argument == argument and what.startswith(COHORT_PREFIX):
+                for slot, (_seconds, deltas, _covered) in enumerate(spans):
+                    if position < len(deltas) and deltas[position]:
+                        counts[slot][what] = deltas[position]
+        return _cohorts(counts, spans)
 
     def _series(self, now: CountCopy, key: Key) -> list[int]:
         index = self._windows.index_of(key)

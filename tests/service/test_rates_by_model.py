@@ -15,7 +15,7 @@ from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import WAREHOUSES, gateway_on, write_sets_file
-from tests.service.helpers import admin_status, gateway_stub, series_count, value
+from tests.service.helpers import admin_status, admin_stub, gateway_stub, series_count, value
 
 POLICY = """
 sources:
@@ -100,7 +100,7 @@ async def test_each_declared_model_gets_its_own_rate_and_the_rest_is_bounded(tmp
         # The Admin API's windows side by side, from the same counts.
         status = await admin_status(gateway)
         (row,) = [a for a in status.arguments if (a.tool, a.argument) == ("transfer_stock", "warehouse_code")]
-        minute = {(c.model, c.prompt_version): _window(c, 60) for c in row.cohorts}
+        minute = {(c.model, c.prompt_version): _window(c, 60) for c in await cohorts(gateway)}
         assert {key: (w.value_checks, w.out_of_set) for key, w in minute.items()} == {
             key: (clean + out, out) for key, (clean, out) in expected.items()
         }
@@ -129,8 +129,7 @@ async def test_without_a_models_section_nothing_is_split(tmp_path: Path) -> None
     try:
         await send(gateway, calls_of("gpt-4.1-mini", "support-v13", 10, 5))
         assert series_count(gateway.registry, ("tool_argument_value_check_by_model",)) == 0
-        status = await admin_status(gateway)
-        assert all(not row.cohorts for row in status.arguments)
+        assert await cohorts(gateway) == []
     finally:
         await gateway.stop(0)
 
@@ -151,6 +150,46 @@ async def test_a_prompt_version_past_its_limit_is_refused(tmp_path: Path) -> Non
     finally:
         await channel.close()
         await gateway.stop(0)
+
+
+async def cohorts(gateway: RunningGateway) -> list[admin_pb2.CohortFigures]:
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        response = await admin.GetCohorts(
+            admin_pb2.GetCohortsRequest(tool="transfer_stock", argument="warehouse_code"), timeout=5
+        )
+    return list(response.cohorts)
+
+
+async def test_a_reload_that_stops_declaring_a_model_drops_its_series_and_the_status_still_answers(
+    tmp_path: Path,
+) -> None:
+    write_sets_file(str(tmp_path))
+    gateway = await gateway_on(tmp_path, POLICY)
+    try:
+        await send(gateway, calls_of("gpt-4.1-mini", "support-v13", 50, 5))
+        await send(gateway, calls_of("claude-sonnet-4-5", "support-v13", 50, 5))
+        (tmp_path / "policy.yaml").write_text(POLICY.replace("gpt-4.1-mini, ", ""))
+        channel, admin = admin_stub(gateway)
+        async with channel:
+            reloaded = await admin.ReloadPolicy(
+                admin_pb2.ReloadPolicyRequest(reason="CHG-7: retire gpt-4.1-mini"),
+                metadata=(("x-argwatch-actor", "ana@oncall"),),
+                timeout=10,
+            )
+        assert reloaded.outcome == "reloaded"
+        models = {labels["model"] for labels in _labels(gateway, "tool_argument_value_check_by_model_total")}
+        assert models == {"claude-sonnet-4-5"}  # the retired name's series are gone, not left at their last value
+        await send(gateway, calls_of("gpt-4.1-mini", "support-v13", 4, 0))  # now an undeclared model
+        await admin_status(gateway)  # answers: a dropped count never makes a window negative
+        split = {(c.model, c.prompt_version): _window(c, 3600).value_checks for c in await cohorts(gateway)}
+        assert split == {("claude-sonnet-4-5", "support-v13"): 50, ("_other", "support-v13"): 4}
+    finally:
+        await gateway.stop(0)
+
+
+def _labels(gateway: RunningGateway, name: str) -> list[dict[str, str]]:
+    return [sample.labels for family in gateway.registry.collect() for sample in family.samples if sample.name == name]
 
 
 def _window(row: admin_pb2.ArgumentStatus | admin_pb2.CohortFigures, seconds: int) -> admin_pb2.WindowFigures:

@@ -101,19 +101,19 @@ SHAPES = [
         "output": [
             {
                 "type": "function_call",
-                "call_id": "c",
+                "call_id": "c1",
                 "name": "refund_order",
                 "arguments": '{"reason_code": "GOODWILL"}',
             }
         ],
     },
-    {"type": "function_call", "call_id": "c", "name": "refund_order", "arguments": '{"reason_code": "NOT_RECEIVED"}'},
+    {"type": "function_call", "call_id": "c2", "name": "refund_order", "arguments": '{"reason_code": "NOT_RECEIVED"}'},
     {
         "input": [
             {"role": "user", "content": "x"},
             {
                 "type": "function_call",
-                "call_id": "c",
+                "call_id": "c3",
                 "name": "refund_order",
                 "arguments": '{"reason_code": "late delivery"}',
             },
@@ -126,7 +126,7 @@ SHAPES = [
         "model": "claude-sonnet-4-5",
         "content": [
             {"type": "text", "text": "ok"},
-            {"type": "tool_use", "id": "t", "name": "refund_order", "input": {"reason_code": "GOODWILL"}},
+            {"type": "tool_use", "id": "t1", "name": "refund_order", "input": {"reason_code": "GOODWILL"}},
         ],
     },
     {
@@ -135,7 +135,7 @@ SHAPES = [
             {
                 "role": "assistant",
                 "content": [
-                    {"type": "tool_use", "id": "t", "name": "refund_order", "input": {"reason_code": "DAMAGED_ITEM"}}
+                    {"type": "tool_use", "id": "t2", "name": "refund_order", "input": {"reason_code": "DAMAGED_ITEM"}}
                 ],
             },
         ]
@@ -166,6 +166,7 @@ async def test_every_provider_s_shape_is_read_gzip_too_and_malformed_lines_are_c
         "lines": len(SHAPES) + len(MALFORMED),
         "lines_with_calls": 9,
         "lines_without_calls": 2,
+        "duplicates": 2,
         "malformed": {
             "not JSON": 1,
             "JSON of no known transcript shape": 1,
@@ -173,12 +174,14 @@ async def test_every_provider_s_shape_is_read_gzip_too_and_malformed_lines_are_c
             "not a JSON object": 1,
         },
     }
+    # The chat transcript repeats call_1 and the lone assistant message repeats call_2: each is judged once.
+    assert report["read"]["duplicates"] == 2
     row = argument(report, "refund_order", "reason_code")
-    # 10 calls: GOODWILL x4 (chat response, chat transcript, Responses response, Anthropic... and MCP: 5),
-    # WRONG_ITEM x2, NOT_RECEIVED, "late delivery" (a separator slip), DAMAGED_ITEM.
-    assert report["calls"] == 10
-    assert (row["checks"], row["out_of_set"], row["out_of_set_normalised"]) == (10, 5 + 1, 5)
-    assert row["shapes"] == {"invented": 5, "separator": 1}
+    # 8 calls: GOODWILL x4 (the chat response, the Responses response, the Anthropic Message, MCP), WRONG_ITEM,
+    # NOT_RECEIVED, "late delivery" (a separator slip) and DAMAGED_ITEM.
+    assert report["calls"] == 8
+    assert (row["checks"], row["out_of_set"], row["out_of_set_normalised"]) == (8, 4 + 1, 4)
+    assert row["shapes"] == {"invented": 4, "separator": 1}
 
 
 async def test_exported_sets_give_the_same_replay_as_the_owners_did(tmp_path: Path, source: SourceServer) -> None:
@@ -223,3 +226,19 @@ async def test_the_comparison_puts_the_live_rates_beside_the_corpus_s(
     start = printed.index(f"beside the live gateway at {gateway.admin_target} (its last 1h):")
     # docs/measuring.md shows this table: computed here, not typed in (only the address differs).
     assert printed[start + 1 : start + 3] == block_after("beside the live gateway at")[1:3]
+
+
+async def test_an_export_with_an_owner_down_keeps_the_last_good_file_and_a_replay_says_what_did_not_load(
+    tmp_path: Path, source: SourceServer
+) -> None:
+    policy = make_policy(str(tmp_path), source.target)
+    exported = tmp_path / "sets.json"
+    assert await asyncio.to_thread(run_main, ["sets", "export", "--policy", policy.path, "--out", str(exported)]) == 0
+    good = await asyncio.to_thread(exported.read_bytes)
+    await source.stop()  # the owner of refunds.reason_codes and identity.handles goes down
+    export = ["sets", "export", "--policy", policy.path, "--out", str(exported), "--wait", "1s"]
+    assert await asyncio.to_thread(run_main, export) == 1
+    assert await asyncio.to_thread(exported.read_bytes) == good  # never replaced by a part of itself
+    corpus = write(tmp_path / "calls.jsonl", plain_lines(MIX))
+    replay_live = ["replay", corpus, "--policy", policy.path, "--wait", "1s", "--json"]
+    assert await asyncio.to_thread(run_main, replay_live) == 1  # the report is printed, and the exit code says

@@ -218,6 +218,9 @@ class RecordedAdmin:
     async def coverage(self) -> admin_pb2.GetCoverageResponse:
         return recorded_coverage()
 
+    async def cohorts(self, tool: str, argument: str) -> list[admin_pb2.CohortFigures]:
+        return []  # the recorded policy declares no models: the detail view shows no table
+
     async def refresh(self, value_set: str) -> admin_pb2.RefreshValueSetResponse:
         raise AssertionError("the snapshot tests change nothing")
 

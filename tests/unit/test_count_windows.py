@@ -81,3 +81,15 @@ def test_a_key_that_appears_later_counts_from_zero() -> None:
     clock.now += 1
     deltas, _ = windows.window(30)
     assert deltas[("refund_order", "", "calls")] == 5
+
+
+def test_a_count_reset_by_a_reload_starts_its_window_again_at_zero_never_below() -> None:
+    clock, counts = Clock(), new_counts()
+    windows = windows_over(counts, clock)
+    run(windows, clock, counts, 120, per_step=10)  # 240 in two minutes
+    counts.pop(KEY)  # a reload dropped the series (a model the policy no longer declares)
+    run(windows, clock, counts, 10, per_step=3)  # it comes back from 0: 6 since
+    deltas, _covered = windows.window_values(60)  # its base copy, a minute ago, held ~190
+    assert deltas[windows.keys.index(KEY)] == 6  # not 6 - 240: the Admin API's figures are unsigned
+    now = windows.live()
+    assert min(windows.per_minute(now, windows.keys.index(KEY))) >= 0

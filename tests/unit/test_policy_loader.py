@@ -148,6 +148,7 @@ def test_a_missing_file_is_a_policy_error_naming_it(tmp_path: os.PathLike[str]) 
             "models.prompt_versions: at most 16 names (each is a label value of every split series)",
         ),
         ("models: {name: [a]}", "models.name: unknown key; expected one of names, prompt_versions"),
+        ('models: {names: ["gpt\\x1f4"]}', "models.names: 'gpt\\x1f4': a name has no control characters"),
     ],
 )
 def test_the_models_section_takes_a_bounded_list_of_plain_names(section: str, error: str) -> None:
