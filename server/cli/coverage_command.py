@@ -40,8 +40,9 @@ def add_command(command: CommandFactory) -> None:
         "what the policy checks of each argument, and what it does not",
         "List every argument of every tool (the schemas' properties, imported definitions' included, and\n"
         "every argument a binding, record or rule names) with what constrains it: enumerated (a value set,\n"
-        "an enum), checked (a record, a rule, a pattern, a format, a range), typed only, or unconstrained;\n"
-        "the covered share; and the unbound arguments that look enumerable, suggested for a binding.\n"
+        "an enum), checked (a record, a rule, a pattern, a format the gateway checks, a range), typed only,\n"
+        "or unconstrained; the covered share; and the unbound arguments that look enumerable, suggested for\n"
+        "a binding.\n"
         "From a policy file (--policy), or from a running gateway's Admin API.",
     )
     offline = coverage.add_argument_group("offline")

@@ -105,7 +105,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self.events = events if events is not None else EventLog(clock)
         self._rate_steps = RateSteps(self.events)
         self._generation = 0  # bumped by each reload (use)
-        self._coverage_surface: tuple[Policy, PolicySurface] | None = None  # GetCoverage's, for the policy in use
+        # GetCoverage's walk of the policy in use: done, or under way (the calls meanwhile await the same one).
+        self._coverage_surface: tuple[Policy, asyncio.Task[PolicySurface]] | None = None
 
     def attach_reloader(self, reloader: PolicyReloader) -> None:
         self._reloader = reloader
@@ -371,13 +372,21 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[admin_pb2.GetCoverageRequest, admin_pb2.GetCoverageResponse],
     ) -> admin_pb2.GetCoverageResponse:
         policy = self._policy  # one policy throughout, whatever a reload does meanwhile
-        cached = self._coverage_surface
-        if cached is None or cached[0] is not policy:
-            # Walking every schema costs ~10 us an argument (0.35 s at 35,000): once per policy, and in a
-            # thread, so the calls this loop judges meanwhile are not held up for all of it.
-            cached = self._coverage_surface = (policy, await asyncio.to_thread(policy_surface, policy))
-        found = coverage_with(cached[1], offender_samples(self._offenders, policy))
+        # Shielded: a caller that leaves (its deadline passed) does not cancel the walk the others await.
+        surface = await asyncio.shield(self._coverage_walk(policy))
+        found = coverage_with(surface, offender_samples(self._offenders, policy))
         return coverage_to_wire(found, OFFENDER_SAMPLES)
+
+    def _coverage_walk(self, policy: Policy) -> asyncio.Task[PolicySurface]:
+        """The walk of the policy's schemas, one per policy: the calls that come while it runs await that one.
+        In a thread, so the calls this loop judges meanwhile are not held up for all of it: each tool's walk
+        is bounded (schema_surface.MAX_NODES, ~0.1 s), a policy's is not. A walk that failed is tried again."""
+        cached = self._coverage_surface
+        if cached is not None and cached[0] is policy and not _failed(cached[1]):
+            return cached[1]
+        walk = asyncio.get_running_loop().create_task(asyncio.to_thread(policy_surface, policy))
+        self._coverage_surface = (policy, walk)
+        return walk
 
     async def ListModeChanges(
         self,
@@ -559,6 +568,10 @@ def offender_samples(offenders: OffenderTable, policy: Policy) -> dict[SampleKey
         complete = len(values) == len(found.rows)
         samples[tool, argument] = SampledValues(found.total, len(values), values, complete)
     return samples
+
+
+def _failed(walk: asyncio.Task[PolicySurface]) -> bool:
+    return walk.done() and (walk.cancelled() or walk.exception() is not None)
 
 
 def coverage_to_wire(found: PolicyCoverage, samples: str) -> admin_pb2.GetCoverageResponse:

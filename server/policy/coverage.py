@@ -19,7 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from argwatch.server.policy.model import Policy, ToolPolicy
-from argwatch.server.policy.schema_surface import Coverage, schema_surface, stronger, undeclared_arguments
+from argwatch.server.policy.schema_surface import (
+    TOO_COMPLEX,
+    Coverage,
+    schema_surface,
+    stronger,
+    undeclared_arguments,
+)
 
 MAX_LISTED_PER_TOOL = 200  # argument rows listed per tool (all are counted)
 MAX_LISTED = 5000  # argument rows listed in all: bounds the Admin API's answer (~100 bytes a row)
@@ -47,8 +53,9 @@ class ArgumentCoverage:
 
     argument: str  # a top-level name, or a path: filters/since, lines/*/sku
     coverage: Coverage
-    # value_set:<set>, enum, const, type:<type>, format:<format>, pattern, range, length,
-    # record:<binding>, owner, rule:<name>, false; items:<...> for what an array's items must be.
+    # value_set:<set>, enum, const, type:<type>, format:<format> (with " (no checker: not checked)" where the
+    # gateway has none), pattern, range, length, record:<binding>, owner, rule:<name>, false, cycle:<ref>;
+    # items:<...> for what an array's items must be; TOO_COMPLEX for one past its tool's node budget.
     constraints: tuple[str, ...]
 
 
@@ -154,13 +161,14 @@ def policy_coverage(policy: Policy, samples: Mapping[SampleKey, SampledValues] |
 
 def policy_surface(policy: Policy) -> PolicySurface:
     """Each tool's arguments and counts, and each argument a binding could be suggested for. It walks every
-    schema (~10 us an argument): a gateway keeps it for the policy it serves."""
+    schema, each tool's walk bounded (schema_surface.MAX_NODES: ~0.1 s at most): a gateway keeps it for the
+    policy it serves."""
     tools: list[ToolCoverage] = []
     candidates: dict[SampleKey, _Candidate] = {}
     budget = MAX_LISTED
     for tool in policy.tools.values():
         rows = tool_arguments(tool)
-        listed = rows[: min(MAX_LISTED_PER_TOOL, budget)]
+        listed = _listed(rows, min(MAX_LISTED_PER_TOOL, budget))
         budget -= len(listed)
         tools.append(
             ToolCoverage(
@@ -239,6 +247,15 @@ def tool_arguments(tool: ToolPolicy) -> list[ArgumentCoverage]:
         if rule.argument and rule.argument not in surface.containers:
             add(rule.argument, "", Coverage.UNCONSTRAINED)  # named by the policy: on the surface, checked or not
     return [ArgumentCoverage(path, coverage, tuple(constraints)) for path, (constraints, coverage) in found.items()]
+
+
+def _listed(rows: list[ArgumentCoverage], limit: int) -> list[ArgumentCoverage]:
+    """At most `limit` of a tool's rows, shown in its order: those its walk did not assess (past the node
+    budget) are kept before any other, since the counts alone would not say why they are unconstrained."""
+    if len(rows) <= limit:
+        return rows
+    unassessed_first = sorted(range(len(rows)), key=lambda index: TOO_COMPLEX not in rows[index].constraints)
+    return [rows[index] for index in sorted(unassessed_first[:limit])]
 
 
 def _read_by(expression: str, leaves: set[str], containers: set[str]) -> list[str]:

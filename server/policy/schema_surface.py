@@ -7,6 +7,13 @@ Nested objects are walked: a property of an object argument is its own leaf
 leaf itself: its value is nothing but those properties. Local `$ref`s
 (`#/$defs/...`, as pydantic writes MCP schemas) are followed; a remote one is
 never fetched, and constrains nothing here.
+
+Schemas imported from `tool_definitions` are third-party text, and a read
+token may ask for their walk (Admin.GetCoverage), so the work is bounded:
+each subschema is judged once however many `$ref`s reach it (a `$ref` back
+into one being judged is a cycle, stopped, and listed as `cycle:<ref>`), and
+one tool's walk visits at most MAX_NODES nodes. Past that, the arguments it
+has not reached are listed as TOO_COMPLEX, which constrains nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +23,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_DEPTH = 4  # path segments walked; a deeper object is one leaf, judged by its own keywords
-MAX_HOPS = 16  # $refs followed and subschemas entered for one leaf: a cyclic schema ends here
+from argwatch.server.verdict.schema_checks import FORMATS
+
+MAX_DEPTH = 4  # property names walked (an array's `*` is not one); a deeper object is one leaf, judged whole
+MAX_HOPS = 16  # $refs followed in a row to find an object's properties (each one a node of the budget)
+# Nodes one tool's walk visits: each path walked, each $ref hop, each subschema judged (once, however many
+# $refs reach it). Hand-written and generated schemas need hundreds; past it the walk stops.
+MAX_NODES = 20_000
+TOO_COMPLEX = "schema too complex to assess"
+MAX_CONSTRAINTS = 16  # listed per subschema ("..." for the rest): an anyOf may list thousands of formats
+CONSTRAINT_CHARS = 80  # a format's name, a $ref, a type list: the schema's own text, clipped
+UNCHECKED_FORMAT = " (no checker: not checked)"
 _RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _LENGTH = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 # Types whose every value is one of a few, so the type itself enumerates them.
@@ -55,20 +71,21 @@ class SchemaLeaf:
 
 @dataclass
 class Surface:
-    """A schema's leaves in the schema's order, and the object arguments it walked through."""
+    """A schema's leaves in the schema's order, the object arguments it walked through, and the nodes it visited."""
 
     leaves: dict[str, SchemaLeaf] = field(default_factory=dict)
     containers: set[str] = field(default_factory=set)
+    nodes: int = 0
 
 
 def schema_surface(schema: Mapping[str, Any] | bool | None, assert_formats: bool) -> Surface:
     """Every leaf argument of a tool's schema; none for a schema that names no property."""
-    surface = Surface()
-    if isinstance(schema, Mapping):
-        properties = _properties(_resolved(schema, schema))
-        for name, child in (properties or {}).items():
-            _walk(child, schema, str(name), 1, assert_formats, surface)
-    return surface
+    if not isinstance(schema, Mapping):
+        return Surface()
+    walk = _Walk(schema, assert_formats)
+    for name, child in (_properties(_resolved(schema, schema)) or {}).items():
+        walk.walk(child, str(name), 1)
+    return walk.surface
 
 
 def undeclared_arguments(schema: Mapping[str, Any] | bool | None) -> str:
@@ -85,73 +102,148 @@ def undeclared_arguments(schema: Mapping[str, Any] | bool | None) -> str:
     return "additionalProperties is not false"
 
 
-def _walk(node: object, root: Mapping[str, Any], path: str, depth: int, formats: bool, surface: Surface) -> None:
-    resolved = _resolved(node, root) if isinstance(node, Mapping) else node
-    if isinstance(resolved, Mapping) and depth < MAX_DEPTH:
-        properties = _properties(resolved)
-        items = resolved.get("items")
-        item_properties = _properties(_resolved(items, root)) if isinstance(items, Mapping) else None
-        if properties:
-            surface.containers.add(path)
-            for name, child in properties.items():
-                _walk(child, root, f"{path}/{name}", depth + 1, formats, surface)
-            return
-        if item_properties:
-            surface.containers.add(path)
-            for name, child in item_properties.items():
-                _walk(child, root, f"{path}/*/{name}", depth + 1, formats, surface)
-            return
-    constraints, coverage = _judged(node, root, formats, 0)
-    surface.leaves[path] = SchemaLeaf(path, tuple(dict.fromkeys(constraints)), coverage)
+Judgement = tuple[tuple[str, ...], Coverage]  # what a subschema constrains of a value, and how far
+_NOTHING: Judgement = ((), Coverage.UNCONSTRAINED)
 
 
-def _judged(node: object, root: Mapping[str, Any], formats: bool, hops: int) -> tuple[list[str], Coverage]:
-    """What one subschema constrains of a value, and how far that pins the value down."""
-    if node is False:
-        return ["false"], Coverage.ENUMERATED  # nothing is valid: the argument cannot be sent
-    if not isinstance(node, Mapping) or hops > MAX_HOPS:
-        return [], Coverage.UNCONSTRAINED
-    node = _resolved(node, root)
-    found: list[str] = []
-    coverage = Coverage.UNCONSTRAINED
-    for keyword in ("enum", "const"):
-        if keyword in node:
-            found.append(keyword)
-            coverage = Coverage.ENUMERATED
-    kinds = node.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    if isinstance(kinds, list) and kinds:
-        found.append("type:" + "|".join(str(kind) for kind in kinds))
-        enumerating = set(kinds) <= _ENUMERATING_TYPES
-        coverage = stronger(coverage, Coverage.ENUMERATED if enumerating else Coverage.TYPED)
-    if formats and isinstance(node.get("format"), str):  # with `formats: annotate` a format checks nothing
-        found.append(f"format:{node['format']}")
-        coverage = stronger(coverage, Coverage.CHECKED)
-    if "pattern" in node:
-        found.append("pattern")
-        coverage = stronger(coverage, Coverage.CHECKED)
-    if any(keyword in node for keyword in _RANGE):
-        found.append("range")
-        coverage = stronger(coverage, Coverage.CHECKED)
-    if any(keyword in node for keyword in _LENGTH):
-        # Listed, yet no more than typed: a 500-character limit still lets any note through.
-        found.append("length")
-        coverage = stronger(coverage, Coverage.TYPED)
-    for branch in _branches(node, "allOf"):  # every branch holds: the strongest one counts
-        more, kind = _judged(branch, root, formats, hops + 1)
-        found += more
-        coverage = stronger(coverage, kind)
-    for keyword in ("anyOf", "oneOf"):  # one branch is enough: the weakest one counts
-        judged = [_judged(branch, root, formats, hops + 1) for branch in _branches(node, keyword)]
-        if judged:
-            found += [constraint for more, _ in judged for constraint in more]
-            coverage = stronger(coverage, min((kind for _, kind in judged), key=lambda kind: kind.rank))
-    items = node.get("items")
-    if isinstance(items, Mapping | bool):
-        more, kind = _judged(items, root, formats, hops + 1)
-        found += [f"items:{constraint}" for constraint in more]
-        coverage = stronger(coverage, kind)
-    return found, coverage
+class _TooComplex(Exception):
+    """The tool's walk has visited MAX_NODES nodes."""
+
+
+class _Walk:
+    """One tool's walk: its budget, and each subschema's judgement, kept by identity (a subschema is a node
+    of the parsed schema, which outlives the walk) so that each is judged once."""
+
+    def __init__(self, root: Mapping[str, Any], formats: bool) -> None:
+        self.root = root
+        self.formats = formats  # with `formats: annotate` a format checks nothing
+        self.surface = Surface()
+        self.judged: dict[int, Judgement] = {}
+        self.open: set[int] = set()  # the subschemas being judged: a $ref to one of them is a cycle
+
+    def spend(self, nodes: int = 1) -> None:
+        self.surface.nodes += nodes
+        if self.surface.nodes > MAX_NODES:
+            self.surface.nodes = MAX_NODES + 1
+            raise _TooComplex
+
+    def walk(self, node: object, path: str, depth: int) -> None:
+        """One argument: a leaf, judged, or an object whose properties are walked; past the budget, a leaf
+        listed as TOO_COMPLEX."""
+        surface = self.surface
+        try:
+            self.spend()
+            resolved = self.resolved(node) if isinstance(node, Mapping) else node
+            children: Mapping[str, Any] | None = None
+            inner = path
+            if isinstance(resolved, Mapping) and depth < MAX_DEPTH:
+                children = _properties(resolved)
+                items = resolved.get("items")
+                if not children and isinstance(items, Mapping):
+                    children, inner = _properties(self.resolved(items)), f"{path}/*"
+            if not children:
+                constraints, coverage = self.judgement(node)
+                surface.leaves[path] = SchemaLeaf(path, constraints, coverage)
+                return
+        except _TooComplex:
+            surface.leaves[path] = SchemaLeaf(path, (TOO_COMPLEX,), Coverage.UNCONSTRAINED)
+            return
+        surface.containers.add(path)
+        for name, child in children.items():  # past the budget, each is listed as TOO_COMPLEX all the same
+            self.walk(child, f"{inner}/{name}", depth + 1)
+
+    def resolved(self, node: Mapping[str, Any]) -> Mapping[str, Any]:
+        """_resolved, each $ref followed a node of the budget."""
+        hops = [0]
+        found = _resolved(node, self.root, hops)
+        self.spend(hops[0])
+        return found
+
+    def judgement(self, node: object) -> Judgement:
+        """What one subschema constrains of a value, and how far that pins the value down; judged once."""
+        if node is False:
+            return ("false",), Coverage.ENUMERATED  # nothing is valid: the argument cannot be sent
+        if not isinstance(node, Mapping):
+            return _NOTHING
+        known = self.judged.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in self.open:  # reached again without a $ref (it is one of its own subschemas)
+            return _NOTHING
+        self.spend()
+        self.open.add(id(node))
+        try:
+            found = self.judge(node)
+        finally:
+            self.open.discard(id(node))
+        self.judged[id(node)] = found
+        return found
+
+    def judge(self, node: Mapping[str, Any]) -> Judgement:
+        found: list[str] = []
+        coverage = Coverage.UNCONSTRAINED
+        reference = node.get("$ref")
+        if isinstance(reference, str) and reference.startswith("#"):
+            # The target's keywords hold beside the node's own, as 2020-12 reads a $ref: an allOf of the two.
+            target = _pointer(self.root, reference[1:])
+            if isinstance(target, Mapping) and id(target) in self.open:
+                found.append(_clipped(f"cycle:{reference}"))  # stopped here: it constrains nothing
+            elif target is not None:
+                more, kind = self.judgement(target)
+                found += more
+                coverage = kind
+        for keyword in ("enum", "const"):
+            if keyword in node:
+                found.append(keyword)
+                coverage = Coverage.ENUMERATED
+        kinds = node.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if isinstance(kinds, list) and kinds:
+            found.append(_clipped("type:" + "|".join(str(kind) for kind in kinds)))
+            enumerating = set(kinds) <= _ENUMERATING_TYPES
+            coverage = stronger(coverage, Coverage.ENUMERATED if enumerating else Coverage.TYPED)
+        form = node.get("format")
+        if self.formats and isinstance(form, str):
+            if form in FORMATS.checkers:  # the gateway's own checker: what it lacks, any text passes
+                found.append(_clipped(f"format:{form}"))
+                coverage = stronger(coverage, Coverage.CHECKED)
+            else:
+                found.append(_clipped(f"format:{form}", UNCHECKED_FORMAT))
+        if "pattern" in node:
+            found.append("pattern")
+            coverage = stronger(coverage, Coverage.CHECKED)
+        if any(keyword in node for keyword in _RANGE):
+            found.append("range")
+            coverage = stronger(coverage, Coverage.CHECKED)
+        if any(keyword in node for keyword in _LENGTH):
+            # Listed, yet no more than typed: a 500-character limit still lets any note through.
+            found.append("length")
+            coverage = stronger(coverage, Coverage.TYPED)
+        for branch in _branches(node, "allOf"):  # every branch holds: the strongest one counts
+            more, kind = self.judgement(branch)
+            found += more
+            coverage = stronger(coverage, kind)
+        for keyword in ("anyOf", "oneOf"):  # one branch is enough: the weakest one counts
+            judged = [self.judgement(branch) for branch in _branches(node, keyword)]
+            if judged:
+                found += [constraint for more, _ in judged for constraint in more]
+                coverage = stronger(coverage, min((kind for _, kind in judged), key=lambda kind: kind.rank))
+        items = node.get("items")
+        if isinstance(items, Mapping | bool):
+            more, kind = self.judgement(items)
+            found += [_clipped(f"items:{constraint}") for constraint in more]
+            coverage = stronger(coverage, kind)
+        return _bounded(found), coverage
+
+
+def _bounded(found: list[str]) -> tuple[str, ...]:
+    """Each constraint once, at most MAX_CONSTRAINTS of them and "..." for the rest."""
+    distinct = tuple(dict.fromkeys(found))
+    return distinct if len(distinct) <= MAX_CONSTRAINTS else (*distinct[: MAX_CONSTRAINTS - 1], "...")
+
+
+def _clipped(text: str, suffix: str = "") -> str:
+    return (text if len(text) <= CONSTRAINT_CHARS else text[: CONSTRAINT_CHARS - 1] + "…") + suffix
 
 
 def _branches(node: Mapping[str, Any], keyword: str) -> list[object]:
@@ -164,13 +256,15 @@ def _properties(node: object) -> Mapping[str, Any] | None:
     return properties if isinstance(properties, Mapping) and properties else None
 
 
-def _resolved(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
+def _resolved(node: Mapping[str, Any], root: Mapping[str, Any], hops: list[int] | None = None) -> Mapping[str, Any]:
     """The node with its local `$ref` followed (its own keywords kept beside the target's, as 2020-12 reads
-    them); a remote or broken reference leaves the node as written."""
+    them); a remote or broken reference leaves the node as written. `hops` counts the references followed."""
     for _ in range(MAX_HOPS):
         reference = node.get("$ref")
         if not isinstance(reference, str) or not reference.startswith("#"):
             return node
+        if hops is not None:
+            hops[0] += 1
         target = _pointer(root, reference[1:])
         if not isinstance(target, Mapping):
             return {key: value for key, value in node.items() if key != "$ref"}
@@ -179,6 +273,10 @@ def _resolved(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, 
 
 
 def _pointer(root: Mapping[str, Any], pointer: str) -> object:
+    """What a JSON pointer (`/$defs/line`) names in `root`; None for one that names nothing, or an anchor
+    (`#name`), which is not looked for."""
+    if pointer and not pointer.startswith("/"):
+        return None
     found: object = root
     for part in pointer.split("/")[1:] if pointer else ():
         key = part.replace("~1", "/").replace("~0", "~")

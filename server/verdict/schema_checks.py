@@ -11,8 +11,12 @@ Two validators, each for what it does best:
   is the judge whenever the two disagree.
 
 Where they disagree (tests/unit/test_schema_fast_path.py pins the cases), the
-Rust validator is the stricter one, so the Python one decides: formats are
-checked in full, and non-finite numbers are not numbers. One case goes the
+Rust validator is the stricter one, so the Python one decides: `email` (Python
+asks only for an @), and non-finite numbers, which are not numbers. The formats
+both check alike (uri, date-time, hostname, duration, ...) come from the
+format packages pyproject.toml installs for jsonschema; a format the full check
+has no checker for is an annotation, and coverage (policy/coverage.py) does
+not count it. One case goes the
 other way: it computes multipleOf exactly (0.07 is a multiple of 0.01), where
 Python's float division says it is not; there the exact answer stands. On
 patterns they agree: both search with the Rust regex engine, in time linear in

@@ -1,5 +1,6 @@
 """Admin.GetCoverage on a real gateway: the policy in use (a reload included), suggestions from the offending
-values the gateway saw, a read token is enough, and `argwatch coverage --admin` prints it."""
+values the gateway saw, a read token is enough, concurrent calls share one walk of the schemas, and
+`argwatch coverage --admin` prints it."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import asyncio
 import io
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import pytest
 
 from argwatch.server.cli.coverage_command import run
+from argwatch.server.edge import admin_service
+from argwatch.server.policy.coverage import PolicySurface, policy_surface
+from argwatch.server.policy.model import Policy
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2
 from tests.conftest import gateway_on, write_sets_file
@@ -127,6 +132,32 @@ async def test_the_coverage_follows_a_reloaded_policy(gateway: RunningGateway, t
     assert found.policy_version == reloaded.policy_version
     assert listed(found)["carrier_code"] == ("enumerated", ["enum"])
     assert found.counts.covered_share == 4 / 5 and not found.suggestions
+
+
+async def test_concurrent_calls_share_one_walk_of_the_policy(
+    gateway: RunningGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first call walks the schemas; calls that come meanwhile await that walk instead of each starting
+    its own thread, and a caller that leaves (its deadline passed) does not cancel it for the others."""
+    walks: list[str] = []
+
+    def counted(policy: Policy) -> PolicySurface:
+        walks.append(policy.version)
+        return policy_surface(policy)
+
+    monkeypatch.setattr(admin_service, "policy_surface", counted)
+    call = admin_pb2.GetCoverageRequest()
+    context = cast(Any, None)  # GetCoverage reads nothing of it (the token is the interceptor's)
+    first = asyncio.create_task(gateway.admin.GetCoverage(call, context))
+    await asyncio.sleep(0)  # it has started the walk
+    first.cancel()
+    found = await asyncio.gather(*(gateway.admin.GetCoverage(call, context) for _ in range(6)))
+    assert walks == [gateway.policy.version]
+    assert all(each == found[0] for each in found) and len(found[0].tools[0].arguments) == 5
+    assert await gateway.admin.GetCoverage(call, context) == found[0]  # kept for the policy in use
+    assert walks == [gateway.policy.version]
+    over_the_wire = await asyncio.gather(*(coverage(gateway) for _ in range(6)))
+    assert all(each == found[0] for each in over_the_wire) and len(walks) == 1
 
 
 async def test_the_command_prints_what_the_admin_api_answers(

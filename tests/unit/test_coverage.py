@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from argwatch.server.cli.coverage_command import run, sampled_from_log
+from argwatch.server.policy import schema_surface as surface_module
 from argwatch.server.policy.coverage import (
     MAX_SUGGESTIONS,
     ArgumentCoverage,
@@ -22,7 +23,17 @@ from argwatch.server.policy.coverage import (
 )
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.policy.model import Policy
-from argwatch.server.policy.schema_surface import Coverage
+from argwatch.server.policy.schema_surface import (
+    MAX_CONSTRAINTS,
+    MAX_DEPTH,
+    MAX_NODES,
+    TOO_COMPLEX,
+    Coverage,
+    SchemaLeaf,
+    Surface,
+    schema_surface,
+)
+from argwatch.server.verdict.schema_checks import FORMATS
 
 E, C, T, U = Coverage.ENUMERATED, Coverage.CHECKED, Coverage.TYPED, Coverage.UNCONSTRAINED
 
@@ -346,9 +357,13 @@ DOCS = Path(__file__).parents[2] / "docs" / "measuring.md"
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
+def documented_section() -> str:
+    return DOCS.read_text().split("## What it does not check: coverage", 1)[1].split("\n## ", 1)[0]
+
+
 def documented_blocks() -> tuple[list[str], str]:
     """The coverage section's output blocks (no language) and its example policy (the yaml block)."""
-    section = DOCS.read_text().split("## What it does not check: coverage", 1)[1].split("\n## ", 1)[0]
+    section = documented_section()
     blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
     (policy,) = [text for language, text in blocks if language == "yaml"]
     return [text for language, text in blocks if not language], policy
@@ -376,3 +391,152 @@ def test_the_documented_examples_are_the_commands_real_output(
     (tmp_path / "bound.yaml").write_text(bound)
     counts = policy_coverage(load_policy(str(tmp_path / "bound.yaml"))).counts
     assert (counts.covered, counts.total) == (6, 8)
+
+
+def surface_of(tmp_path: Path, schema: str, tool: str = "t") -> tuple[Surface, Policy]:
+    """The schema surface of one tool whose schema is `schema` (YAML, indented for the tool)."""
+    policy = load_policy(write_policy(tmp_path, f"tools:\n  {tool}:\n    schema:\n{textwrap.indent(schema, '      ')}"))
+    found = policy.tools[tool]
+    return schema_surface(found.schema, found.assert_formats), policy
+
+
+@pytest.mark.parametrize("branches", [2, 3, 50])
+def test_a_cyclic_reference_is_judged_once_and_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, branches: int
+) -> None:
+    """The reviewer's schema (/tmp/review21/cyc.py): a definition whose anyOf branches all refer back to it.
+    Each reference is resolved once and the cycle is stopped: the work is a few nodes a branch, where
+    re-entering each $ref 16 deep took 0.8 s at 2 branches and over 120 s at 3."""
+    looked_up: list[str] = []
+    pointer = surface_module._pointer
+
+    def counted(root: dict[str, object], at: str) -> object:
+        looked_up.append(at)
+        return pointer(root, at)
+
+    monkeypatch.setattr(surface_module, "_pointer", counted)
+    refs = ", ".join(['{"$ref": "#/$defs/a"}'] * branches)
+    schema = f"""
+    type: object
+    $defs:
+      a: {{anyOf: [{refs}, {{type: string}}]}}
+    properties:
+      x: {{$ref: "#/$defs/a"}}
+    """
+    surface, _ = surface_of(tmp_path, textwrap.dedent(schema))
+    # One branch enough: a value may take the cyclic one, which constrains nothing.
+    assert surface.leaves["x"].constraints == ("cycle:#/$defs/a", "type:string")
+    assert surface.leaves["x"].coverage is U
+    assert surface.nodes <= branches + 10
+    assert len(looked_up) <= branches + 5
+
+
+def test_a_reference_shared_by_many_branches_is_judged_once(tmp_path: Path) -> None:
+    """40 definitions, each an anyOf of two references to the one before: 2**40 paths, 40 definitions."""
+    defs = ["d0: {type: string, pattern: '^[a-z]+$'}"]
+    defs += [f"d{k}: {{anyOf: [{{$ref: '#/$defs/d{k - 1}'}}, {{$ref: '#/$defs/d{k - 1}'}}]}}" for k in range(1, 41)]
+    schema = "type: object\n$defs:\n" + "".join(f"  {line}\n" for line in defs)
+    surface, _ = surface_of(tmp_path, schema + "properties:\n  x: {$ref: '#/$defs/d40'}\n")
+    assert surface.leaves["x"] == SchemaLeaf("x", ("type:string", "pattern"), C)
+    assert surface.nodes <= 4 * 41
+
+
+WIDE_TREE = """
+sources:
+  owners: {grpc: {target: "127.0.0.1:1"}}
+value_sets:
+  refunds.reason_codes: {source: owners}
+tools:
+  deep:
+    schema:
+      type: object
+      $defs:
+        node: {type: object, properties: {%s}}
+      properties:
+        first: {type: string, pattern: "^a$"}
+        tree: {$ref: "#/$defs/node"}
+        last: {type: string, pattern: "^z$"}
+        reason_code: {type: string}
+    arguments:
+      reason_code: {value_set: refunds.reason_codes}
+  other:
+    schema: {type: object, properties: {y: {enum: [1, 2]}}}
+"""
+
+
+def test_past_its_node_budget_a_tools_remaining_arguments_are_too_complex_to_assess(tmp_path: Path) -> None:
+    """An object whose 30 properties are each the object again: 30**4 paths four names deep. The walk stops
+    at MAX_NODES; what it did not reach is listed as too complex and counted, never as covered."""
+    children = ", ".join(f'c{i}: {{$ref: "#/$defs/node"}}' for i in range(30))
+    policy = load_policy(write_policy(tmp_path, WIDE_TREE % children))
+    surface = schema_surface(policy.tools["deep"].schema, True)
+    assert MAX_NODES <= surface.nodes <= MAX_NODES + 1
+    assert len(surface.leaves) <= MAX_NODES + MAX_DEPTH * 30 + 3
+    deep, other = policy_coverage(policy).tools
+    rows = {row.argument: row for row in deep.arguments}
+    assert rows["first"] == ArgumentCoverage("first", C, ("type:string", "pattern"))
+    assert rows["last"] == ArgumentCoverage("last", U, (TOO_COMPLEX,))
+    # The policy's own binding is checked whatever the schema: it still enumerates the argument.
+    assert rows["reason_code"] == ArgumentCoverage("reason_code", E, (TOO_COMPLEX, "value_set:refunds.reason_codes"))
+    too_complex = [row for row in surface.leaves.values() if TOO_COMPLEX in row.constraints]
+    assert too_complex and all(row.coverage is U for row in too_complex)
+    assert deep.counts.covered == 2  # first, and reason_code by its binding: nothing past the budget
+    assert deep.counts.unconstrained == len(too_complex) - 1  # all but reason_code
+    assert other.arguments == (ArgumentCoverage("y", E, ("enum",)),)  # a tool's budget is its own
+
+
+def test_a_format_counts_only_where_the_gateway_has_a_checker_for_it(tmp_path: Path) -> None:
+    """With `formats: assert` the gateway checks the formats jsonschema has checkers for with the packages
+    argwatch installs (uri, date-time, hostname, email, ipv4, ...), and lets any text through as another."""
+    unchecked = ("frobnicate",)
+    assert not set(unchecked) & set(FORMATS.checkers)
+    assert {"email", "ipv4", "uri", "date-time", "hostname"} <= set(FORMATS.checkers)
+    fields = {"u": "uri", "d": "date-time", "e": "email", "f": "frobnicate", "i": "ipv4", "h": "hostname"}
+    properties = "".join(f"  {name}: {{type: string, format: {kind}}}\n" for name, kind in fields.items())
+    surface, _ = surface_of(tmp_path, f"type: object\nproperties:\n{properties}additionalProperties: false\n")
+    assert [(leaf.path, leaf.coverage, leaf.constraints) for leaf in surface.leaves.values()] == [
+        ("u", C, ("type:string", "format:uri")),
+        ("d", C, ("type:string", "format:date-time")),
+        ("e", C, ("type:string", "format:email")),
+        ("f", T, ("type:string", "format:frobnicate (no checker: not checked)")),
+        ("i", C, ("type:string", "format:ipv4")),
+        ("h", C, ("type:string", "format:hostname")),
+    ]
+    bare, _ = surface_of(tmp_path, "type: object\nproperties:\n  u: {format: frobnicate}\n")
+    assert bare.leaves["u"].coverage is U  # an unchecked format constrains nothing
+
+
+def test_paths_go_four_property_names_deep_and_an_array_index_is_not_one(tmp_path: Path) -> None:
+    schema = """
+    type: object
+    properties:
+      a: {type: object, properties: {b: {type: object, properties: {c: {type: object, properties: {
+           d: {type: object, properties: {e: {type: string}}}}}}}}}
+      l: {type: array, items: {type: object, properties: {m: {type: array, items: {type: object, properties: {
+           n: {type: array, items: {type: object, properties: {o: {type: integer}}}}}}}}}}
+    """
+    surface, _ = surface_of(tmp_path, textwrap.dedent(schema))
+    assert list(surface.leaves) == ["a/b/c/d", "l/*/m/*/n/*/o"]
+    assert surface.leaves["a/b/c/d"].constraints == ("type:object",)  # the fourth name is a leaf, judged whole
+
+
+def test_the_documented_bounds_are_the_codes() -> None:
+    prose = " ".join(documented_section().split())
+    assert MAX_DEPTH == 4 and "Paths go up to four property names deep" in prose
+    assert f"visits at most {MAX_NODES:,} nodes" in prose
+    assert f"at most {MAX_CONSTRAINTS} of a schema's constraints per argument" in prose
+    assert f"listed as `{TOO_COMPLEX}`" in prose
+    assert "`format:date_time (no checker: not checked)`" in " ".join(prose.split())
+
+
+def test_a_rows_schema_constraints_are_bounded_and_clipped(tmp_path: Path) -> None:
+    """The schema's own text (a format's name, a type list) is third-party: a row lists at most
+    MAX_CONSTRAINTS of it, each clipped, and an anchor reference (#name) is not taken for the root."""
+    formats = ", ".join(f"{{format: f{index}{'x' * 200}}}" for index in range(40))
+    schema = f"type: object\nproperties:\n  many: {{anyOf: [{formats}]}}\n  anchored: {{$ref: '#name'}}\n"
+    surface, _ = surface_of(tmp_path, schema)
+    many = surface.leaves["many"].constraints
+    assert len(many) == MAX_CONSTRAINTS and many[-1] == "..."
+    assert all(len(constraint) <= 120 for constraint in many)
+    assert many[0] == "format:f0" + "x" * 70 + "… (no checker: not checked)"  # 80 characters of it
+    assert surface.leaves["anchored"] == SchemaLeaf("anchored", (), U)

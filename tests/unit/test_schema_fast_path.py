@@ -90,9 +90,9 @@ def test_a_call_the_fast_check_passes_has_no_problem_in_the_full_check(schema: d
 # A new version of either that changes one of these fails here, and the module docstring of
 # verdict/schema_checks.py must be brought up to date.
 DISAGREEMENTS = [
-    ({"format": "email"}, "a@", True, False),  # formats: Python checks few, Rust all
-    ({"format": "date-time"}, "yesterday", True, False),
-    ({"format": "uri"}, "not a uri", True, False),
+    # formats: Python's email check is "has an @"; Rust's is RFC 5321. (date-time, uri and hostname agree:
+    # pyproject.toml installs the packages jsonschema checks them with.)
+    ({"format": "email"}, "a@", True, False),
     ({"type": "number"}, float("inf"), True, False),
     ({"multipleOf": 0.01}, 0.07, False, True),  # exact decimals in Rust; Python's float division says no
 ]
