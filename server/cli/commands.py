@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from argwatch.common.durations import parse_duration
 from argwatch.server.policy.loader import PolicyError, load_policy
+from argwatch.server.policy.model import Policy
 
 
 def check_policy(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -25,7 +26,26 @@ def check_policy(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         f"{path}: ok: {len(policy.tools)} tools, {bound} bound arguments, "
         f"{len(policy.value_sets)} value sets, {len(policy.sources)} sources (version {policy.version})"
     )
+    for warning in _unchecked_formats(policy):
+        print(f"{path}: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _unchecked_formats(policy: Policy) -> list[str]:
+    """Asserted formats no checker knows: they let any text through (a misspelling, or a format such as iri)."""
+    from argwatch.server.policy.coverage import policy_coverage
+
+    warnings = []
+    for tool in policy_coverage(policy).tools:
+        for row in tool.arguments:
+            for constraint in row.constraints:
+                if constraint.startswith("format:") and "no checker" in constraint:
+                    name = constraint.removeprefix("format:").split(" (", 1)[0]
+                    warnings.append(
+                        f"tools.{tool.tool}: {row.argument}: format {name!r} has no checker here, so any text passes "
+                        "(a misspelling? else add a pattern)"
+                    )
+    return warnings
 
 
 def export_tools(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

@@ -140,3 +140,19 @@ def test_an_unknown_formats_choice_is_a_load_error() -> None:
     with pytest.raises(PolicyError) as raised:
         policy(FORMATS.format(formats="formats: sometimes"))
     assert [issue.message for issue in raised.value.issues] == ["expected assert or annotate, got 'sometimes'"]
+
+
+def test_policy_check_warns_of_an_asserted_format_no_checker_knows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from argwatch.server.cli import main
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "tools:\n  t:\n    schema:\n      type: object\n"
+        "      properties: {d: {type: string, format: date_time}, u: {type: string, format: uri}}\n"
+    )
+    assert main(["policy", "check", str(path)]) == 0  # a warning, not an error: the spec makes it an annotation
+    warned = capsys.readouterr().err
+    assert "format 'date_time' has no checker here, so any text passes" in warned
+    assert "'uri'" not in warned  # uri has its checker
