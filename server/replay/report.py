@@ -16,6 +16,7 @@ from typing import Any
 from argwatch.server.policy.model import Policy
 from argwatch.server.replay.corpus import ReadCounts
 from argwatch.server.replay.run import ReplayResult
+from argwatch.server.telemetry.metrics import COHORT_PREFIX
 
 UNSHAPED = "unshaped"
 
@@ -31,6 +32,8 @@ class ArgumentFigures:
     problems: dict[str, int]
     checks_not_run: int  # failed open: the set (or record source) could not be read
     top: list[tuple[str, int, str]]  # the most frequent offending values: (value, count, shape)
+    # (model, prompt version) -> (checks, out of set, out of set normalised), where the policy declares models
+    by_model: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def out_of_set_rate(self) -> float:
@@ -117,7 +120,21 @@ def _argument(
         problems={what[8:]: count for what, count in row.items() if what.startswith("problem:") and count},
         checks_not_run=row.get("failed_open", 0),
         top=top,
+        by_model=_by_model(row),
     )
+
+
+def _by_model(row: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int, int]]:
+    split: dict[tuple[str, str], dict[str, int]] = {}
+    for what, count in row.items():
+        if what.startswith(COHORT_PREFIX):
+            model, version, kind = what[len(COHORT_PREFIX) :].split("\x1f")
+            split.setdefault((model, version), {})[kind] = count
+    return {
+        key: (kinds.get("checks", 0), kinds.get("out_of_set", 0), kinds.get("out_of_set_normalised", 0))
+        for key, kinds in sorted(split.items())
+        if kinds.get("checks", 0)
+    }
 
 
 def as_json(report: ReplayReport) -> dict[str, Any]:
@@ -155,6 +172,17 @@ def as_json(report: ReplayReport) -> dict[str, Any]:
                         "shape_shares": {shape: round(share, 6) for shape, share in figures.shape_shares().items()},
                         "problems": figures.problems,
                         "checks_not_run": figures.checks_not_run,
+                        "by_model": [
+                            {
+                                "model": model,
+                                "prompt_version": version,
+                                "checks": checks,
+                                "out_of_set": out,
+                                "out_of_set_rate": round(out / checks, 6),
+                                "out_of_set_normalised": normalised,
+                            }
+                            for (model, version), (checks, out, normalised) in figures.by_model.items()
+                        ],
                         "top_offending_values": [
                             {"value": value, "count": count, "shape": shape} for value, count, shape in figures.top
                         ],
@@ -221,6 +249,12 @@ def as_text(report: ReplayReport) -> str:
             ]
             lines.append("  " + "  ".join(cells) + "  " + row[-1])
         for figures in tool.arguments:
+            if figures.by_model:
+                split = "; ".join(
+                    f"{model} / {version} {_percent(out, checks)} of {checks:,}"
+                    for (model, version), (checks, out, _normalised) in figures.by_model.items()
+                )
+                lines.append(f"    {figures.argument} by model / prompt version: {split}")
             if figures.top:
                 shown = ", ".join(f"{value} x{count:,} ({shape or '-'})" for value, count, shape in figures.top)
                 lines.append(f"    {figures.argument} most often: {shown}")

@@ -22,7 +22,7 @@ from argwatch.server.policy.loader import load_policy
 from argwatch.server.replay.corpus import ReadCounts, read_corpus
 from argwatch.server.replay.report import as_json, build_report
 from argwatch.server.replay.run import replay
-from tests.conftest import GatewayFactory, SourceServer, make_policy
+from tests.conftest import GatewayFactory, SourceServer, make_policy, write_sets_file
 from tests.docs.test_measuring_examples import block_after
 from tests.service.helpers import gateway_stub, request
 
@@ -242,3 +242,35 @@ async def test_an_export_with_an_owner_down_keeps_the_last_good_file_and_a_repla
     corpus = write(tmp_path / "calls.jsonl", plain_lines(MIX))
     replay_live = ["replay", corpus, "--policy", policy.path, "--wait", "1s", "--json"]
     assert await asyncio.to_thread(run_main, replay_live) == 1  # the report is printed, and the exit code says
+
+
+async def test_where_the_policy_declares_models_the_corpus_is_split_by_model(tmp_path: Path) -> None:
+    """The corpus's own question 3: did the new model make it worse? 10% against 30%, as recorded."""
+    write_sets_file(str(tmp_path))
+    policy_path = tmp_path / "policy.yaml"
+    policy_path.write_text(BY_MODEL_POLICY)
+    lines = [
+        json.dumps({"tool": "transfer_stock", "arguments": {"warehouse_code": code}, "model": model})
+        for model, invented in (("gpt-4.1-mini", 10), ("claude-sonnet-4-5", 30), ("someone-else", 5))
+        for code in ["XYZ-9"] * invented + ["AMS-1"] * (100 - invented)
+    ]
+    report = await replayed(str(policy_path), [write(tmp_path / "calls.jsonl", lines)])
+    split = {
+        row["model"]: (row["checks"], row["out_of_set"])
+        for row in argument(report, "transfer_stock", "warehouse_code")["by_model"]
+    }  # noqa: E501
+    assert split == {"gpt-4.1-mini": (100, 10), "claude-sonnet-4-5": (100, 30), "_other": (100, 5)}
+
+
+BY_MODEL_POLICY = """
+sources:
+  local: {file: sets.yaml}
+value_sets:
+  wms.warehouses: {source: local}
+models:
+  names: [gpt-4.1-mini, claude-sonnet-4-5]
+tools:
+  transfer_stock:
+    arguments:
+      warehouse_code: {value_set: wms.warehouses}
+"""
