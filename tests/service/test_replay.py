@@ -258,7 +258,7 @@ async def test_where_the_policy_declares_models_the_corpus_is_split_by_model(tmp
     split = {
         row["model"]: (row["checks"], row["out_of_set"])
         for row in argument(report, "transfer_stock", "warehouse_code")["by_model"]
-    }  # noqa: E501
+    }
     assert split == {"gpt-4.1-mini": (100, 10), "claude-sonnet-4-5": (100, 30), "_other": (100, 5)}
 
 
