@@ -574,14 +574,20 @@ def _failed(walk: asyncio.Task[PolicySurface]) -> bool:
     return walk.done() and (walk.cancelled() or walk.exception() is not None)
 
 
+MAX_COVERAGE_NAME = 256  # an argument's path as listed: names come from third-party tool definitions
+MAX_COVERAGE_BYTES = 3 << 20  # rows past this are counted, not listed: the answer stays under gRPC's 4 MiB
+
+
 def coverage_to_wire(found: PolicyCoverage, samples: str) -> admin_pb2.GetCoverageResponse:
-    """The coverage as the Admin API answers it (`argwatch coverage --policy` prints the same message)."""
+    """The coverage as the Admin API answers it (`argwatch coverage --policy` prints the same message).
+    Rows are listed while the answer stays under MAX_COVERAGE_BYTES; the rest are counted as left off."""
     response = admin_pb2.GetCoverageResponse(
         policy_version=found.policy_version,
         counts=_counts_to_wire(found),
         suggestions_left_off=found.suggestions_left_off,
         samples=samples,
     )
+    size = 0
     for tool in found.tools:
         out = response.tools.add(
             tool=tool.tool,
@@ -590,10 +596,17 @@ def coverage_to_wire(found: PolicyCoverage, samples: str) -> admin_pb2.GetCovera
             undeclared_arguments=tool.undeclared,
         )
         for row in tool.arguments:
-            out.arguments.add(argument=row.argument, coverage=row.coverage.value, constraints=row.constraints)
+            argument = row.argument if len(row.argument) <= MAX_COVERAGE_NAME else row.argument[:255] + "…"
+            row_bytes = 16 + len(argument) + sum(len(constraint) + 2 for constraint in row.constraints)
+            if size + row_bytes > MAX_COVERAGE_BYTES:
+                out.arguments_left_off += 1
+                continue
+            size += row_bytes
+            out.arguments.add(argument=argument, coverage=row.coverage.value, constraints=row.constraints)
     for suggestion in found.suggestions:
+        argument = suggestion.argument[:MAX_COVERAGE_NAME]
         response.suggestions.add(
-            tool=suggestion.tool, argument=suggestion.argument, binding=suggestion.binding, reason=suggestion.reason
+            tool=suggestion.tool, argument=argument, binding=suggestion.binding, reason=suggestion.reason
         )
     return response
 

@@ -540,3 +540,19 @@ def test_a_rows_schema_constraints_are_bounded_and_clipped(tmp_path: Path) -> No
     assert all(len(constraint) <= 120 for constraint in many)
     assert many[0] == "format:f0" + "x" * 70 + "… (no checker: not checked)"  # 80 characters of it
     assert surface.leaves["anchored"] == SchemaLeaf("anchored", (), U)
+
+
+def test_the_answer_stays_under_grpc_s_limit_however_long_the_names_a_definitions_file_gives() -> None:
+    """Argument names come from third-party tool definitions: 5,000 listed rows of 4,000-character names
+    and 16 long constraints each would be ~100 MB. Names are clipped, and rows past the byte budget counted."""
+    from argwatch.server.edge.admin_service import MAX_COVERAGE_BYTES, MAX_COVERAGE_NAME, coverage_to_wire
+    from argwatch.server.policy.coverage import PolicyCoverage, ToolCoverage
+
+    rows = tuple(ArgumentCoverage(f"{i:04d}" + "x" * 4000, C, ("pattern",) + ("f" * 80,) * 15) for i in range(2500))
+    tools = tuple(ToolCoverage(f"t{t}", Counts(checked=2500), rows, 0, "") for t in range(2))
+    answer = coverage_to_wire(PolicyCoverage("v1", Counts(checked=5000), tools, (), 0), "none")
+    assert answer.ByteSize() < 4 << 20
+    listed = [row for tool in answer.tools for row in tool.arguments]
+    assert all(len(row.argument) <= MAX_COVERAGE_NAME for row in listed)
+    assert len(listed) + sum(tool.arguments_left_off for tool in answer.tools) == 5000  # every row accounted for
+    assert sum(tool.arguments_left_off for tool in answer.tools) > 0 and MAX_COVERAGE_BYTES < 4 << 20
