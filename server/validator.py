@@ -18,7 +18,13 @@ from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
 from argwatch.server.repair.tracker import RepairTracker
 from argwatch.server.state.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
-from argwatch.server.telemetry.metrics import CALL_LEVEL_ARGUMENT, UNKNOWN_LABEL, GatewayMetrics, ToolMeters
+from argwatch.server.telemetry.metrics import (
+    CALL_LEVEL_ARGUMENT,
+    UNKNOWN_LABEL,
+    GatewayMetrics,
+    ToolMeters,
+    flag_label,
+)
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
@@ -177,7 +183,7 @@ class Validator:
                 family.labels(tool, binding.name, model, version, "true", "true").inc()
             return
         for check in result.value_checks:
-            in_set, normalised = _flag(check.in_set), _flag(check.in_set_normalised)
+            in_set, normalised = flag_label(check.in_set), flag_label(check.in_set_normalised)
             family.labels(tool, check.argument, model, version, in_set, normalised).inc()
 
     async def _sight(self, tool: ToolPolicy, call: ToolCall, mode: Mode, label: str) -> Sighting:
@@ -293,10 +299,6 @@ class Validator:
                     # say) is the `_call` row's offender, not kept under "" where no detail looks.
                     self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
-
-
-def _flag(value: bool) -> str:
-    return "true" if value else "false"
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:

@@ -90,7 +90,9 @@ def run_replay(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.window and not args.compare_to:
         raise ValueError("--window: it chooses the live window of --compare-to, which is not given")
     window = int(parse_duration(args.window or "1h")) if args.compare_to else 0
-    if window and window not in (60, 900, 3600):
+    from argwatch.server.replay.compare import WINDOWS
+
+    if window and window not in WINDOWS:
         raise ValueError(f"--window {args.window}: the live gateway keeps windows of 1m, 15m and 1h")
     unreadable = [path for path in args.files if not os.path.isfile(path) or not os.access(path, os.R_OK)]
     if unreadable:

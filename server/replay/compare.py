@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from argwatch.server.replay.report import ReplayReport
+from argwatch.server.telemetry.status_windows import WINDOWS_SECONDS
 from argwatch.v1 import admin_pb2
 
-WINDOWS = (60, 900, 3600)  # the Admin API's windows
+WINDOWS = WINDOWS_SECONDS  # the Admin API's windows
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from argwatch.server.policy.model import Policy
 from argwatch.server.replay.corpus import ReadCounts
 from argwatch.server.replay.run import ReplayResult
-from argwatch.server.telemetry.metrics import COHORT_PREFIX
+from argwatch.server.telemetry.metrics import parse_cohort_what
 
 UNSHAPED = "unshaped"
 
@@ -127,8 +127,8 @@ def _argument(
 def _by_model(row: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int, int]]:
     split: dict[tuple[str, str], dict[str, int]] = {}
     for what, count in row.items():
-        if what.startswith(COHORT_PREFIX):
-            model, version, kind = what[len(COHORT_PREFIX) :].split("\x1f")
+        if (parsed := parse_cohort_what(what)) is not None:
+            model, version, kind = parsed
             split.setdefault((model, version), {})[kind] = count
     return {
         key: (kinds.get("checks", 0), kinds.get("out_of_set", 0), kinds.get("out_of_set_normalised", 0))

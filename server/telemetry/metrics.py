@@ -26,6 +26,19 @@ CALL_LEVEL_ARGUMENT = "_call"  # the argument label of problems about the whole 
 COHORT_PREFIX = "cohort\x1f"  # window_counts' keys of the value checks split by model and prompt version
 
 
+def cohort_what(model: str, version: str, kind: str) -> str:
+    """window_counts' `what` for one model and prompt version's count of `kind` (checks, out_of_set, ...)."""
+    return f"{COHORT_PREFIX}{model}\x1f{version}\x1f{kind}"
+
+
+def parse_cohort_what(what: str) -> tuple[str, str, str] | None:
+    """(model, prompt version, kind) of a cohort_what key; None for any other key."""
+    if not what.startswith(COHORT_PREFIX):
+        return None
+    model, version, kind = what[len(COHORT_PREFIX) :].split("\x1f")
+    return model, version, kind
+
+
 @dataclass(frozen=True, slots=True)
 class ToolTotals:
     """Counts for one tool since start, read back from the counters (for the Admin API)."""
@@ -192,7 +205,7 @@ class ToolMeters:
         # (argument, in_set, in_set_normalised): a value in the set as written is in it normalised too.
         self.value_checks = {
             (argument, in_set, normalised): metrics.value_checks.labels(
-                tool, argument, value_set, _flag(in_set), _flag(normalised)
+                tool, argument, value_set, flag_label(in_set), flag_label(normalised)
             )
             for argument, value_set in bindings
             for in_set, normalised in ((True, True), (False, True), (False, False))
@@ -522,8 +535,8 @@ class GatewayMetrics:
         """Every cumulative count the Admin API's windows use: (tool, argument, what) -> count.
 
         Per argument: "checks", "out_of_set", "out_of_set_normalised", "shape:<shape>", "problem:<code>",
-        "failed_open", and COHORT_PREFIX + "<model>\\x1f<prompt version>\\x1f" + "checks" (and the two out-of-set
-        counts) where the policy declares models. Per tool (argument ""): "calls", "allow", "reject", "repair_started",
+        "failed_open", and cohort_what(model, prompt version, "checks") (and the two out-of-set counts) where
+        the policy declares models. Per tool (argument ""): "calls", "allow", "reject", "repair_started",
         "repair_succeeded", "repair_abandoned", "repeats", "with_problems", "with_invented".
         """
         counts: dict[tuple[str, str, str], float] = {}
@@ -541,12 +554,11 @@ class GatewayMetrics:
             add((tool, "", "calls"), tally.value)
             add((tool, "", decision), tally.value)
         for (tool, argument, model, version, in_set, normalised), tally in self.value_checks_by_model.children():
-            cohort = f"{COHORT_PREFIX}{model}\x1f{version}\x1f"
-            add((tool, argument, cohort + "checks"), tally.value)
+            add((tool, argument, cohort_what(model, version, "checks")), tally.value)
             if in_set == "false":
-                add((tool, argument, cohort + "out_of_set"), tally.value)
+                add((tool, argument, cohort_what(model, version, "out_of_set")), tally.value)
             if normalised == "false":
-                add((tool, argument, cohort + "out_of_set_normalised"), tally.value)
+                add((tool, argument, cohort_what(model, version, "out_of_set_normalised")), tally.value)
         for (tool, invented), tally in self.calls_with_problems.children():
             add((tool, "", "with_problems"), tally.value)
             if invented == "true":
@@ -687,5 +699,5 @@ class GatewayMetrics:
         }
 
 
-def _flag(value: bool) -> str:
+def flag_label(value: bool) -> str:
     return "true" if value else "false"

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
 from argwatch.server.telemetry.count_windows import CountCopy, CountWindows, Key
-from argwatch.server.telemetry.metrics import COHORT_PREFIX
+from argwatch.server.telemetry.metrics import COHORT_PREFIX, parse_cohort_what
 
 WINDOWS_SECONDS = (60, 900, 3600)
 
@@ -180,8 +180,8 @@ def _cohorts(counts: list[dict[str, int]], spans: Sequence[tuple[int, object, fl
     split: dict[tuple[str, str], list[dict[str, int]]] = {}
     for slot, slot_counts in enumerate(counts):
         for what, value in slot_counts.items():
-            if what.startswith(COHORT_PREFIX):
-                model, version, kind = what[len(COHORT_PREFIX) :].split("\x1f")
+            if (parsed := parse_cohort_what(what)) is not None:
+                model, version, kind = parsed
                 split.setdefault((model, version), [{} for _ in spans])[slot][kind] = value
     return tuple(
         CohortFigures(
