@@ -143,6 +143,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/status_tui.py
 	$(BIN)/python bench/mode_propagation.py
+	$(BIN)/python bench/metrics_flood.py
 
 # After a release: the released contract becomes the current protos (buf breaking compares with it).
 proto-release: $(VENV)/.installed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import signal
 import sys
@@ -96,14 +97,14 @@ async def echo_only() -> None:
     await server.stop(1.0)
 
 
-async def main(policy: str, gate: bool) -> None:
+async def main(policy: str, gate: bool, metrics_listen: str) -> None:
     records = None
     if gate:  # the full gate: the policy is written for a record source started here
         from gate_policy import start_records, write_policy
 
         records, port = await start_records()
         policy = write_policy(port)
-    settings = bench_settings(policy)
+    settings = dataclasses.replace(bench_settings(policy), metrics_listen=metrics_listen)
     gateway = await build_gateway(settings, extra_services=add_echo)
     gc.freeze()  # as `argwatch serve` does
     print(gateway.port, flush=True)
@@ -123,10 +124,11 @@ if __name__ == "__main__":
     parser.add_argument("--policy")
     parser.add_argument("--echo-only", action="store_true", help="a bare grpc.aio server with only the Echo baseline")
     parser.add_argument("--gate", action="store_true", help="the full gate: schema, record look-up, CEL rules")
+    parser.add_argument("--metrics-listen", default="127.0.0.1:0", help="the /metrics address (default: a free port)")
     arguments = parser.parse_args()
     if arguments.echo_only:
         asyncio.run(echo_only())
     elif arguments.policy:
-        asyncio.run(main(arguments.policy, arguments.gate))
+        asyncio.run(main(arguments.policy, arguments.gate, arguments.metrics_listen))
     else:
         parser.error("--policy is required (or --echo-only)")

@@ -94,7 +94,6 @@ def handler_in_process(repeats: int = 5, calls: int = 4000) -> float:
     from bench_server import bench_settings
     from timing import best_micros
 
-    from argwatch.server.edge.gateway_service import GatewayServicer
     from argwatch.server.process.app import build_gateway
 
     class Context:
@@ -104,7 +103,7 @@ def handler_in_process(repeats: int = 5, calls: int = 4000) -> float:
     async def run() -> float:
         gateway = await build_gateway(bench_settings(os.path.join(os.path.dirname(__file__), "policy.yaml")))
         try:
-            servicer, body, context = GatewayServicer(gateway.validator), payload(), Context()
+            servicer, body, context = gateway.gateway_servicer, payload(), Context()
             return await best_micros(lambda: servicer.Validate(body, context), calls, repeats)  # type: ignore[arg-type]
         finally:
             await gateway.stop(0)

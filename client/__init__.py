@@ -8,7 +8,7 @@
         if outcome.go_ahead:
             # A tool with side effects gets a key: pass it downstream so the operation runs once.
             result = run_the_tool(call, idempotency_key=outcome.idempotency_key)
-            await gateway.report_outcome(outcome.verdict.call_id, "succeeded")  # or "failed", "unknown"
+            await gateway.report_outcome(outcome, "succeeded")  # or "failed", "unknown"
         else:
             reply = call.tool_error(outcome.tool_error)  # hand this back to the model
 
@@ -21,9 +21,10 @@ The modules behind these names are internal (leading underscore).
 
 from argwatch.client._adapters import ProviderToolCall, from_anthropic, from_mcp, from_openai, from_openai_responses
 from argwatch.client._definitions import tool_definitions
-from argwatch.client._gateway import Gateway, Outcome, SyncGateway
+from argwatch.client._gateway import Conversation, Gateway, Outcome, SyncGateway
 
 __all__ = [
+    "Conversation",
     "Gateway",
     "Outcome",
     "ProviderToolCall",

@@ -14,12 +14,25 @@ from argwatch.v1 import gateway_pb2_grpc
 DEFAULT_TIMEOUT = 2.0  # seconds; the service config's figure for Validate and Repair
 
 
+class Conversation(NamedTuple):
+    """The conversation and session a call was checked in. The gateway binds a call's records to them:
+    Repair and ReportOutcome must name the same, or the call is not found."""
+
+    conversation_id: str = ""
+    customer_id: str = ""
+    tenant: str = ""
+
+    def session(self) -> pb.Session:
+        return pb.Session(customer_id=self.customer_id, tenant=self.tenant)
+
+
 class Outcome(NamedTuple):
     """What to do with one tool call."""
 
     go_ahead: bool  # run the tool
     tool_error: str  # when not: Repair's message, to hand back to the model as the tool's result
     verdict: pb.ValidateResponse  # everything the gateway said (problems, skipped checks, versions)
+    conversation: Conversation = Conversation()  # where it was checked: report_outcome names it again
 
     @property
     def idempotency_key(self) -> str:
@@ -31,23 +44,36 @@ class Outcome(NamedTuple):
 OUTCOMES = {"succeeded": pb.OUTCOME_SUCCEEDED, "failed": pb.OUTCOME_FAILED, "unknown": pb.OUTCOME_UNKNOWN}
 
 
-def _outcome_request(call_id: str, outcome: str) -> pb.ReportOutcomeRequest:
+def _outcome_request(call: Outcome | str, outcome: str, conversation: Conversation) -> pb.ReportOutcomeRequest:
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
-    return pb.ReportOutcomeRequest(call_id=call_id, outcome=OUTCOMES[outcome])
+    if isinstance(call, Outcome):
+        call_id, conversation = call.verdict.call_id, call.conversation
+    else:
+        call_id = call
+    return pb.ReportOutcomeRequest(
+        call_id=call_id,
+        outcome=OUTCOMES[outcome],
+        conversation_id=conversation.conversation_id,
+        session=conversation.session(),
+    )
 
 
-def _request(
-    call: ProviderToolCall, conversation_id: str, customer_id: str, tenant: str, model: str, prompt_version: str
-) -> pb.ValidateRequest:
+def _request(call: ProviderToolCall, conversation: Conversation, model: str, prompt_version: str) -> pb.ValidateRequest:
     return pb.ValidateRequest(
         tool=call.tool,
         arguments_json=call.arguments_json,
         call_id=call.call_id,
-        conversation_id=conversation_id,
-        session=pb.Session(customer_id=customer_id, tenant=tenant),
+        conversation_id=conversation.conversation_id,
+        session=conversation.session(),
         model=model,
         prompt_version=prompt_version,
+    )
+
+
+def _repair_request(verdict: pb.ValidateResponse, conversation: Conversation) -> pb.RepairRequest:
+    return pb.RepairRequest(
+        call_id=verdict.call_id, conversation_id=conversation.conversation_id, session=conversation.session()
     )
 
 
@@ -76,22 +102,33 @@ class Gateway:
         prompt_version: str = "",
     ) -> Outcome:
         """Validates `call`; on a rejection, asks Repair for the message the model should get."""
+        conversation = Conversation(conversation_id, customer_id, tenant)
         verdict: pb.ValidateResponse = await self._stub.Validate(
-            _request(call, conversation_id, customer_id, tenant, model, prompt_version), timeout=self._timeout
+            _request(call, conversation, model, prompt_version), timeout=self._timeout
         )
         if verdict.decision != pb.DECISION_REJECT:
-            return Outcome(True, "", verdict)
+            return Outcome(True, "", verdict, conversation)
         advice: pb.RepairResponse = await self._stub.Repair(
-            pb.RepairRequest(call_id=verdict.call_id), timeout=self._timeout
+            _repair_request(verdict, conversation), timeout=self._timeout
         )
-        return Outcome(False, advice.message, verdict)
+        return Outcome(False, advice.message, verdict, conversation)
 
-    async def report_outcome(self, call_id: str, outcome: str) -> pb.ReportOutcomeResponse:
+    async def report_outcome(
+        self,
+        call: Outcome | str,
+        outcome: str,
+        *,
+        conversation_id: str = "",
+        customer_id: str = "",
+        tenant: str = "",
+    ) -> pb.ReportOutcomeResponse:
         """How a tool call with side effects went: "succeeded", "failed" (the service guarantees nothing
-        happened) or "unknown" (a timeout). A repeat after "failed" is then let through as a retry."""
-        response: pb.ReportOutcomeResponse = await self._stub.ReportOutcome(
-            _outcome_request(call_id, outcome), timeout=self._timeout
-        )
+        happened) or "unknown" (a timeout). A repeat after "failed" is then let through as a retry.
+
+        `call` is what check() returned (it knows its conversation and session), or a call id with the
+        conversation_id, customer_id and tenant its check had: a call is found only where it was made."""
+        request = _outcome_request(call, outcome, Conversation(conversation_id, customer_id, tenant))
+        response: pb.ReportOutcomeResponse = await self._stub.ReportOutcome(request, timeout=self._timeout)
         return response
 
     async def close(self) -> None:
@@ -128,18 +165,27 @@ class SyncGateway:
         model: str = "",
         prompt_version: str = "",
     ) -> Outcome:
+        conversation = Conversation(conversation_id, customer_id, tenant)
         verdict: pb.ValidateResponse = self._stub.Validate(
-            _request(call, conversation_id, customer_id, tenant, model, prompt_version), timeout=self._timeout
+            _request(call, conversation, model, prompt_version), timeout=self._timeout
         )
         if verdict.decision != pb.DECISION_REJECT:
-            return Outcome(True, "", verdict)
-        advice: pb.RepairResponse = self._stub.Repair(pb.RepairRequest(call_id=verdict.call_id), timeout=self._timeout)
-        return Outcome(False, advice.message, verdict)
+            return Outcome(True, "", verdict, conversation)
+        advice: pb.RepairResponse = self._stub.Repair(_repair_request(verdict, conversation), timeout=self._timeout)
+        return Outcome(False, advice.message, verdict, conversation)
 
-    def report_outcome(self, call_id: str, outcome: str) -> pb.ReportOutcomeResponse:
-        response: pb.ReportOutcomeResponse = self._stub.ReportOutcome(
-            _outcome_request(call_id, outcome), timeout=self._timeout
-        )
+    def report_outcome(
+        self,
+        call: Outcome | str,
+        outcome: str,
+        *,
+        conversation_id: str = "",
+        customer_id: str = "",
+        tenant: str = "",
+    ) -> pb.ReportOutcomeResponse:
+        """As Gateway.report_outcome."""
+        request = _outcome_request(call, outcome, Conversation(conversation_id, customer_id, tenant))
+        response: pb.ReportOutcomeResponse = self._stub.ReportOutcome(request, timeout=self._timeout)
         return response
 
     def close(self) -> None:

@@ -123,12 +123,12 @@ async def run(target: str, conversation_id: str, refund_times_out: bool = False)
                         result = service.get_refund_status(arguments)
                 except TimeoutError as error:
                     # Nobody knows whether it happened: say so to the gateway, and to the model.
-                    await gateway.report_outcome(call.call_id, "unknown")
+                    await gateway.report_outcome(outcome, "unknown")
                     messages.append(call.tool_error(f"{call.tool} timed out: {error}"))
                     happened.append({"call_id": call.call_id, "ran": True, "timed_out": True})
                     continue
                 if outcome.idempotency_key:
-                    await gateway.report_outcome(call.call_id, "succeeded")
+                    await gateway.report_outcome(outcome, "succeeded")
                 messages.append({"role": "tool", "tool_call_id": call.call_id, "content": json.dumps(result)})
                 happened.append({"call_id": call.call_id, "ran": True, "result": result})
                 if call.tool == "refund_order":

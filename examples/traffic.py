@@ -127,10 +127,19 @@ def request_for(tool: str, args: dict[str, Any], conversation: str, customer: st
         arguments_json=orjson.dumps(args),
         conversation_id=conversation,
         call_id=uuid.uuid4().hex,
-        session=gateway_pb2.Session(customer_id=customer, tenant="demo"),
+        session=session_of(customer),
         model=MODELS[int(conversation[:4], 16) % len(MODELS)],  # the conversation's, on every call of it
         prompt_version="support-v13",
     )
+
+
+def session_of(customer: str) -> gateway_pb2.Session:
+    return gateway_pb2.Session(customer_id=customer, tenant="demo")
+
+
+def repair_request(call_id: str, conversation: str, customer: str) -> gateway_pb2.RepairRequest:
+    """Repair names the call with the conversation and session its Validate had: a call is found only there."""
+    return gateway_pb2.RepairRequest(call_id=call_id, conversation_id=conversation, session=session_of(customer))
 
 
 async def repair_and_retry(
@@ -142,7 +151,7 @@ async def repair_and_retry(
     customer: str,
 ) -> bool:
     """What a model does with a rejection: read the repair message, retry with an offered value."""
-    repair = await stub.Repair(gateway_pb2.RepairRequest(call_id=rejected.call_id), timeout=2)
+    repair = await stub.Repair(repair_request(rejected.call_id, conversation, customer), timeout=2)
     if repair.give_up:
         return False
     fixed = dict(args)
@@ -166,7 +175,10 @@ async def after_refund(
     roll = rng.random()
     if roll < 0.90:
         outcome = gateway_pb2.OUTCOME_SUCCEEDED if roll < 0.85 else gateway_pb2.OUTCOME_FAILED
-        await stub.ReportOutcome(gateway_pb2.ReportOutcomeRequest(call_id=allowed.call_id, outcome=outcome), timeout=2)
+        report = gateway_pb2.ReportOutcomeRequest(
+            call_id=allowed.call_id, outcome=outcome, conversation_id=conversation, session=session_of(customer)
+        )
+        await stub.ReportOutcome(report, timeout=2)
         return False
     if roll > 0.95:
         return False  # nobody reported anything
@@ -174,7 +186,7 @@ async def after_refund(
     repeat = await stub.Validate(request_for("refund_order", args, conversation, customer), timeout=2)
     if repeat.decision != gateway_pb2.DECISION_REJECT:
         return False
-    await stub.Repair(gateway_pb2.RepairRequest(call_id=repeat.call_id), timeout=2)
+    await stub.Repair(repair_request(repeat.call_id, conversation, customer), timeout=2)
     # The model does as the repair message says: it asks for the refund's status first.
     status = {"order_id": args.get("order_id")}
     await stub.Validate(request_for(repeat.repeat_of.status_tool, status, conversation, customer), timeout=2)

@@ -11,12 +11,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from argwatch.server.modes.store import ModeStore
-from argwatch.server.policy.model import Failure, Mode, OnStale, Policy, ToolPolicy
+from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
 from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.state.call_scope import CallRef, conversation_scope
 from argwatch.server.state.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
 from argwatch.server.telemetry.metrics import (
     CALL_LEVEL_ARGUMENT,
@@ -69,6 +70,9 @@ class Validator:
         self._offenders = offenders
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
+        self._undisclosed = frozenset(
+            name for name, config in policy.value_sets.items() if config.disclose is Disclosure.NONE
+        )
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
         self._sets_by_tool = {
             name: tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))
@@ -115,7 +119,11 @@ class Validator:
                 readings[name] = read(name)
             fast = all_in_sets(self._plans[tool.name], call.arguments, readings)
             all_in_set = fast is not None
-            result = fast if fast is not None else check_arguments(tool, call.arguments, readings, self._failures)
+            result = (
+                fast
+                if fast is not None
+                else check_arguments(tool, call.arguments, readings, self._failures, self._undisclosed)
+            )
             if tool.schema_validator is not None:
                 problems.extend(_merged(schema_problems(tool.schema_validator, call.arguments), result.problems))
             else:
@@ -138,27 +146,29 @@ class Validator:
                 problems.append(_repeated(sighting))
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
+        scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
         if decision is Decision.ALLOW and call.tool in self._status_for and self._operations is not None:
-            await self._operations.status_checked(call.conversation_id, self._status_for[call.tool])
+            await self._operations.status_checked(scope, self._status_for[call.tool])
         give_up, attempt = False, 0
         if decision is Decision.REJECT:
             rejected = await self._rejections.record(
                 call_id=call.call_id,
                 tool=call.tool,
-                conversation_id=call.conversation_id,
+                scope=scope,
                 problems=tuple(problems),
                 call_fingerprint=fingerprint(call.tool, call.arguments, call.raw_arguments),
                 repeat_of=sighting.earlier if sighting is not None and sighting.is_repeat else None,
+                in_conversation=bool(call.conversation_id),
             )
             give_up, attempt = bool(rejected.give_up_reason), rejected.attempt
             # A refused repeat is not the model's argument to repair: stopping is often the right answer,
             # and must not count as a repair started, or later abandoned.
             if rejected.repeat_of is None:
                 meters.repair_started.inc()
-                if self._repairs is not None and tool is not None:
-                    await self._repairs.rejected(call.conversation_id, call.tool, meters.tool, attempt)
-        elif not problems and tool is not None and self._repairs is not None:
-            await self._repairs.passed(call.conversation_id, call.tool)
+                if self._repairs is not None and tool is not None and call.conversation_id:
+                    await self._repairs.rejected(scope, call.tool, meters.tool, attempt)
+        elif not problems and tool is not None and self._repairs is not None and call.conversation_id:
+            await self._repairs.passed(scope, call.tool)
         return Verdict(
             call.call_id,
             decision,
@@ -189,9 +199,10 @@ class Validator:
     async def _sight(self, tool: ToolPolicy, call: ToolCall, mode: Mode, label: str) -> Sighting:
         """Mints the operation's key and records the call in the shared memory of operations."""
         assert tool.side_effect is not None and call.arguments is not None and self._operations is not None
-        key = operation_key(call.tool, call.conversation_id, call.arguments, call.raw_arguments, tool.side_effect)
+        scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+        key = operation_key(call.tool, scope, call.arguments, call.raw_arguments, tool.side_effect)
         sighting = await self._operations.sight(
-            key, call.tool, call.conversation_id, call.call_id, tool.side_effect, runs=mode is Mode.OBSERVE
+            key, call.tool, scope, call.call_id, tool.side_effect, runs=mode is Mode.OBSERVE
         )
         if not sighting.shared:
             self._metrics.repeat_check_local_only(label)
@@ -201,11 +212,12 @@ class Validator:
             self._metrics.repeat_retry(label, sighting.retry.value)
         return sighting
 
-    async def report_outcome(self, call_id: str, outcome: Outcome) -> OperationRecord | None:
-        """Stores how a call of a tool with side effects turned out; None when the gateway does not know it."""
+    async def report_outcome(self, call: CallRef, outcome: Outcome) -> OperationRecord | None:
+        """Stores how a call of a tool with side effects turned out; None when the gateway does not know it
+        in the conversation and session named."""
         if self._operations is None:
             return None
-        record = await self._operations.report(call_id, outcome)
+        record = await self._operations.report(call.scope, call.call_id, outcome)
         if record is not None:
             self._metrics.outcome_reported(record.tool, outcome.value)
         return record
@@ -235,11 +247,13 @@ class Validator:
             return Mode.OBSERVE, True
         return mode, downgraded
 
-    async def repair(self, call_id: str) -> RepairAdvice | None:
-        """Advice for a rejected call, or None if the id is unknown or forgotten."""
-        rejected = await self._rejections.find(call_id)
+    async def repair(self, call: CallRef) -> RepairAdvice | None:
+        """Advice for a rejected call, or None if the id is unknown in the conversation and session named,
+        or forgotten."""
+        rejected = await self._rejections.find(call.scope, call.call_id)
         if rejected is None:
             return None
+        call_id = call.call_id
         names = {p.value_set for p in rejected.problems if p.value_set}
         snapshots = {name: reading.snapshot for name in names if (reading := self._provider.read(name)) is not None}
         return build_advice(

@@ -88,9 +88,9 @@ async def run_allowed(
     try:
         result = await run()
     except BaseException:
-        await gateway.report_outcome(outcome.verdict.call_id, "unknown")
+        await gateway.report_outcome(outcome, "unknown")
         raise
-    await gateway.report_outcome(outcome.verdict.call_id, "unknown" if failed(result) else "succeeded")
+    await gateway.report_outcome(outcome, "unknown" if failed(result) else "succeeded")
     return result
 
 

@@ -162,7 +162,10 @@ func main() {
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	advice, err := client.Repair(ctx, &pb.RepairRequest{CallId: rejected.CallId})
+	// Repair finds a rejected call only with the conversation and session its Validate had.
+	advice, err := client.Repair(ctx, &pb.RepairRequest{
+		CallId: rejected.CallId, ConversationId: conversationID, Session: &pb.Session{CustomerId: customerID},
+	})
 	cancel()
 	if err != nil {
 		fail("Repair %s: %v", rejected.CallId, err)

@@ -137,7 +137,13 @@ public final class Check {
     inventedSeen.add("problems", problems);
     emit("validate_invented", inventedSeen);
 
-    RepairRequest which = RepairRequest.newBuilder().setCallId(invented.getCallId()).build();
+    // Repair finds a rejected call only with the conversation and session its Validate had.
+    RepairRequest which =
+        RepairRequest.newBuilder()
+            .setCallId(invented.getCallId())
+            .setConversationId(CONVERSATION_ID)
+            .setSession(Session.newBuilder().setCustomerId(CUSTOMER_ID))
+            .build();
     RepairResponse advice = blocking(channel).repair(which);
     JsonArray legal = new JsonArray();
     Gson gson = new Gson();

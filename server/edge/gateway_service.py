@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import wraps
 from time import perf_counter
 from typing import Any
 
@@ -11,8 +13,10 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from argwatch.server.edge import wire
-from argwatch.server.edge.request_limits import TooLong, check_call_id, check_validate
+from argwatch.server.edge.admission import Admission, peer_host
+from argwatch.server.edge.request_limits import TooLong, check_call_ref, check_validate
 from argwatch.server.policy.tool_export import export_tools
+from argwatch.server.state.call_scope import CallRef
 from argwatch.server.validator import Validator
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
@@ -27,9 +31,20 @@ _FORMATS = {
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     """Answers every call with a verdict; status codes only for protocol errors."""
 
-    def __init__(self, validator: Validator, observe_seconds: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        validator: Validator,
+        admission: Admission,
+        *,
+        stream_idle_seconds: float = 30.0,
+        observe_seconds: Callable[[float], None] | None = None,
+        on_idle_close: Callable[[], None] | None = None,
+    ) -> None:
         self._validator = validator
+        self.admission = admission
+        self._idle_seconds = stream_idle_seconds
         self._observe = observe_seconds if observe_seconds is not None else _ignore
+        self._on_idle_close = on_idle_close if on_idle_close is not None else _nothing
 
     def use(self, validator: Validator) -> None:
         """A reloaded policy's validator: each call reads the reference once, so one in flight keeps its own."""
@@ -51,41 +66,70 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     ) -> AsyncIterator[bytes]:
         # One at a time, in order: a check awaits only the in-memory cache, so
         # concurrency inside one stream would add scheduling cost and no speed.
-        async for body in bodies:
-            started = perf_counter()
-            try:
-                request = _checked(body)
-            except (DecodeError, TooLong) as error:
-                await self._refuse(context, error)
-            verdict = await self._validator.validate(wire.call_from_request(request))
-            response = wire.verdict_to_wire(verdict)
-            self._observe(perf_counter() - started)
-            yield response
+        loop = asyncio.get_running_loop()
+        requests = aiter(bodies)
+        idle = self._idle_seconds
+        try:
+            # The idle deadline runs only while waiting for the next request: never while a call is
+            # judged or its answer waits to be sent (a timeout there would cancel gRPC's own send).
+            async with asyncio.timeout(None) as waiting:
+                while True:
+                    waiting.reschedule(loop.time() + idle)
+                    try:
+                        body = await anext(requests)
+                    except StopAsyncIteration:
+                        return
+                    waiting.reschedule(None)
+                    started = perf_counter()
+                    try:
+                        request = _checked(body)
+                    except (DecodeError, TooLong) as error:
+                        await self._refuse(context, error)
+                    verdict = await self._validator.validate(wire.call_from_request(request))
+                    response = wire.verdict_to_wire(verdict)
+                    self._observe(perf_counter() - started)
+                    yield response
+        except TimeoutError:
+            self._on_idle_close()
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"this stream sent no request for {idle:g}s, and the gateway closes idle streams "
+                "(--stream-idle-seconds): open a new one when there is a call to check",
+            )
 
     async def Repair(
         self,
         request: gateway_pb2.RepairRequest,
         context: grpc.aio.ServicerContext[gateway_pb2.RepairRequest, gateway_pb2.RepairResponse],
     ) -> gateway_pb2.RepairResponse:
-        await self._check_call_id(request.call_id, context)
-        advice = await self._validator.repair(request.call_id)
+        call = await self._call_ref(request, context)
+        advice = await self._validator.repair(call)
         if advice is None:
+            # One answer for every miss: whether the id exists in another conversation is not told.
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"no rejected call {request.call_id!r}: it was allowed, never seen, or forgotten "
-                "(rejected calls are remembered for the policy's repair.remember)",
+                f"no rejected call {request.call_id!r} in this conversation and session: it was allowed, never "
+                "seen, forgotten (rejected calls are remembered for the policy's repair.remember), or made in "
+                "another conversation or session (send the conversation_id and session its Validate had)",
             )
         assert advice is not None  # abort raises
         return wire.advice_to_response(advice)
 
-    async def _check_call_id(self, call_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        """Repair's and ReportOutcome's call id: required, and within its limit (INVALID_ARGUMENT otherwise)."""
-        if not call_id:
+    async def _call_ref(
+        self,
+        request: gateway_pb2.RepairRequest | gateway_pb2.ReportOutcomeRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> CallRef:
+        """The call Repair or ReportOutcome names: a call id is required, and every string within its limit
+        (INVALID_ARGUMENT otherwise)."""
+        if not request.call_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "call_id is required")
         try:
-            check_call_id(call_id)
+            check_call_ref(request)
         except TooLong as error:
             await self._refuse(context, error)
+        session = request.session
+        return CallRef(request.call_id, request.conversation_id, session.customer_id, session.tenant)
 
     async def _refuse(self, context: grpc.aio.ServicerContext[Any, Any], error: DecodeError | TooLong) -> None:
         """INVALID_ARGUMENT for bytes that are not a request, or a field past its limit (that one counted)."""
@@ -124,19 +168,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         request: gateway_pb2.ReportOutcomeRequest,
         context: grpc.aio.ServicerContext[gateway_pb2.ReportOutcomeRequest, gateway_pb2.ReportOutcomeResponse],
     ) -> gateway_pb2.ReportOutcomeResponse:
-        await self._check_call_id(request.call_id, context)
+        call = await self._call_ref(request, context)
         outcome = wire.OUTCOMES_FROM_WIRE.get(request.outcome)
         if outcome is None:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "outcome must be OUTCOME_SUCCEEDED, OUTCOME_FAILED or OUTCOME_UNKNOWN"
             )
         assert outcome is not None  # abort raises
-        record = await self._validator.report_outcome(request.call_id, outcome)
+        record = await self._validator.report_outcome(call, outcome)
         if record is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"no call {request.call_id!r} of a tool with side effects that could run: it was refused, is "
-                "of a tool without side_effect in the policy, was never seen, or its window has passed",
+                f"no call {request.call_id!r} of a tool with side effects that could run, in this conversation and "
+                "session: it was refused, is of a tool without side_effect in the policy, was never seen, its "
+                "window has passed, or it was made in another conversation or session (send the conversation_id "
+                "and session its Validate had)",
             )
         assert record is not None
         return gateway_pb2.ReportOutcomeResponse(
@@ -148,28 +194,67 @@ def add_gateway_to_server(servicer: GatewayServicer, server: grpc.aio.Server) ->
     """Registers the Gateway service as the generated code would, except that Validate and
     ValidateStream take and give bytes: they parse the request themselves (an undecodable one is
     INVALID_ARGUMENT, with why) and answer with bytes already serialized (wire.verdict_to_wire),
-    so gRPC calls no Python (de)serializer for them."""
+    so gRPC calls no Python (de)serializer for them. Every method is admitted first (admission.py)."""
+    admission = servicer.admission
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        "Validate": grpc.unary_unary_rpc_method_handler(servicer.Validate),
-        "ValidateStream": grpc.stream_stream_rpc_method_handler(servicer.ValidateStream),
+        "Validate": grpc.unary_unary_rpc_method_handler(_admitted(admission, servicer.Validate)),
+        "ValidateStream": grpc.stream_stream_rpc_method_handler(_admitted_stream(admission, servicer.ValidateStream)),
         "Repair": grpc.unary_unary_rpc_method_handler(
-            servicer.Repair,
+            _admitted(admission, servicer.Repair),
             request_deserializer=gateway_pb2.RepairRequest.FromString,
             response_serializer=gateway_pb2.RepairResponse.SerializeToString,
         ),
         "GetToolDefinitions": grpc.unary_unary_rpc_method_handler(
-            servicer.GetToolDefinitions,
+            _admitted(admission, servicer.GetToolDefinitions),
             request_deserializer=gateway_pb2.GetToolDefinitionsRequest.FromString,
             response_serializer=gateway_pb2.GetToolDefinitionsResponse.SerializeToString,
         ),
         "ReportOutcome": grpc.unary_unary_rpc_method_handler(
-            servicer.ReportOutcome,
+            _admitted(admission, servicer.ReportOutcome),
             request_deserializer=gateway_pb2.ReportOutcomeRequest.FromString,
             response_serializer=gateway_pb2.ReportOutcomeResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     server.add_registered_method_handlers(SERVICE, handlers)
+
+
+def _admitted(
+    admission: Admission, method: Callable[[Any, Any], Awaitable[Any]]
+) -> Callable[[Any, Any], Awaitable[Any]]:
+    """`method`, refused with RESOURCE_EXHAUSTED at once when the Gateway's unary calls are at their cap."""
+
+    @wraps(method)
+    async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        refusal = admission.enter_unary()
+        if refusal:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+        try:
+            return await method(request, context)
+        finally:
+            admission.leave_unary()
+
+    return admitted
+
+
+def _admitted_stream(
+    admission: Admission, method: Callable[[Any, Any], AsyncIterator[bytes]]
+) -> Callable[[Any, Any], AsyncIterator[bytes]]:
+    """`method`, refused with RESOURCE_EXHAUSTED at once when streams (all, or this peer's) are at their cap."""
+
+    @wraps(method)
+    async def admitted(bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        peer = peer_host(context.peer() or "")
+        refusal = admission.enter_stream(peer)
+        if refusal:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+        try:
+            async for response in method(bodies, context):
+                yield response
+        finally:
+            admission.leave_stream(peer)
+
+    return admitted
 
 
 _parse = gateway_pb2.ValidateRequest.FromString
@@ -183,4 +268,8 @@ def _checked(body: bytes) -> gateway_pb2.ValidateRequest:
 
 
 def _ignore(seconds: float) -> None:
+    return None
+
+
+def _nothing() -> None:
     return None

@@ -1,9 +1,9 @@
 """The Gateway listener's limits: how many RPCs at once, and the keepalive policy, stated rather than left to defaults.
 
-- At most `max_concurrent_rpcs` RPCs are served at once (health and reflection
-  included; an open stream counts as one). Beyond that gRPC refuses a call with
-  RESOURCE_EXHAUSTED at once, so an overload is shed where the caller can see
-  it (and retry elsewhere) rather than queued without bound in this process.
+- How many Gateway RPCs at once, streams apart, is admission.py's business
+  (health and reflection are not counted there). Here: one HTTP/2 connection
+  carries at most MAX_STREAMS_PER_CONNECTION RPCs at once (the client queues
+  the rest on its side), so one connection cannot take every place.
 - Keepalive: the gateway pings an idle connection every 30 s and drops it when
   no answer comes within 10 s (a vanished agent host does not hold a
   connection); a client may ping every 10 s or more, even with no call open;
@@ -17,12 +17,14 @@ from __future__ import annotations
 from argwatch.server.process.settings import Settings
 
 MAX_RECEIVE_BYTES = 4 * 1024 * 1024
+MAX_STREAMS_PER_CONNECTION = 256
 
 
 def gateway_server_options(settings: Settings) -> list[tuple[str, int]]:
     return [
         ("grpc.so_reuseport", 1 if settings.reuse_port else 0),
         ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+        ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),

@@ -47,6 +47,14 @@ def check_validate(request: pb.ValidateRequest) -> None:
             raise TooLong(field, len(value), limit)
 
 
-def check_call_id(call_id: str) -> None:
-    if len(call_id) > MAX_CALL_ID:
-        raise TooLong("call_id", len(call_id), MAX_CALL_ID)
+def check_call_ref(request: pb.RepairRequest | pb.ReportOutcomeRequest) -> None:
+    """Repair's and ReportOutcome's caller strings, with Validate's limits (TooLong for the first past its own)."""
+    session = request.session
+    for field, value, limit in (
+        ("call_id", request.call_id, MAX_CALL_ID),
+        ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
+        ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
+        ("session.tenant", session.tenant, MAX_TENANT),
+    ):
+        if len(value) > limit:
+            raise TooLong(field, len(value), limit)

@@ -26,6 +26,7 @@ from argwatch.server.policy.model import (
     AttentionConfig,
     CaseRule,
     CohortConfig,
+    Disclosure,
     Failure,
     FileSourceConfig,
     GrpcSourceConfig,
@@ -298,7 +299,9 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
     value_sets: dict[str, ValueSetConfig] = {}
     for name, entry in reader.named_entries(node, "value_sets").items():
         path = f"value_sets.{name}"
-        fields = reader.mapping(entry, path, {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members"})
+        fields = reader.mapping(
+            entry, path, {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members", "disclose"}
+        )
         source = reader.required_str(fields, "source", path)
         if source and source not in sources:
             known = ", ".join(sources) or "none are defined"
@@ -318,6 +321,7 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
             max_staleness_seconds=max_staleness,
             on_stale=reader.value(fields, "on_stale", path, _enum(OnStale), OnStale.ENFORCE),
             max_members=reader.value(fields, "max_members", path, _positive_int, 5_000_000),
+            disclose=reader.value(fields, "disclose", path, _enum(Disclosure), Disclosure.LIST),
         )
     return value_sets
 

@@ -29,6 +29,14 @@ class OnStale(enum.Enum):
     OBSERVE = "observe"  # judge the call in observe mode while the set is stale (counted)
 
 
+class Disclosure(enum.Enum):
+    """How much of a value set the model may be shown (repair messages, problems, tool definitions)."""
+
+    LIST = "list"  # the whole set when it has at most repair.list_limit members, else the nearest few
+    NEAREST = "nearest"  # only the few members nearest to the value given, never the whole set
+    NONE = "none"  # no member, ever: none listed, suggested for a slip, or named as a replacement
+
+
 class CaseRule(enum.Enum):
     """How letter case counts when a value is normalised."""
 
@@ -177,6 +185,9 @@ class ValueSetConfig:
     on_stale: OnStale = OnStale.ENFORCE
     # An update with more members is rejected as oversized.
     max_members: int = 5_000_000
+    # What of the set a model (and whoever drives it) may be shown: internal handles and other
+    # customers' ids are `none`, or every wrong guess would list or suggest some of them.
+    disclose: Disclosure = Disclosure.LIST
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 A bound argument whose set has at most `repair.list_limit` members gets that
 set's members as its `enum` (sorted), so the model is offered exactly what the
-owning service accepts today; a larger set is named in the description
-instead. Each definition carries a digest that changes when, and only when,
+owning service accepts today; a larger set, or one whose `disclose` is not
+`list`, is named in the description instead. Each definition carries a digest that changes when, and only when,
 the definition does: an agent compares it to know when to describe its tools to
 the model again, and drift between what the model is offered and what the
 service takes is caught where it starts.
@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from argwatch.server.policy.model import Policy, ToolPolicy
+from argwatch.server.policy.model import Disclosure, Policy, ToolPolicy
 from argwatch.server.valuesets.snapshot import SetReading
 
 FORMATS = ("mcp", "openai", "anthropic")
@@ -72,14 +72,15 @@ def _schema(
         prop: dict[str, Any] = properties.setdefault(binding.name, {})
         prop.setdefault("type", "string")
         reading = read(binding.value_set)
-        if reading is not None and reading.snapshot.size <= limit:
+        disclose = policy.value_sets[binding.value_set].disclose
+        if disclose is Disclosure.LIST and reading is not None and reading.snapshot.size <= limit:
             prop["enum"] = _members(reading)
             if reading not in readings:
                 readings.append(reading)
         else:
-            # Too many to list (or not loaded): say where the values come from rather than guess.
+            # Too many to list, not to be shown, or not loaded: say where the values come from rather than guess.
             owner = f"one of the values of {binding.value_set}"
-            if reading is not None:
+            if reading is not None and disclose is not Disclosure.NONE:
                 owner += f" ({reading.snapshot.size} values)"
             prop["description"] = (f"{prop['description']} " if prop.get("description") else "") + f"Must be {owner}."
         if binding.required and binding.name not in required:

@@ -16,10 +16,11 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.edge.admin_service import AdminServicer
+from argwatch.server.edge.admission import Admission, Limits
 from argwatch.server.edge.gateway_service import GatewayServicer, add_gateway_to_server
 from argwatch.server.edge.listener_options import gateway_server_options
 from argwatch.server.modes.control import LocalModes, ModeControl
@@ -28,6 +29,7 @@ from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
 from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.process.metrics_listener import MetricsListener
 from argwatch.server.process.reload import PolicyReloader, ReloadResult
 from argwatch.server.process.settings import Settings
 from argwatch.server.process.tls import check_tls_settings, server_credentials
@@ -96,7 +98,7 @@ class RunningGateway:
     rebuild: Callable[[Policy], Serving]  # what depends on the policy, built for another one (a reload)
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
-    _metrics_httpd: Any
+    _metrics_listener: MetricsListener
     reloader: PolicyReloader | None = None
     _stopped: bool = False
 
@@ -153,8 +155,7 @@ class RunningGateway:
             await client.close()
         if hasattr(self.cache, "close"):
             await self.cache.close()
-        self._metrics_httpd.shutdown()
-        self._metrics_httpd.server_close()
+        await self._metrics_listener.close()
         log.info("stopped")
 
 
@@ -241,27 +242,37 @@ async def build_gateway(
         events=events,
     )
     health_servicer = health.aio.HealthServicer()
-    server = grpc.aio.server(
-        options=gateway_server_options(settings), maximum_concurrent_rpcs=settings.max_concurrent_rpcs
-    )
+    # No maximum_concurrent_rpcs here: gRPC's cap counts health checks too, so streams that never send
+    # once refused every caller and the probes alike. The Gateway's methods are admitted by their own caps.
+    server = grpc.aio.server(options=gateway_server_options(settings))
     admin_server = grpc.aio.server(
         options=[("grpc.so_reuseport", 0)],
         interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None,
     )
-    gateway_servicer = GatewayServicer(validator, metrics.validate_seconds.observe)
+    max_streams, per_peer = settings.stream_limits
+    admission = Admission(
+        Limits(settings.max_concurrent_rpcs, max_streams, per_peer), metrics.rpc_shed, metrics.streams_open.set
+    )
+    gateway_servicer = GatewayServicer(
+        validator,
+        admission,
+        stream_idle_seconds=settings.stream_idle_seconds,
+        observe_seconds=metrics.validate_seconds.observe,
+        on_idle_close=metrics.streams_idle_closed.inc,
+    )
+    metrics_listener = MetricsListener(registry, metrics.metrics_scrape_refused)
     try:
-        port, admin_port, httpd = _listen(
-            settings,
-            server,
-            admin_server,
-            gateway_servicer,
-            health_servicer,
-            extra_services,
-            registry,
-            admin,
+        port, admin_port = _listen(
+            settings, server, admin_server, gateway_servicer, health_servicer, extra_services, admin
         )
+        metrics_host, metrics_port = _split(settings.metrics_listen)
+        try:
+            await metrics_listener.start(metrics_host or "0.0.0.0", metrics_port)
+        except OSError as error:
+            raise OSError(f"cannot listen on {settings.metrics_listen} (metrics): {error.strerror}") from None
     except BaseException:
         # Release whatever was bound before the failure, so no port or channel outlives it.
+        await metrics_listener.close()
         await server.stop(None)
         await admin_server.stop(None)
         await provider.close()
@@ -299,7 +310,7 @@ async def build_gateway(
         serving=serving,
         port=port,
         admin_port=admin_port,
-        metrics_port=httpd.server_port,
+        metrics_port=metrics_listener.port,
         registry=registry,
         metrics=metrics,
         modes=modes,
@@ -314,7 +325,7 @@ async def build_gateway(
         rebuild=rebuild,
         _server=server,
         _admin_server=admin_server,
-        _metrics_httpd=httpd,
+        _metrics_listener=metrics_listener,
     )
     running.reloader = PolicyReloader(running, clock)
     admin.attach_reloader(running.reloader)
@@ -414,10 +425,9 @@ def _listen(
     gateway: GatewayServicer,
     health_servicer: health.aio.HealthServicer,
     extra_services: Callable[[grpc.aio.Server], list[str]] | None,
-    registry: CollectorRegistry,
     admin: AdminServicer,
-) -> tuple[int, int, Any]:
-    """Registers the servicers and binds the three listeners; raises OSError naming an address it cannot use."""
+) -> tuple[int, int]:
+    """Registers the servicers and binds the two gRPC listeners; raises OSError naming an address it cannot use."""
     add_gateway_to_server(gateway, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
@@ -429,13 +439,7 @@ def _listen(
     admin_pb2_grpc.add_AdminServicer_to_server(admin, admin_server)
     reflection.enable_server_reflection([ADMIN_SERVICE, reflection.SERVICE_NAME], admin_server)
     admin_port = _bind(admin_server, settings.admin_listen, server_credentials(settings, admin=True))
-
-    host, metrics_port = _split(settings.metrics_listen)
-    try:
-        httpd, _ = start_http_server(metrics_port, addr=host or "0.0.0.0", registry=registry)
-    except OSError as error:
-        raise OSError(f"cannot listen on {settings.metrics_listen} (metrics): {error.strerror}") from None
-    return port, admin_port, httpd
+    return port, admin_port
 
 
 def _bind(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> int:

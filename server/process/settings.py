@@ -25,7 +25,8 @@ class Settings:
     listen: str = "0.0.0.0:50051"
     # Loopback by default: the Admin API shows internals and will change modes.
     admin_listen: str = "127.0.0.1:50052"
-    metrics_listen: str = "0.0.0.0:9464"
+    # Loopback by default: /metrics has no authentication. Kubernetes (deploy/) sets 0.0.0.0:9464 for the scraper.
+    metrics_listen: str = "127.0.0.1:9464"
     # Forces every tool into one mode (for example observe during an incident); None: per tool.
     global_mode: Mode | None = None
     # Where sampled offending values go: a file path, or "-" for standard output.
@@ -60,11 +61,37 @@ class Settings:
     workers: int = 1
     # Gateway RPCs served at once; beyond it a call is refused with RESOURCE_EXHAUSTED at
     # once instead of queueing without bound (a stream counts as one while it is open).
+    # Health and reflection are not counted: no caller's load can refuse a probe.
     max_concurrent_rpcs: int = 1000
+    # Of those, open ValidateStream calls: below max_concurrent_rpcs, so unary calls always keep
+    # room (None: a quarter of it); and from one peer address (None: a quarter of max_streams).
+    max_streams: int | None = None
+    max_streams_per_peer: int | None = None
+    # A stream with no request for this long is closed (DEADLINE_EXCEEDED, saying why).
+    stream_idle_seconds: float = 30.0
     # Let other processes listen on the Gateway port too (SO_REUSEPORT): set for --workers'
     # workers. Off otherwise, so a second gateway on a port in use fails instead of silently
     # taking half the connections.
     reuse_port: bool = False
+
+    def __post_init__(self) -> None:
+        streams, per_peer = self.stream_limits
+        if streams >= self.max_concurrent_rpcs:
+            raise ValueError(
+                f"--max-streams ({streams}) must be below --max-concurrent-rpcs ({self.max_concurrent_rpcs}), "
+                "so that unary calls always have room"
+            )
+        if per_peer > streams:
+            raise ValueError(f"--max-streams-per-peer ({per_peer}) must be at most --max-streams ({streams})")
+        if self.stream_idle_seconds <= 0:
+            raise ValueError("--stream-idle-seconds must be above zero")
+
+    @property
+    def stream_limits(self) -> tuple[int, int]:
+        """(max_streams, max_streams_per_peer), the defaults derived from max_concurrent_rpcs."""
+        streams = self.max_streams if self.max_streams is not None else max(1, self.max_concurrent_rpcs // 4)
+        per_peer = self.max_streams_per_peer if self.max_streams_per_peer is not None else max(1, streams // 4)
+        return streams, per_peer
 
 
 def parse_address(value: str) -> str:
@@ -133,7 +160,12 @@ SERVE_OPTIONS = (
     _Option("policy", "policy YAML file (required)"),
     _Option("listen", "the Gateway API's address", parse_address, "HOST:PORT"),
     _Option("admin_listen", "the Admin API's address (keep it private)", parse_address, "HOST:PORT"),
-    _Option("metrics_listen", "Prometheus /metrics address", parse_address, "HOST:PORT"),
+    _Option(
+        "metrics_listen",
+        "Prometheus /metrics address (no authentication: 0.0.0.0 only where the network is private)",
+        parse_address,
+        "HOST:PORT",
+    ),
     _Option(
         "global_mode", "force every tool to observe or reject (none: per tool)", _mode_or_none, "{observe,reject,none}"
     ),
@@ -175,9 +207,28 @@ SERVE_OPTIONS = (
     ),
     _Option(
         "max_concurrent_rpcs",
-        "Gateway RPCs served at once; beyond it calls are refused with RESOURCE_EXHAUSTED, not queued",
+        "Gateway RPCs served at once (health not counted); beyond it calls are refused with RESOURCE_EXHAUSTED, "
+        "not queued",
         _positive_int,
         "N",
+    ),
+    _Option(
+        "max_streams",
+        "open ValidateStream calls, below --max-concurrent-rpcs (default: a quarter of it)",
+        _positive_int,
+        "N",
+    ),
+    _Option(
+        "max_streams_per_peer",
+        "open ValidateStream calls from one peer address (default: a quarter of --max-streams)",
+        _positive_int,
+        "N",
+    ),
+    _Option(
+        "stream_idle_seconds",
+        "a ValidateStream with no request for this long is closed",
+        parse_duration,
+        "DURATION",
     ),
 )
 

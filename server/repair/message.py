@@ -3,6 +3,8 @@
 Pure: it reads the problems, the current snapshots and the policy, and returns
 text and the values offered. Large sets are never listed whole: the nearest few
 to the value given, by edit similarity on the normalised forms, plus the count.
+A set's `disclose` bounds that: `nearest` never lists the whole set, and `none`
+shows no member at all (not even a retirement's replacement).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from datetime import UTC, datetime
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from argwatch.server.policy.model import Policy, RepairConfig
+from argwatch.server.policy.model import Disclosure, Policy, RepairConfig
 from argwatch.server.state.operations import OperationRecord, Outcome
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
@@ -48,10 +50,12 @@ class RepairAdvice:
     give_up: bool
 
 
-def legal_values_for(problem: Problem, snapshot: ValueSetSnapshot, config: RepairConfig) -> LegalValues:
-    """All members sorted for a small set; otherwise the nearest few to the value given."""
+def legal_values_for(
+    problem: Problem, snapshot: ValueSetSnapshot, config: RepairConfig, disclose: Disclosure = Disclosure.LIST
+) -> LegalValues:
+    """All members sorted for a small set that may be listed; otherwise the nearest few to the value given."""
     total = snapshot.size
-    if total <= config.list_limit:
+    if disclose is Disclosure.LIST and total <= config.list_limit:
         everything = snapshot.sorted_members or tuple(sorted(snapshot.members))
         return LegalValues(problem.argument, problem.value_set, everything, total, True)
     wanted = _unquote(problem.value)
@@ -99,9 +103,18 @@ def build_advice(
     bindings = {b.name: b for b in tool_policy.arguments} if tool_policy else {}
     for problem in problems:
         snapshot = snapshots.get(problem.value_set) if problem.value_set else None
+        set_config = policy.value_sets.get(problem.value_set) if problem.value_set else None
+        disclose = set_config.disclose if set_config is not None else Disclosure.LIST
+        if disclose is Disclosure.NONE:
+            snapshot = None  # nothing of the set is read: not a retirement's replacement, not a member
         lines.append(f"- {_describe(problem, policy, snapshot)}")
-        if problem.code in _OFFERS_VALUES and snapshot is not None:
-            legal = legal_values_for(problem, snapshot, config)
+        if problem.code in _OFFERS_VALUES and disclose is Disclosure.NONE:
+            lines.append(
+                "  Its valid values are not shown. Use a value from an earlier tool result or from the user; "
+                "never a guessed one."
+            )
+        elif problem.code in _OFFERS_VALUES and snapshot is not None:
+            legal = legal_values_for(problem, snapshot, config, disclose)
             offered.append(legal)
             lines.append(f"  {_render_legal(legal)}")
         binding = bindings.get(problem.argument)

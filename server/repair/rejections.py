@@ -1,9 +1,10 @@
 """Remembers rejected calls, so Repair can explain them and count attempts, in an aiocache cache.
 
-Each rejected call is stored under its call id for `repair.remember`; per
-conversation and tool, the number of rejected attempts and the fingerprint of
-the last rejected arguments, so a model repeating the same invalid call, or
-spending its budget, is told to give up. Values stored are immutable.
+Each rejected call is stored under its call id within its conversation and
+session (state/call_scope.py) for `repair.remember`; per conversation and
+tool, the number of rejected attempts and the fingerprint of the last rejected
+arguments, so a model repeating the same invalid call, or spending its budget,
+is told to give up. Values stored are immutable.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import orjson
 
 from argwatch.server.policy.model import RepairConfig
 from argwatch.server.state.cache import Cache
+from argwatch.server.state.call_scope import call_key, scoped_name
 from argwatch.server.state.codec import shared_value
 from argwatch.server.state.operations import OperationRecord
 from argwatch.server.verdict.findings import Problem
@@ -30,7 +32,7 @@ class RejectedCall:
 
     call_id: str
     tool: str
-    conversation_id: str
+    conversation_id: str  # the scope: the conversation bound to its session (state/call_scope.py)
     problems: tuple[Problem, ...]
     attempt: int
     give_up_reason: str
@@ -90,15 +92,17 @@ class RejectionLog:
         *,
         call_id: str,
         tool: str,
-        conversation_id: str,
+        scope: str,
         problems: tuple[Problem, ...],
         call_fingerprint: str,
         repeat_of: OperationRecord | None = None,
+        in_conversation: bool = True,
     ) -> RejectedCall:
-        """Stores the rejection, and says which attempt it is and whether the model should give up."""
+        """Stores the rejection in `scope` (the call's conversation bound to its session), and says which
+        attempt it is and whether the model should give up (attempts are counted `in_conversation` only)."""
         attempt, reason = 1, ""
-        if conversation_id:
-            key = f"{_ATTEMPTS_KEY}{conversation_id}\0{tool}"
+        if in_conversation:
+            key = _ATTEMPTS_KEY + scoped_name(scope, tool)
             previous: _Attempts | None = await self._cache.get(key, _Attempts)  # never a foreign value
             if previous is not None:
                 attempt = previous.count + 1
@@ -109,10 +113,11 @@ class RejectionLog:
             await self._cache.set(key, _Attempts(attempt, call_fingerprint), ttl=self._config.remember_seconds)
         kept = tuple(_bounded(problem) for problem in problems[:KEPT_PROBLEMS])
         more = max(0, len(problems) - KEPT_PROBLEMS)
-        rejected = RejectedCall(call_id, tool, conversation_id, kept, attempt, reason, repeat_of, more)
-        await self._cache.set(_CALL_KEY + call_id, rejected, ttl=self._config.remember_seconds)
+        rejected = RejectedCall(call_id, tool, scope, kept, attempt, reason, repeat_of, more)
+        await self._cache.set(_CALL_KEY + call_key(scope, call_id), rejected, ttl=self._config.remember_seconds)
         return rejected
 
-    async def find(self, call_id: str) -> RejectedCall | None:
-        found: RejectedCall | None = await self._cache.get(_CALL_KEY + call_id, RejectedCall)
+    async def find(self, scope: str, call_id: str) -> RejectedCall | None:
+        """The call rejected as `call_id` in `scope`; None for another scope's, as for one never seen."""
+        found: RejectedCall | None = await self._cache.get(_CALL_KEY + call_key(scope, call_id), RejectedCall)
         return found

@@ -9,6 +9,11 @@ of the same operation within the window is a repeat. A repeat is let through
 as a retry when the earlier call was reported failed, or when the policy's
 status tool was called in the conversation since the earlier call; otherwise
 it may be a second refund. Outcomes reported after a success never undo it.
+
+"Conversation" here is always the scope (state/call_scope.py): the
+conversation bound to its session. Two customers' conversations that share an
+id ("1") are two operations with two keys, and a call id reaches only the
+operation of its own scope.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import orjson
 
 from argwatch.server.policy.model import SideEffect
 from argwatch.server.state.cache import Cache
+from argwatch.server.state.call_scope import call_key, scoped_name
 from argwatch.server.state.codec import shared_value
 from argwatch.server.verdict.set_checks import as_json_text
 
@@ -59,7 +65,7 @@ class OperationRecord:
 
     key: str
     tool: str
-    conversation_id: str
+    conversation_id: str  # the scope (state/call_scope.py)
     call_id: str  # the call that may have done it: the first, or the last genuine retry
     seen_at: float  # epoch seconds: replicas compare it
     outcome: Outcome
@@ -86,7 +92,7 @@ class Sighting:
 def operation_key(
     tool: str, conversation_id: str, arguments: Mapping[str, object], raw: bytes, side_effect: SideEffect
 ) -> str:
-    """The operation's idempotency key: the same for the same tool, conversation and identifying values."""
+    """The operation's idempotency key: the same for the same tool, scope and identifying values."""
     names = side_effect.same_operation
     chosen = {name: arguments.get(name) for name in names} if names else arguments
     try:
@@ -128,12 +134,13 @@ class OperationLog:
         retry = Retry.NO
         # The operation, and the call id ReportOutcome will name, in one round trip; the call id only if
         # this is the first call (a refused repeat must never be reportable).
-        if await self._cache.add_then_set(_OPERATION + key, first, _CALL + call_id, key, ttl=window):
+        call = _CALL + call_key(conversation_id, call_id)
+        if await self._cache.add_then_set(_OPERATION + key, first, call, key, ttl=window):
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
         if earlier is None:  # it expired between the two reads: this is the first call after all
             await self._cache.set(_OPERATION + key, first, ttl=window)
-            await self._cache.set(_CALL + call_id, key, ttl=window)
+            await self._cache.set(call, key, ttl=window)
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier = replace(earlier, calls=earlier.calls + 1)
         if earlier.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key, bool) is not None:
@@ -150,16 +157,17 @@ class OperationLog:
         else:  # the earlier call stays the one that may have done it; the window runs from now
             await self._cache.set(_OPERATION + key, earlier, ttl=window)
         if retry is not Retry.NO or runs:
-            await self._cache.set(_CALL + call_id, key, ttl=window)
+            await self._cache.set(call, key, ttl=window)
         return Sighting(key, earlier, retry, self._shared, side_effect.status_tool)
 
-    async def report(self, call_id: str, outcome: Outcome) -> OperationRecord | None:
-        """Stores a call's outcome on its operation; None when the call is unknown or its window passed.
+    async def report(self, scope: str, call_id: str, outcome: Outcome) -> OperationRecord | None:
+        """Stores a call's outcome on its operation; None when the call is unknown in `scope` (another
+        conversation's or session's call id included) or its window passed.
 
         A success stays: a later report of failure (or of an unknown outcome) for the same operation
         must not let a second refund through.
         """
-        key: str | None = await self._cache.get(_CALL + call_id, str)
+        key: str | None = await self._cache.get(_CALL + call_key(scope, call_id), str)
         if key is None:
             return None
         record: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
@@ -187,4 +195,4 @@ class OperationLog:
 
 
 def _status_key(conversation_id: str, tool: str) -> str:
-    return f"{_STATUS}{conversation_id}\0{tool}"
+    return _STATUS + scoped_name(conversation_id, tool)

@@ -361,6 +361,28 @@ class GatewayMetrics:
             ["field"],
             registry=registry,
         )
+        self.rpcs_shed = Counter(
+            "argwatch_rpcs_shed",
+            "Gateway RPCs refused with RESOURCE_EXHAUSTED before any work, by the limit reached: rpcs "
+            "(--max-concurrent-rpcs), streams (--max-streams) or streams_per_peer (--max-streams-per-peer).",
+            ["limit"],
+            registry=registry,
+        )
+        self.streams_open = Gauge(
+            "argwatch_streams_open", "ValidateStream calls open now (at most --max-streams).", registry=registry
+        )
+        self.streams_idle_closed = Counter(
+            "argwatch_streams_idle_closed",
+            "ValidateStream calls the gateway closed because no request came for --stream-idle-seconds.",
+            registry=registry,
+        )
+        self.metrics_scrapes_refused = Counter(
+            "argwatch_metrics_scrapes_refused",
+            "Connections to the /metrics listener answered without the metrics, by why: busy (too many at once), "
+            "slow (no request, or the answer not taken, in time) or bad_request.",
+            ["why"],
+            registry=registry,
+        )
         self.table_evictions = Counter(
             "argwatch_table_evictions",
             "Entries dropped from a full in-memory table to keep it within its bound (a flood of distinct ids).",
@@ -511,6 +533,12 @@ class GatewayMetrics:
 
     def request_refused(self, field: str) -> None:
         self._child(self.requests_refused, field).inc()
+
+    def rpc_shed(self, limit: str) -> None:
+        self._child(self.rpcs_shed, limit).inc()
+
+    def metrics_scrape_refused(self, why: str) -> None:
+        self._child(self.metrics_scrapes_refused, why).inc()
 
     def table_eviction(self, table: str) -> None:
         self._child(self.table_evictions, table).inc()

@@ -60,12 +60,14 @@ def check_arguments(
     arguments: Mapping[str, object],
     readings: Mapping[str, SetReading | None],
     failures: Mapping[str, Failure],
+    undisclosed: frozenset[str] = frozenset(),
 ) -> CheckResult:
     """Checks every bound argument of `tool`.
 
     `readings` maps each bound set to its reading, or None when it is
     unavailable; `failures` says per set whether that fails open or closed.
     A stale reading is still checked against: staleness is the caller's to report.
+    No member of a set in `undisclosed` (`disclose: none`) is written into a problem.
     """
     problems: list[Problem] = []
     skipped: list[SkippedCheck] = []
@@ -97,7 +99,7 @@ def check_arguments(
         rule = binding.normalisation
         in_set_normalised = normaliser(rule)(value) in snapshot.index_for(rule)
         value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
-        problems.append(_out_of_set(binding, value, snapshot, in_set_normalised))
+        problems.append(_out_of_set(binding, value, snapshot, in_set_normalised, binding.value_set in undisclosed))
     return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(used))
 
 
@@ -153,10 +155,18 @@ def _shallow_json(value: object, limit: int, depth: int = 0) -> str:
         return json.dumps(str(value))
 
 
-def _out_of_set(binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool) -> Problem:
+def _out_of_set(
+    binding: ArgumentBinding, value: str, snapshot: ValueSetSnapshot, in_set_normalised: bool, undisclosed: bool
+) -> Problem:
     shape, suggestion = classify_shape(value, snapshot)
     shown = as_json_text(value)
-    if suggestion:
+    if undisclosed:
+        # The shape is the model's own slip, kept for the counts; the member it slipped from is not shown.
+        suggestion = ""
+        message = f"{binding.name}: {shown} is not in {binding.value_set}"
+        if shape is not Shape.INVENTED:
+            message += f" as written ({shape.value})"
+    elif suggestion:
         message = (
             f"{binding.name}: {shown} is not in {binding.value_set} as written "
             f"({shape.value}); the legal value is {as_json_text(suggestion)}"

@@ -62,7 +62,7 @@ async def test_a_pickle_written_into_every_key_runs_nothing_and_is_counted(tmp_p
             assert keys, "the gateway keeps the rejected call in Redis"
             for key in keys:
                 direct.set(key, pickle.dumps(CreatesAFile(str(marker))))
-        repair = await stub.Repair(pb.RepairRequest(call_id="call-1"), timeout=5)
+        repair = await stub.Repair(pb.RepairRequest(call_id="call-1", conversation_id="conv-1"), timeout=5)
         again = await stub.Validate(
             request("refund_order", {"amount_cents": 99999}, conversation="conv-1", call_id="call-2"), timeout=5
         )

@@ -190,7 +190,7 @@ async def test_foreign_values_in_redis_are_read_as_nothing_and_the_fleet_keeps_f
             direct.set("argwatch:modes", orjson.dumps({"version": 10**9, "overrides": {"x": {"mode": "boom"}}}))
         again = await stub.Validate(request("refund_order", {"note": "y"}, conversation="c1", call_id="k2"), timeout=5)
         assert again.decision == pb.DECISION_REJECT
-        repair = await stub.Repair(pb.RepairRequest(call_id="k1"), timeout=5)
+        repair = await stub.Repair(pb.RepairRequest(call_id="k1", conversation_id="c1"), timeout=5)
         assert "note" in repair.message
         change = admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="after the forgery")
         await admin.SetMode(change, timeout=5)

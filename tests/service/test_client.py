@@ -94,15 +94,18 @@ async def test_the_client_hands_over_the_key_refuses_a_repeat_and_reports_outcom
             again = await gateway.check(from_openai(refund("call_2")), conversation_id="c")
             assert not again.go_ahead and "call get_refund_status first" in again.tool_error
             assert again.idempotency_key == first.idempotency_key
-            reported = await gateway.report_outcome("call_1", "failed")
+            with pytest.raises(grpc.aio.AioRpcError) as elsewhere:  # the id alone names no call in conversation "c"
+                await gateway.report_outcome("call_1", "failed")
+            assert elsewhere.value.code() == grpc.StatusCode.NOT_FOUND
+            reported = await gateway.report_outcome(first, "failed")  # the outcome knows where it was checked
             assert reported.idempotency_key == first.idempotency_key
             with pytest.raises(ValueError, match="outcome must be one of succeeded, failed, unknown"):
-                await gateway.report_outcome("call_1", "timeout")
+                await gateway.report_outcome(first, "timeout")
 
         def blocking_retry() -> tuple[bool, str]:
             with SyncGateway(running.target) as gateway:
                 retry = gateway.check(from_openai(refund("call_3")), conversation_id="c")
-                gateway.report_outcome("call_3", "succeeded")
+                gateway.report_outcome("call_3", "succeeded", conversation_id="c")  # an id, and where it was made
                 return retry.go_ahead, gateway.check(from_openai(refund("call_4")), conversation_id="c").tool_error
 
         go_ahead, after_success = await asyncio.to_thread(blocking_retry)

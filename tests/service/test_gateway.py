@@ -256,7 +256,10 @@ async def test_repeating_the_same_invalid_call_tells_the_model_to_give_up(reject
         first = await stub.Validate(request("refund_order", {"reason_code": "X"}, conversation="conv"), timeout=5)
         second = await stub.Validate(request("refund_order", {"reason_code": "Y"}, conversation="conv"), timeout=5)
         same = await stub.Validate(request("refund_order", {"reason_code": "Y"}, conversation="conv"), timeout=5)
-        repairs = [await stub.Repair(pb.RepairRequest(call_id=r.call_id), timeout=5) for r in (first, second, same)]
+        repairs = [
+            await stub.Repair(pb.RepairRequest(call_id=r.call_id, conversation_id="conv"), timeout=5)
+            for r in (first, second, same)
+        ]
     assert [(r.attempt, r.give_up) for r in repairs] == [(1, False), (2, False), (3, True)]
     assert "Do not call refund_order again" in repairs[2].message
 

@@ -69,8 +69,10 @@ async def refund(stub: Any, arguments: dict[str, Any] | None = None, conversatio
     return await stub.Validate(request("refund_order", arguments or REFUND, conversation=conversation), timeout=5)
 
 
-async def report(stub: Any, call_id: str, outcome: pb.Outcome) -> Any:
-    return await stub.ReportOutcome(pb.ReportOutcomeRequest(call_id=call_id, outcome=outcome), timeout=5)
+async def report(stub: Any, call_id: str, outcome: pb.Outcome, conversation: str = "conv-1") -> Any:
+    """ReportOutcome, naming the call with the conversation its Validate had (the call is found only there)."""
+    named = pb.ReportOutcomeRequest(call_id=call_id, outcome=outcome, conversation_id=conversation)
+    return await stub.ReportOutcome(named, timeout=5)
 
 
 async def test_a_repeat_in_the_window_is_refused_with_the_same_key_and_the_earlier_call(
@@ -108,7 +110,7 @@ async def test_a_repeat_in_the_window_is_refused_with_the_same_key_and_the_earli
     # Not an argument to repair: the repair funnel does not count it.
     assert value(gateway.registry, "tool_argument_repair_started_total", tool="refund_order") == 0
 
-    repair = await stub.Repair(pb.RepairRequest(call_id=again.call_id), timeout=5)
+    repair = await stub.Repair(pb.RepairRequest(call_id=again.call_id, conversation_id="conv-1"), timeout=5)
     assert not repair.executed
     message = repair.message
     assert "was not executed" in message and first.call_id in message and first.idempotency_key in message
@@ -162,7 +164,7 @@ async def test_after_a_reported_success_a_repeat_is_refused_and_a_later_failure_
     again = await refund(stub)
     assert again.decision == pb.DECISION_REJECT and again.repeat_of.outcome == pb.OUTCOME_SUCCEEDED
 
-    message = (await stub.Repair(pb.RepairRequest(call_id=again.call_id), timeout=5)).message
+    message = (await stub.Repair(pb.RepairRequest(call_id=again.call_id, conversation_id="conv-1"), timeout=5)).message
     assert "It succeeded: its effect has already happened" in message
     assert "do not call refund_order again" in message and "already done" in message
 
@@ -206,7 +208,7 @@ async def test_in_observe_mode_a_repeat_is_let_through_counted_and_said(gateway:
     other = await stub.Validate(request("issue_credit", {**arguments, "memo": "x"}, conversation="c"), timeout=5)
     assert other.idempotency_key != first.idempotency_key
     # The repeat ran (observe mode), so its outcome may be reported.
-    assert (await report(stub, again.call_id, pb.OUTCOME_UNKNOWN)).outcome == pb.OUTCOME_UNKNOWN
+    assert (await report(stub, again.call_id, pb.OUTCOME_UNKNOWN, "c")).outcome == pb.OUTCOME_UNKNOWN
 
 
 async def test_report_outcome_refuses_what_it_cannot_record(gateway: RunningGateway, stub: Any) -> None:
@@ -256,7 +258,7 @@ async def test_two_replicas_sharing_redis_catch_a_repeat_across_them(tmp_path: P
             assert again.decision == pb.DECISION_REJECT and again.repeat_of.call_id == first.call_id
             assert again.idempotency_key == first.idempotency_key
             assert again.repeat_check == pb.REPEAT_CHECK_SHARED
-            repair = await stub_a.Repair(pb.RepairRequest(call_id=again.call_id), timeout=5)
+            repair = await stub_a.Repair(pb.RepairRequest(call_id=again.call_id, conversation_id="conv-1"), timeout=5)
             assert first.call_id in repair.message
 
             # The outcome reported on B reaches A: A lets the genuine retry through.

@@ -136,11 +136,11 @@ async def test_a_success_survives_a_racing_rewrite_of_the_record() -> None:
     stale_copy = await cache.get("argwatch:operation:aw1_k")  # what replica B read
     assert first.earlier is None and stale_copy.outcome is Outcome.UNREPORTED
 
-    await log.report("call-1", Outcome.SUCCEEDED)  # replica A
+    await log.report("c", "call-1", Outcome.SUCCEEDED)  # replica A
     await cache.set("argwatch:operation:aw1_k", stale_copy, ttl=300)  # replica B writes back its read
     await log.status_checked("c", (("refund_order", 300.0),))  # a status check would let an unknown through
 
     repeat = await log.sight("aw1_k", "refund_order", "c", "call-2", refund, runs=False)
     assert repeat.is_repeat and repeat.earlier is not None and repeat.earlier.outcome is Outcome.SUCCEEDED
-    late = await log.report("call-1", Outcome.FAILED)
+    late = await log.report("c", "call-1", Outcome.FAILED)
     assert late is not None and late.outcome is Outcome.SUCCEEDED

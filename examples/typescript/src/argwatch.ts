@@ -73,9 +73,24 @@ export function validate(client: GatewayClient, call: ToolCall): Promise<Validat
   });
 }
 
-export function repair(client: GatewayClient, callId: string): Promise<RepairResponse__Output> {
+// A call named again after its Validate: its id, with the conversation and session that Validate had. The
+// gateway binds a call's records to them, so Repair and ReportOutcome from anywhere else get NOT_FOUND (a
+// provider's "call_1", reused in another conversation, reaches only its own call).
+export interface CallRef extends CallContext {
+  callId: string;
+}
+
+function callRef(ref: CallRef) {
+  return {
+    call_id: ref.callId,
+    conversation_id: ref.conversationId ?? "",
+    session: { customer_id: ref.customerId ?? "", tenant: ref.tenant ?? "" },
+  };
+}
+
+export function repair(client: GatewayClient, ref: CallRef): Promise<RepairResponse__Output> {
   return new Promise((resolve, reject) => {
-    client.Repair({ call_id: callId }, (error, response) => (error || !response ? reject(error) : resolve(response)));
+    client.Repair(callRef(ref), (error, response) => (error || !response ? reject(error) : resolve(response)));
   });
 }
 
@@ -85,11 +100,11 @@ export type Outcome = "OUTCOME_SUCCEEDED" | "OUTCOME_FAILED" | "OUTCOME_UNKNOWN"
 
 export function reportOutcome(
   client: GatewayClient,
-  callId: string,
+  ref: CallRef,
   outcome: Outcome,
 ): Promise<ReportOutcomeResponse__Output> {
   return new Promise((resolve, reject) => {
-    client.ReportOutcome({ call_id: callId, outcome }, (error, response) =>
+    client.ReportOutcome({ ...callRef(ref), outcome }, (error, response) =>
       error || !response ? reject(error) : resolve(response),
     );
   });
@@ -121,6 +136,6 @@ export interface Gated {
 export async function gate(client: GatewayClient, call: ToolCall): Promise<Gated> {
   const verdict = await validate(client, call);
   if (verdict.decision !== "DECISION_REJECT") return { run: true, verdict };
-  const advice = await repair(client, verdict.call_id);
+  const advice = await repair(client, { ...call, callId: verdict.call_id });
   return { run: false, toolResult: advice.message, verdict, repair: advice };
 }

@@ -20,9 +20,9 @@ async function sideEffects(target: string): Promise<void> {
       key: again.idempotency_key,
       earlier: again.repeat_of?.call_id,
       problems: again.problems.map((p) => p.code),
-      message: (await repair(client, again.call_id)).message,
+      message: (await repair(client, { ...refund, callId: again.call_id })).message,
     });
-    const reported = await reportOutcome(client, first.call_id, "OUTCOME_FAILED");
+    const reported = await reportOutcome(client, { ...refund, callId: first.call_id }, "OUTCOME_FAILED");
     print("reported", { outcome: reported.outcome, key: reported.idempotency_key });
     const retry = await validate(client, { ...refund, callId: "ts-refund-3" });
     print("retry", { decision: retry.decision, retry_allowed: retry.repeat_of?.retry_allowed });
@@ -37,11 +37,12 @@ async function main(target: string): Promise<void> {
     const clean = await validate(client, { tool: "refund_order", arguments: { reason_code: "DAMAGED_ITEM" } });
     print("validate_clean", { decision: clean.decision, problems: clean.problems.length, call_id: clean.call_id });
 
+    const conversation = { conversationId: "ts-conversation", customerId: "cus_ts" };
     const invented = await validate(client, {
       tool: "refund_order",
       arguments: { reason_code: "ITEM_DEFECTIVE" },
       callId: "ts-invented-1",
-      conversationId: "ts-conversation",
+      ...conversation,
     });
     print("validate_invented", {
       decision: invented.decision,
@@ -49,7 +50,7 @@ async function main(target: string): Promise<void> {
       problems: invented.problems.map((p) => ({ code: p.code, argument: p.argument, shape: p.shape })),
     });
 
-    const advice = await repair(client, invented.call_id);
+    const advice = await repair(client, { ...conversation, callId: invented.call_id });
     print("repair", { executed: advice.executed, message: advice.message, legal: advice.legal_values.map((l) => l.values) });
 
     const answers = await validateMany(client, [

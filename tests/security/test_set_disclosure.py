@@ -1,0 +1,138 @@
+"""A value set marked `disclose: none` cannot be enumerated through wrong guesses; `nearest` is never listed whole.
+
+The attack: through Repair's nearest-5 suggestions, 400 guesses in 2 s
+revealed 291 of 2,000 handles, and GetToolDefinitions listed any set of up to
+`repair.list_limit` members in full, to any caller. Some sets are not for the
+model's eyes: internal handles, other customers' ids.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from pathlib import Path
+
+import grpc
+import orjson
+from google.protobuf import json_format
+
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.policy.tool_export import export_tools
+from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
+from argwatch.v1 import gateway_pb2 as pb
+from argwatch.v1 import gateway_pb2_grpc
+from tests.conftest import gateway_on
+
+HANDLES = sorted({"".join(random.Random(seed).choices(string.ascii_lowercase, k=8)) for seed in range(2000)})
+DESKS = [f"DESK-{n}" for n in range(10)]
+POLICY = """
+    sources:
+      local: {file: sets.yaml}
+    value_sets:
+      identity.handles: {source: local, disclose: none}
+      support.desks: {source: local, disclose: nearest}
+    tools:
+      assign:
+        mode: reject
+        arguments:
+          handle: {value_set: identity.handles}
+      route:
+        mode: reject
+        arguments:
+          desk: {value_set: support.desks}
+    repair: {list_limit: 5000, nearest: 5}
+"""
+
+
+def _guesses(count: int) -> list[str]:
+    """What an attacker sends: near misses of real handles (one letter changed, case, a separator) and noise."""
+    rng = random.Random(7)
+    found: list[str] = []
+    while len(found) < count:
+        handle = rng.choice(HANDLES)
+        kind = len(found) % 4
+        if kind == 0:
+            spot = rng.randrange(len(handle))
+            guess = handle[:spot] + rng.choice("0123456789") + handle[spot + 1 :]
+        elif kind == 1:
+            guess = handle.upper()
+        elif kind == 2:
+            guess = handle[:4] + "-" + handle[4:]
+        else:
+            guess = "".join(rng.choices(string.ascii_lowercase, k=8))
+        if guess not in HANDLES:
+            found.append(guess)
+    return found
+
+
+async def test_four_hundred_guesses_reveal_no_member_of_an_undisclosed_set(tmp_path: Path) -> None:
+    """Every Validate and Repair answer to 400 wrong guesses, and the tool definitions, hold no member."""
+    (tmp_path / "sets.yaml").write_text(
+        json.dumps(
+            {
+                "identity.handles": {"version": 1, "members": HANDLES},
+                "support.desks": {"version": 1, "members": DESKS},
+            }
+        )
+    )
+    gateway = await gateway_on(tmp_path, POLICY)
+    try:
+        async with grpc.aio.insecure_channel(gateway.target) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            seen: list[str] = []
+            for index, guess in enumerate(_guesses(400)):
+                call = pb.ValidateRequest(
+                    tool="assign", arguments_json=orjson.dumps({"handle": guess}), call_id=f"g{index}"
+                )
+                verdict = await stub.Validate(call, timeout=5)
+                assert verdict.decision == pb.DECISION_REJECT
+                repair = await stub.Repair(pb.RepairRequest(call_id=verdict.call_id), timeout=5)
+                assert not repair.legal_values and "are not shown" in repair.message
+                seen += [json_format.MessageToJson(verdict), json_format.MessageToJson(repair)]
+            definitions = await stub.GetToolDefinitions(pb.GetToolDefinitionsRequest(), timeout=5)
+            seen.append(json_format.MessageToJson(definitions))
+        text = "\n".join(seen)  # as sent: an upper-case guess is the attacker's own text, not a member
+        revealed = [handle for handle in HANDLES if handle in text]
+        assert revealed == []
+        (assign,) = [tool for tool in definitions.tools if tool.name == "assign"]
+        assert "enum" not in assign.definition_json
+    finally:
+        await gateway.stop(0)
+
+
+async def test_a_nearest_set_offers_only_the_nearest_few_even_when_small(tmp_path: Path) -> None:
+    """`disclose: nearest`: Repair offers `repair.nearest` values, never all ten; the definition has no enum."""
+    (tmp_path / "sets.yaml").write_text(
+        json.dumps(
+            {
+                "identity.handles": {"version": 1, "members": HANDLES[:10]},
+                "support.desks": {"version": 1, "members": DESKS},
+            }
+        )
+    )
+    gateway = await gateway_on(tmp_path, POLICY)
+    try:
+        async with grpc.aio.insecure_channel(gateway.target) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            call = pb.ValidateRequest(tool="route", arguments_json=b'{"desk": "DESK-77"}', call_id="r1")
+            verdict = await stub.Validate(call, timeout=5)
+            repair = await stub.Repair(pb.RepairRequest(call_id=verdict.call_id), timeout=5)
+            (legal,) = repair.legal_values
+            assert len(legal.values) == 5 and legal.total == 10 and not legal.complete
+            definitions = await stub.GetToolDefinitions(pb.GetToolDefinitionsRequest(tools=["route"]), timeout=5)
+            assert "enum" not in definitions.tools[0].definition_json
+    finally:
+        await gateway.stop(0)
+
+
+def test_tools_export_lists_only_sets_that_may_be_listed(tmp_path: Path) -> None:
+    """What `argwatch tools export` prints goes through the same rule: no enum for `none` or `nearest` sets."""
+    policy = parse_policy(POLICY.encode(), str(tmp_path / "policy.yaml"))
+    readings = {
+        name: SetReading(make_snapshot(name, 1, members, received_at=0.0), 0.0, False)
+        for name, members in (("identity.handles", HANDLES[:10]), ("support.desks", DESKS))
+    }
+    exported, _ = export_tools(policy, [], readings.get, "openai")
+    text = json.dumps([tool.definition for tool in exported])
+    assert "enum" not in text and not any(member in text for member in HANDLES[:10] + DESKS)
