@@ -16,6 +16,8 @@ from typing import Any
 
 import grpc
 
+from argwatch.common.files import SMALL_FILE_BYTES, read_file
+
 ChannelOption = tuple[str, Any]
 
 
@@ -109,5 +111,4 @@ def _parts(
 
 
 def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+    return read_file(path, SMALL_FILE_BYTES)

@@ -8,6 +8,7 @@ log holds offenders only, so it gives shares, not rates).
 
 from __future__ import annotations
 
+import io
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from typing import IO
 import grpc
 import orjson
 
+from argwatch.common.files import open_regular
 from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.v1 import admin_pb2
 
@@ -82,7 +84,7 @@ async def report_from_admin(connection: Connection, window_seconds: int, out: IO
 
 
 def report_from_samples(path: str, out: IO[str] = sys.stdout) -> int:
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace") as handle:
         counts, bad = shares_from_samples(handle)
     out.write("\n".join(render_samples(counts, bad)) + "\n")
     return 0

@@ -8,6 +8,7 @@ import os
 import sys
 
 from argwatch.common.durations import duration
+from argwatch.common.files import SMALL_FILE_BYTES, read_file
 from argwatch.common.tls_flags import add_tls_arguments, security_from
 from argwatch.tui.admin_client import AdminClient, Connection, default_actor
 
@@ -49,8 +50,7 @@ def connection_from(args: argparse.Namespace, environ: dict[str, str] | None = N
     token = environ.get(TOKEN_ENV, "")
     if args.token_file:
         try:
-            with open(args.token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
+            token = read_file(args.token_file, SMALL_FILE_BYTES).decode("utf-8", "replace").strip()
         except OSError as error:
             raise ValueError(f"--token-file {args.token_file}: {error.strerror}") from None
     return Connection(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import re
 import sys
@@ -21,6 +22,7 @@ from typing import IO
 import orjson
 from google.protobuf import json_format
 
+from argwatch.common.files import open_regular
 from argwatch.server.policy.coverage import SampledValues, SampleKey, policy_coverage
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.telemetry.offenders import MAX_VALUES
@@ -84,7 +86,7 @@ def _offline(path: str, samples_path: str) -> admin_pb2.GetCoverageResponse | No
     samples: dict[SampleKey, SampledValues] = {}
     if samples_path:
         try:
-            with open(samples_path, encoding="utf-8", errors="replace") as handle:
+            with io.TextIOWrapper(open_regular(samples_path), encoding="utf-8", errors="replace") as handle:
                 samples = sampled_from_log(handle)
         except OSError as error:
             print(f"argwatch coverage: cannot read {samples_path}: {error.strerror}", file=sys.stderr)

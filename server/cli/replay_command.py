@@ -126,7 +126,11 @@ def run_replay(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         if comparison is not None:
             print("\n" + comparison[0])
     if result.sets_not_loaded:  # the report says which checks did not run; the exit code says it too
-        print(f"argwatch replay: value sets not loaded: {', '.join(result.sets_not_loaded)}", file=sys.stderr)
+        why = "; ".join(
+            f"{name} ({result.why_not_loaded[name]})" if result.why_not_loaded.get(name) else name
+            for name in result.sets_not_loaded
+        )
+        print(f"argwatch replay: value sets not loaded: {why}", file=sys.stderr)
         return 1
     return 0 if comparison is not None or not args.compare_to else 1
 

@@ -27,6 +27,8 @@ from typing import Any
 import grpc
 import yaml
 
+from argwatch.common.files import SMALL_FILE_BYTES, read_file
+
 log = logging.getLogger("argwatch.admin")
 
 # Methods that change something: the admin role only.
@@ -81,8 +83,7 @@ def load_tokens(path: str, *, allow_readable: bool = False) -> TokenBook:
             f"chmod 600 it, or start with --allow-readable-tokens true"
         )
     try:
-        with open(path, "rb") as handle:
-            document = yaml.safe_load(handle)
+        document = yaml.safe_load(read_file(path, SMALL_FILE_BYTES))
     except (OSError, yaml.YAMLError) as error:
         raise ValueError(f"{path}: cannot read the Admin tokens: {error}") from None
     if not isinstance(document, list) or not document:

@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from argwatch.common.files import MODE_STATE_BYTES, read_file
 from argwatch.server.policy.model import Mode, Policy
 from argwatch.server.state.atomic_file import remove_leftovers, write_atomically
 
@@ -121,7 +122,10 @@ class ModeStore:
         mode = self._effective.get(tool)
         if mode is not None:
             return mode
-        found = self._overrides.get(GLOBAL)
+        # A tool this policy lacks that an override names (a replica on another policy set it, mid-deploy):
+        # that override holds here too, so a tool an on-call put in reject does not pass as UNKNOWN_TOOL
+        # under the default observe mode. A look-up only: nothing the caller names is kept.
+        found = self._overrides.get(GLOBAL) or self._overrides.get(tool)
         return found.mode if found else self._default
 
     def tool_modes(self) -> Mapping[str, Mode]:
@@ -346,58 +350,125 @@ class ModeStore:
 
     def _load(self, path: str) -> None:
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
+            raw = read_file(path, MODE_STATE_BYTES)
         except FileNotFoundError:
             return
         except OSError as error:
             # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
             raise ModeRefused(f"cannot read the mode state file {path}: {error.strerror}") from None
-        lines, unreadable = [], 0
-        for line in raw.splitlines():
+        lines: list[tuple[int, dict[str, Any]]] = []
+        unreadable = 0
+        for number, line in enumerate(raw.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                lines.append(orjson.loads(line))
+                parsed = orjson.loads(line)
             except orjson.JSONDecodeError:
                 unreadable += 1  # cut by a crash or a full disk mid-append: the lines around it stand
+                continue
+            if not isinstance(parsed, dict):
+                raise ModeRefused(f"the mode state file {path}, line {number}: expected a JSON object")
+            lines.append((number, parsed))
         if unreadable and not lines:
             # Refuse rather than guess: starting without the on-call's overrides would silently undo them.
             raise ModeRefused(f"cannot read the mode state file {path}: no line of it is JSON")
         if unreadable:
             log.warning("mode state file %s: ignoring %d unreadable line(s) (cut mid-write)", path, unreadable)
-        document: dict[str, Any] = {"audit": [], "refused": [], "overrides": {}}
-        for line in lines:
-            if "change" in line:  # a journal line
-                entry = line["change"]
-                (document["refused"] if entry["outcome"].startswith("refused") else document["audit"]).append(entry)
-                document["overrides"] = line["overrides"]
-            else:  # a compacted snapshot, or the whole file in the format before the journal
-                snapshot = line.get("snapshot", line)
-                document = {
-                    "audit": list(snapshot.get("audit", [])),
-                    "refused": list(snapshot.get("refused", [])),
-                    "overrides": snapshot.get("overrides", {}),
-                }
-            document["version"] = line.get("version", 0)
-        self._read_document(document)
-        self.version = int(document.get("version") or len(self._audit))
+        changes: list[ModeChange] = []
+        overrides: dict[str, Override] = {}
+        version = 0
+        for number, entry in lines:
+            # A line of the right JSON but the wrong shape was written by hand (or by someone else): refused,
+            # naming where, rather than a traceback or a guess.
+            try:
+                if "change" in entry:  # a journal line
+                    changes.append(_change(entry["change"]))
+                    overrides = _overrides(entry["overrides"])
+                else:  # a compacted snapshot, or the whole file in the format before the journal
+                    snapshot = entry.get("snapshot", entry)
+                    if not isinstance(snapshot, dict):
+                        raise TypeError("snapshot: expected an object")
+                    kept = [*snapshot.get("audit", []), *snapshot.get("refused", [])]
+                    changes = [_change(entry) for entry in kept]
+                    overrides = _overrides(snapshot.get("overrides", {}))
+                version = _whole(entry.get("version", 0), "version")
+            except (KeyError, TypeError, ValueError) as error:
+                what = f"missing {error}" if isinstance(error, KeyError) else str(error)
+                raise ModeRefused(f"the mode state file {path}, line {number}: {what}") from None
+        self._take(overrides, changes)
+        self.version = version or len(self._audit)
         self._journal_lines = len(lines)
 
     def _read_document(self, document: Mapping[str, Any]) -> None:
-        overrides: dict[str, Override] = {}
-        for target, saved in document.get("overrides", {}).items():
-            # Kept whatever tool it names: one this policy lacks is another replica's (see the module docstring).
-            overrides[target] = Override(
-                Mode(saved["mode"]), saved["actor"], saved["reason"], saved["set_at"], saved.get("expires_at")
-            )
+        """The state export() gives (another replica's, checked by check_document first)."""
+        entries = [_change(entry) for entry in [*document.get("audit", []), *document.get("refused", [])]]
+        self._take(_overrides(document.get("overrides", {})), entries)
+
+    def _take(self, overrides: dict[str, Override], changes: list[ModeChange]) -> None:
         self._overrides = overrides
-        entries = [ModeChange(**entry) for entry in [*document.get("audit", []), *document.get("refused", [])]]
         # Older state put refused attempts in the audit too: sort them out, each list by time.
-        self._audit = sorted((c for c in entries if not c.outcome.startswith("refused")), key=lambda c: c.at)
-        self._refused = sorted((c for c in entries if c.outcome.startswith("refused")), key=lambda c: c.at)
+        self._audit = sorted((c for c in changes if not c.outcome.startswith("refused")), key=lambda c: c.at)
+        self._refused = sorted((c for c in changes if c.outcome.startswith("refused")), key=lambda c: c.at)
         del self._audit[:-AUDIT_KEEP]
         del self._refused[:-REFUSED_KEEP]
+
+
+def _change(entry: object) -> ModeChange:
+    """An audited change as saved; TypeError or ValueError naming the field that is not what was written."""
+    if not isinstance(entry, dict):
+        raise TypeError("a change: expected an object")
+    expires = entry.get("expires_at")
+    return ModeChange(
+        at=_number(entry["at"], "at"),
+        actor=_text(entry["actor"], "actor"),
+        target=_text(entry["target"], "target"),
+        old=_text(entry["old"], "old"),
+        new=_text(entry["new"], "new"),
+        reason=_text(entry["reason"], "reason"),
+        expires_at=None if expires is None else _number(expires, "expires_at"),
+        outcome=_text(entry["outcome"], "outcome"),
+    )
+
+
+def _overrides(saved: object) -> dict[str, Override]:
+    """Overrides as saved, kept whatever tool they name: one this policy lacks is another replica's."""
+    if not isinstance(saved, dict):
+        raise TypeError("overrides: expected an object")
+    overrides: dict[str, Override] = {}
+    for target, entry in saved.items():
+        if not isinstance(entry, dict):
+            raise TypeError(f"overrides.{target}: expected an object")
+        expires = entry.get("expires_at")
+        try:
+            mode = Mode(entry["mode"])
+        except ValueError:
+            raise ValueError(f"overrides.{target}.mode: expected observe or reject, got {entry['mode']!r}") from None
+        overrides[_text(target, "overrides")] = Override(
+            mode,
+            _text(entry["actor"], "actor"),
+            _text(entry["reason"], "reason"),
+            _number(entry["set_at"], "set_at"),
+            None if expires is None else _number(expires, "expires_at"),
+        )
+    return overrides
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str) or len(value) > 4096:
+        raise TypeError(f"{field}: expected a string of at most 4096 characters")
+    return value
+
+
+def _number(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise TypeError(f"{field}: expected a number")
+    return float(value)
+
+
+def _whole(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field}: expected a whole number")
+    return value
 
 
 def _name(mode: Mode | None) -> str:

@@ -19,6 +19,7 @@ import yaml
 from jsonschema.exceptions import SchemaError
 
 from argwatch.common.durations import parse_duration
+from argwatch.common.files import DEFINITIONS_BYTES, POLICY_BYTES, read_file
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.model import (
     MAX_COHORT_NAMES,
@@ -190,8 +191,7 @@ def _separators(value: object) -> str:
 def load_policy(path: str) -> Policy:
     """Reads and validates the policy at `path`; raises PolicyError listing every problem."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_file(path, POLICY_BYTES)
     except OSError as error:
         raise PolicyError(path, [PolicyIssue("", f"cannot read the file: {error.strerror}")]) from None
     return parse_policy(raw, path)
@@ -257,8 +257,7 @@ def _version(raw: bytes, definitions: object, base: str) -> str:
     definitions file is another policy: a reload must not call it unchanged)."""
     digest = hashlib.sha256(raw)
     for file in definitions if isinstance(definitions, list) else ():
-        with open(os.path.join(base, file), "rb") as handle:  # read a moment ago, without error
-            digest.update(b"\0" + handle.read())
+        digest.update(b"\0" + read_file(os.path.join(base, file), DEFINITIONS_BYTES))  # read a moment ago
     return digest.hexdigest()[:12]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from argwatch.common.files import DEFINITIONS_BYTES, read_file
 from argwatch.server.policy.strict_yaml import load_json, load_yaml
 
 
@@ -34,8 +35,7 @@ class DefinitionError(ValueError):
 def read_definitions(path: str) -> list[ToolDefinition]:
     """Every tool defined in a JSON or YAML file; raises DefinitionError naming what is wrong."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_file(path, DEFINITIONS_BYTES)
     except OSError as error:
         raise DefinitionError(f"cannot read {path}: {error.strerror}") from None
     try:

@@ -207,7 +207,7 @@ async def build_gateway(
         )
         record_clients = record_clients_for(chosen, metrics)
         samples = SampledValueLog(chosen.sampling.rate, chosen.sampling.max_value_chars, clock=clock)
-        rejections = RejectionLog(cache, chosen.repair)
+        rejections = RejectionLog(cache, chosen.repair, lambda: metrics.shared_cache_rejected("cut_to_limits"))
         validator = Validator(
             chosen, provider, modes, metrics, samples, rejections, record_clients, repairs, offenders, operations
         )

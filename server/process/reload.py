@@ -28,6 +28,7 @@ from argwatch.server.modes.store import ModeChange
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.policy.model import Policy
 from argwatch.server.process.background import cancel_and_wait
+from argwatch.server.process.daemon_call import call_with_deadline
 
 if TYPE_CHECKING:
     from argwatch.server.process.app import RunningGateway
@@ -38,6 +39,9 @@ log = logging.getLogger("argwatch.reload")
 AUDIT_TARGET = "@policy"
 # A reloaded policy waits this long at most for sets it adds (as start-up waits for every set).
 NEW_SETS_WAIT_SECONDS = 5.0
+# Reading and validating the policy file may take this long (thousands of tools take seconds); past it the
+# reload is refused and the policy in use keeps serving.
+LOAD_SECONDS = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +145,17 @@ class PolicyReloader:
     async def _reload(self) -> ReloadResult:
         gateway = self._gateway
         old = gateway.policy
+        path = gateway.settings.policy
         try:
-            # Read and validated off the event loop: a large policy (regexes, CEL) must not stall calls.
-            policy = await asyncio.to_thread(load_policy, gateway.settings.policy)
+            # Read and validated off the event loop (a large policy, regexes and CEL, must not stall calls),
+            # on a daemon thread with a deadline: a read that hangs must not hold the reload lock, or the exit.
+            policy = await call_with_deadline(lambda: load_policy(path), LOAD_SECONDS, "argwatch-reload")
         except PolicyError as error:
             return ReloadResult(f"refused: {_cut(str(error))}", old.version, old.version)
+        except TimeoutError:
+            return ReloadResult(
+                f"refused: {path}: not read and validated within {LOAD_SECONDS:g}s", old.version, old.version
+            )
         if policy.version == old.version:
             return ReloadResult("unchanged", old.version, old.version)
         serving = gateway.serving

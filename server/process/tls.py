@@ -12,6 +12,7 @@ import ssl
 
 import grpc
 
+from argwatch.common.files import SMALL_FILE_BYTES, read_file
 from argwatch.server.process.settings import Settings
 
 
@@ -57,8 +58,7 @@ def check_tls_settings(settings: Settings) -> None:
 
 def _read(path: str, flag: str) -> bytes:
     try:
-        with open(path, "rb") as handle:
-            content = handle.read()
+        content = read_file(path, SMALL_FILE_BYTES)
     except OSError as error:
         raise ValueError(f"{flag} {path}: {error.strerror}") from None
     if b"-----BEGIN" not in content:

@@ -10,6 +10,7 @@ is told to give up. Values stored are immutable.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import orjson
@@ -62,17 +63,62 @@ KEPT_PROBLEMS = 32
 
 
 KEPT_CHARS = 512  # of a kept problem's message; its argument and value at most 256 (model text, all three)
+KEPT_NAME_CHARS = 1024  # a set's name, a suggested member, what was expected: the policy's and the owner's text
+KEPT_ID_CHARS = 256  # an earlier call's ids, for a refused repeat
 
 
 def _bounded(problem: Problem) -> Problem:
     """The problem as kept for Repair: messages and names cut, as jsonschema puts the whole instance in its."""
-    if len(problem.message) <= KEPT_CHARS and len(problem.argument) <= 256 and len(problem.value) <= 256:
+    if (
+        len(problem.message) <= KEPT_CHARS
+        and len(problem.argument) <= 256
+        and len(problem.value) <= 256
+        and max(len(problem.value_set), len(problem.suggestion), len(problem.expected)) <= KEPT_NAME_CHARS
+    ):
         return problem
     return replace(
         problem,
         message=_cut(problem.message, KEPT_CHARS),
         argument=_cut(problem.argument, 256),
         value=_cut(problem.value, 256),
+        value_set=_cut(problem.value_set, KEPT_NAME_CHARS),
+        suggestion=_cut(problem.suggestion, KEPT_NAME_CHARS),
+        expected=_cut(problem.expected, KEPT_NAME_CHARS),
+    )
+
+
+def within_limits(found: RejectedCall) -> RejectedCall | None:
+    """`found` as read back, cut to what the gateway would have kept; None when nothing needed cutting.
+
+    The limits were enforced only when the gateway wrote: a value written into Redis by hand, with the
+    right shape and 5,000 problems, made Repair answer 6.2 MB. Read back, the same limits hold.
+    """
+    kept = tuple(_bounded(problem) for problem in found.problems[:KEPT_PROBLEMS])
+    repeat_of = found.repeat_of
+    if repeat_of is not None and max(len(repeat_of.call_id), len(repeat_of.key), len(repeat_of.tool)) > KEPT_ID_CHARS:
+        repeat_of = replace(
+            repeat_of,
+            call_id=_cut(repeat_of.call_id, KEPT_ID_CHARS),
+            key=_cut(repeat_of.key, KEPT_ID_CHARS),
+            tool=_cut(repeat_of.tool, KEPT_ID_CHARS),
+            conversation_id="",  # never shown
+        )
+    cut = (
+        len(kept) < len(found.problems)
+        or any(a is not b for a, b in zip(kept, found.problems, strict=False))
+        or repeat_of is not found.repeat_of
+        or max(len(found.tool), len(found.call_id), len(found.give_up_reason)) > KEPT_NAME_CHARS
+    )
+    if not cut:
+        return None
+    return replace(
+        found,
+        tool=_cut(found.tool, KEPT_NAME_CHARS),
+        call_id=_cut(found.call_id, KEPT_NAME_CHARS),
+        give_up_reason=_cut(found.give_up_reason, KEPT_NAME_CHARS),
+        problems=kept,
+        repeat_of=repeat_of,
+        more_problems=min(max(0, found.more_problems), 1_000_000_000) + len(found.problems) - len(kept),
     )
 
 
@@ -83,9 +129,10 @@ def _cut(text: str, limit: int) -> str:
 class RejectionLog:
     """Stores rejected calls and attempt counts in the injected cache."""
 
-    def __init__(self, cache: Cache, config: RepairConfig) -> None:
+    def __init__(self, cache: Cache, config: RepairConfig, on_cut: Callable[[], None] = lambda: None) -> None:
         self._cache = cache
         self._config = config
+        self._on_cut = on_cut  # a value read back was over the limits and cut: counted
 
     async def record(
         self,
@@ -120,4 +167,10 @@ class RejectionLog:
     async def find(self, scope: str, call_id: str) -> RejectedCall | None:
         """The call rejected as `call_id` in `scope`; None for another scope's, as for one never seen."""
         found: RejectedCall | None = await self._cache.get(_CALL_KEY + call_key(scope, call_id), RejectedCall)
-        return found
+        if found is None:
+            return None
+        bounded = within_limits(found)
+        if bounded is None:
+            return found
+        self._on_cut()
+        return bounded

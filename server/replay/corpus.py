@@ -27,6 +27,8 @@ from typing import IO, Any
 
 import orjson
 
+from argwatch.common.files import open_regular
+
 MAX_LINE_BYTES = 16 << 20  # one transcript line; a longer one is malformed, never held whole
 
 
@@ -71,7 +73,7 @@ def read_corpus(paths: list[str], counts: ReadCounts, progress: Any = None) -> I
     seen: OrderedDict[tuple[str, str], None] = OrderedDict()
     for path in paths:
         counts.files += 1
-        with open(path, "rb") as raw:
+        with open_regular(path) as raw:
             # By the magic bytes only: a plain file named .gz is read as it is.
             stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if raw.read(2) == GZIP_MAGIC else raw  # type: ignore[assignment]
             raw.seek(0)

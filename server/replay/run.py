@@ -50,6 +50,7 @@ class ReplayResult:
     seconds: float = 0.0
     sets_from: str = ""
     sets_not_loaded: list[str] = field(default_factory=list)
+    why_not_loaded: dict[str, str] = field(default_factory=dict)  # set -> the source's last error
     set_versions: dict[str, int] = field(default_factory=dict)
     # (tool, argument) -> the most frequent offending values: (value as JSON text, count, shape)
     offenders: dict[tuple[str, str], list[tuple[str, int, str]]] = field(default_factory=dict)
@@ -87,6 +88,7 @@ async def replay(
     result = ReplayResult(sets_from=sets_file or "the policy's sources")
     try:
         result.sets_not_loaded = await provider.start(wait_seconds)
+        result.why_not_loaded = {name: provider.last_error(name) for name in result.sets_not_loaded}
         result.set_versions = {
             name: reading.snapshot.version for name in policy.value_sets if (reading := provider.read(name)) is not None
         }

@@ -351,7 +351,8 @@ class GatewayMetrics:
         )
         self.shared_cache_rejections = Counter(
             "argwatch_shared_cache_rejected",
-            "Values read from Redis that argwatch did not write (not JSON, an unknown type, a wrong shape): ignored.",
+            "Values read from Redis that argwatch did not write: ignored (not JSON, an unknown type, a wrong shape), "
+            "or cut to the limits argwatch writes within (cut_to_limits).",
             ["reason"],
             registry=registry,
         )

@@ -21,6 +21,7 @@ from types import MappingProxyType
 
 import yaml
 
+from argwatch.common.files import SETS_FILE_BYTES, read_file
 from argwatch.server.policy.strict_yaml import DuplicateKeys, load_yaml
 from argwatch.server.valuesets.payload import NotServed, Retirement, SetPayload, SourceUnavailable
 
@@ -54,8 +55,7 @@ class FileSetFetcher:
             stat = os.stat(self.path)
             if self._parsed and (self._parsed.mtime_ns, self._parsed.size) == (stat.st_mtime_ns, stat.st_size):
                 return self._parsed
-            with open(self.path, "rb") as handle:
-                document = load_yaml(handle.read())  # a set given twice is an error, not "the last wins"
+            document = load_yaml(read_file(self.path, SETS_FILE_BYTES))  # a set given twice is an error
         except (OSError, yaml.YAMLError, DuplicateKeys) as error:
             raise SourceUnavailable(f"cannot read value sets from {self.path}: {error}") from None
         parsed = _Parsed(stat.st_mtime_ns, stat.st_size, parse_sets(document, self.path, stat.st_mtime_ns))

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from argwatch.common.files import SAVED_COPY_BYTES, read_file
 from argwatch.server.state.atomic_file import remove_leftovers, write_atomically
 from argwatch.server.valuesets.payload import Retirement, SetPayload
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
@@ -50,8 +51,7 @@ def load(folder: str, name: str) -> tuple[SetPayload, float] | None:
     path = path_for(folder, name)
     remove_leftovers(path)  # of saves a killed process left half-written
     try:
-        with open(path, "rb") as handle:
-            document: dict[str, Any] = orjson.loads(handle.read())
+        document: dict[str, Any] = orjson.loads(read_file(path, SAVED_COPY_BYTES))
         if document.get("format") != FORMAT or document.get("name") != name:
             raise ValueError("not a snapshot of this set in this format")
         payload = SetPayload(
