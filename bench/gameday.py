@@ -321,6 +321,15 @@ class Fleet:
                 found[replica.name] = await stub.GetStatus(admin_pb2.GetStatusRequest(), timeout=2)
         return found
 
+    async def handles_versions(self) -> dict[str, int]:
+        """identity.active_handles' version on each replica that answers."""
+        return {
+            replica: value_set.version
+            for replica, status in (await self.statuses()).items()
+            for value_set in status.value_sets
+            if value_set.name == "identity.active_handles"
+        }
+
     async def _watch_staleness(self) -> None:
         """Every 100 ms: how long each owner set has been stale (or missing) on each replica."""
         while True:
@@ -446,13 +455,19 @@ async def owner_restart(fleet: Fleet) -> float | None:
     probe = active_handles()[0]
     if await fleet.handle_in_set(probe):
         raise RuntimeError(f"{probe} should have left the owner's set before the restart")
+    before = await fleet.handles_versions()
     fleet.owner_down = True
     await fleet.owner.stop(signal.SIGKILL)
     await fleet.owner.start("demo owning service on")
     fresh = await until(fleet.all_fresh, 20)
+    # Taken from the new process: the probe is back (its initial set), or the version counts from 1 again
+    # below the old process's (its churn, every 2 s, may already have removed the probe once more).
+    took_new = await fleet.handle_in_set(probe) or all(
+        version < before.get(replica, 0) for replica, version in (await fleet.handles_versions()).items()
+    )
     await asyncio.sleep(1.5)  # look-ups sent while it was down (1 s timeout) are answered
     fleet.owner_down = False
-    if not await fleet.handle_in_set(probe):
+    if not took_new:
         raise RuntimeError(f"a replica still checks against the old process's set ({probe} not in it)")
     await asyncio.sleep(2 if fleet.short else 15)
     return fresh

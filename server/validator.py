@@ -34,7 +34,13 @@ from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape
 from argwatch.server.verdict.rule_checks import check_rules
 from argwatch.server.verdict.schema_checks import schema_problems
-from argwatch.server.verdict.set_checks import all_in_sets, as_json_text, check_arguments, members_plan
+from argwatch.server.verdict.set_checks import (
+    all_in_sets,
+    as_json_text,
+    check_arguments,
+    members_plan,
+    undisclosed,
+)
 from argwatch.server.verdict.tool_call import ToolCall
 
 _EMPTY = CheckResult((), (), (), ())
@@ -146,6 +152,8 @@ class Validator:
                 problems.append(_repeated(sighting))
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
+        if self._undisclosed and problems:  # counted with their shapes above; the caller is told no more
+            problems = self._hidden(problems)
         scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
         if decision is Decision.ALLOW and call.tool in self._status_for and self._operations is not None:
             await self._operations.status_checked(scope, self._status_for[call.tool])
@@ -182,6 +190,10 @@ class Validator:
             attempt,
             sighting,
         )
+
+    def _hidden(self, problems: list[Problem]) -> list[Problem]:
+        """The problems with nothing shown of a `disclose: none` set."""
+        return [undisclosed(p) if p.value_set in self._undisclosed else p for p in problems]
 
     def _count_by_model(self, tool: str, call: ToolCall, result: CheckResult, all_in_set: bool) -> None:
         """The call's value checks again, under the model and prompt version that wrote it, as the policy
@@ -254,6 +266,8 @@ class Validator:
         if rejected is None:
             return None
         call_id = call.call_id
+        if self._undisclosed:  # kept before a reload made a set undisclosed, or by a replica on another policy
+            rejected = replace(rejected, problems=tuple(self._hidden(list(rejected.problems))))
         names = {p.value_set for p in rejected.problems if p.value_set}
         snapshots = {name: reading.snapshot for name in names if (reading := self._provider.read(name)) is not None}
         return build_advice(

@@ -38,7 +38,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         *,
         stream_idle_seconds: float = 30.0,
         observe_seconds: Callable[[float], None] | None = None,
-        on_idle_close: Callable[[], None] | None = None,
+        on_idle_close: Callable[[str], None] | None = None,
     ) -> None:
         self._validator = validator
         self.admission = admission
@@ -63,23 +63,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def ValidateStream(
         self, bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
-    ) -> AsyncIterator[bytes]:
-        # One at a time, in order: a check awaits only the in-memory cache, so
-        # concurrency inside one stream would add scheduling cost and no speed.
+    ) -> None:
+        # One at a time, in order: a check awaits only the in-memory cache, so concurrency inside one
+        # stream would add scheduling cost and no speed. Read and written through the context, not an
+        # iterator and `yield`, so that each side has a deadline: a stream that sends no request for
+        # --stream-idle-seconds, or does not take an answer for as long (a client that stopped reading:
+        # gRPC's send waits on flow control), gives its place back.
         loop = asyncio.get_running_loop()
-        requests = aiter(bodies)
         idle = self._idle_seconds
+        waiting = "request"
         try:
-            # The idle deadline runs only while waiting for the next request: never while a call is
-            # judged or its answer waits to be sent (a timeout there would cancel gRPC's own send).
-            async with asyncio.timeout(None) as waiting:
+            # One deadline, moved rather than made per message; off while a call is judged.
+            async with asyncio.timeout(None) as deadline:
                 while True:
-                    waiting.reschedule(loop.time() + idle)
-                    try:
-                        body = await anext(requests)
-                    except StopAsyncIteration:
+                    waiting = "request"
+                    deadline.reschedule(loop.time() + idle)
+                    body: bytes | object = await context.read()
+                    if not isinstance(body, bytes):  # grpc.aio.EOF: the client is done
                         return
-                    waiting.reschedule(None)
+                    deadline.reschedule(None)
                     started = perf_counter()
                     try:
                         request = _checked(body)
@@ -88,13 +90,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     verdict = await self._validator.validate(wire.call_from_request(request))
                     response = wire.verdict_to_wire(verdict)
                     self._observe(perf_counter() - started)
-                    yield response
+                    waiting = "answer"
+                    deadline.reschedule(loop.time() + idle)
+                    await context.write(response)
         except TimeoutError:
-            self._on_idle_close()
-            await context.abort(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"this stream sent no request for {idle:g}s, and the gateway closes idle streams "
-                "(--stream-idle-seconds): open a new one when there is a call to check",
+            self._on_idle_close(waiting)
+            if waiting == "request":
+                why = f"this stream sent no request for {idle:g}s"
+            else:
+                why = f"this stream did not take an answer for {idle:g}s (it stopped reading)"
+            # Set, then return, rather than abort(): abort awaits sending the status, which a client that stopped
+            # reading holds behind flow control. Returning ends the handler, and gives the place back, at once.
+            context.set_code(grpc.StatusCode.DEADLINE_EXCEEDED)
+            context.set_details(
+                f"{why}, and the gateway closes idle streams (--stream-idle-seconds): "
+                "open a new one when there is a call to check"
             )
 
     async def Repair(
@@ -238,19 +248,18 @@ def _admitted(
 
 
 def _admitted_stream(
-    admission: Admission, method: Callable[[Any, Any], AsyncIterator[bytes]]
-) -> Callable[[Any, Any], AsyncIterator[bytes]]:
+    admission: Admission, method: Callable[[Any, Any], Awaitable[None]]
+) -> Callable[[Any, Any], Awaitable[None]]:
     """`method`, refused with RESOURCE_EXHAUSTED at once when streams (all, or this peer's) are at their cap."""
 
     @wraps(method)
-    async def admitted(bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    async def admitted(bodies: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
         peer = peer_host(context.peer() or "")
         refusal = admission.enter_stream(peer)
         if refusal:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         try:
-            async for response in method(bodies, context):
-                yield response
+            await method(bodies, context)
         finally:
             admission.leave_stream(peer)
 
@@ -271,5 +280,5 @@ def _ignore(seconds: float) -> None:
     return None
 
 
-def _nothing() -> None:
+def _nothing(waiting: str) -> None:
     return None

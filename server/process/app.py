@@ -22,7 +22,8 @@ from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, 
 from argwatch.server.edge.admin_service import AdminServicer
 from argwatch.server.edge.admission import Admission, Limits
 from argwatch.server.edge.gateway_service import GatewayServicer, add_gateway_to_server
-from argwatch.server.edge.listener_options import gateway_server_options
+from argwatch.server.edge.listener_options import gateway_server_options, rpc_ceiling
+from argwatch.server.edge.probes import CappedHealth, add_capped_reflection
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.fleet import SharedModes
 from argwatch.server.modes.store import ModeStore
@@ -241,10 +242,14 @@ async def build_gateway(
         clock=clock,
         events=events,
     )
-    health_servicer = health.aio.HealthServicer()
-    # No maximum_concurrent_rpcs here: gRPC's cap counts health checks too, so streams that never send
-    # once refused every caller and the probes alike. The Gateway's methods are admitted by their own caps.
-    server = grpc.aio.server(options=gateway_server_options(settings))
+    health_servicer = CappedHealth()
+    # The Gateway's methods are admitted by their own caps (edge/admission.py), health and reflection by
+    # theirs (edge/probes.py): gRPC's one cap counted every RPC alike, so streams that never sent once refused
+    # every caller and the probes with them. gRPC's cap stays as a ceiling for memory, well above those: it
+    # also counts what no handler does, a call whose answer waits on a client that stopped reading.
+    server = grpc.aio.server(
+        options=gateway_server_options(settings), maximum_concurrent_rpcs=rpc_ceiling(settings.max_concurrent_rpcs)
+    )
     admin_server = grpc.aio.server(
         options=[("grpc.so_reuseport", 0)],
         interceptors=[AdminAuthInterceptor(tokens, _refusal_recorder(metrics, control))] if tokens else None,
@@ -258,7 +263,7 @@ async def build_gateway(
         admission,
         stream_idle_seconds=settings.stream_idle_seconds,
         observe_seconds=metrics.validate_seconds.observe,
-        on_idle_close=metrics.streams_idle_closed.inc,
+        on_idle_close=metrics.stream_idle_closed,
     )
     metrics_listener = MetricsListener(registry, metrics.metrics_scrape_refused)
     try:
@@ -433,7 +438,7 @@ def _listen(
     names = [GATEWAY_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME]
     if extra_services is not None:
         names += extra_services(server)
-    reflection.enable_server_reflection(names, server)
+    add_capped_reflection(names, server)
     port = _bind(server, settings.listen, server_credentials(settings, admin=False))
 
     admin_pb2_grpc.add_AdminServicer_to_server(admin, admin_server)

@@ -5,9 +5,12 @@ concurrent scrape connections (half-open ones included) held 2,000 threads,
 all competing with the event loop, and stalled Validate for 11-20 s. Here:
 
 - connections are accepted on the event loop; past MAX_CONNECTIONS at once,
-  a new one gets 503 and is closed at once (counted);
+  or MAX_PER_PEER from one address (so that no one client can keep the
+  scraper out), a new one gets 503 and is closed at once (counted);
 - a client has READ_SECONDS to send its request head (at most HEAD_BYTES),
-  and WRITE_SECONDS to take the answer: a slow or silent one is dropped;
+  and WRITE_SECONDS to take the answer: a slow or silent one is dropped, its
+  socket aborted (a close would wait for a client that reads nothing, and
+  keep the socket and its buffered answer);
 - the exposition is rendered (and gzipped, when asked) on one worker thread,
   never on the loop, and scrapes that arrive while a render of the same format
   runs share it: the thread count stays flat whatever the load.
@@ -30,6 +33,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 log = logging.getLogger("argwatch.metrics")
 
 MAX_CONNECTIONS = 64
+MAX_PER_PEER = 16
 HEAD_BYTES = 8192
 READ_SECONDS = 5.0
 WRITE_SECONDS = 10.0
@@ -43,6 +47,7 @@ class MetricsListener:
         self._registry = registry
         self._on_refused = on_refused  # why: busy, slow, bad_request
         self._open = 0
+        self._by_peer: dict[str, int] = {}  # bounded: an address is here only while it holds a connection
         self._server: asyncio.Server | None = None
         # One thread renders: a render holds the GIL either way, and more threads only compete with the loop.
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="argwatch-metrics")
@@ -63,21 +68,33 @@ class MetricsListener:
         self._renderer.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._open >= MAX_CONNECTIONS:
+        peer = _peer(writer)
+        if self._open >= MAX_CONNECTIONS or self._by_peer.get(peer, 0) >= MAX_PER_PEER:
             self._on_refused("busy")
             writer.write(_BUSY)  # not awaited: a client that reads nothing must not hold even this
-            writer.close()
+            writer.transport.abort()
             return
         self._open += 1
+        self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+        done = False
         try:
             await self._answer_one(reader, writer)
+            done = True
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             self._on_refused("slow")
         except Exception:  # one bad scrape must not take the listener down
             log.exception("serving /metrics failed")
         finally:
             self._open -= 1
-            writer.close()
+            held = self._by_peer[peer] - 1
+            if held:
+                self._by_peer[peer] = held
+            else:
+                del self._by_peer[peer]
+            if done and not writer.transport.get_write_buffer_size():
+                writer.close()  # all of it handed to the kernel: a normal close
+            else:
+                writer.transport.abort()  # nothing more waits on this client
 
     async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -119,6 +136,11 @@ class MetricsListener:
             running = self._rendering[key] = asyncio.ensure_future(loop.run_in_executor(self._renderer, render))
             running.add_done_callback(lambda _: self._rendering.pop(key, None))
         return await asyncio.shield(running)
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    address = writer.get_extra_info("peername")
+    return str(address[0]) if isinstance(address, tuple) and address else str(address)
 
 
 async def _answer(

@@ -77,9 +77,10 @@ class Settings:
     def __post_init__(self) -> None:
         streams, per_peer = self.stream_limits
         if streams >= self.max_concurrent_rpcs:
+            given = "" if self.max_streams is not None else ", a quarter of --max-concurrent-rpcs by default,"
             raise ValueError(
-                f"--max-streams ({streams}) must be below --max-concurrent-rpcs ({self.max_concurrent_rpcs}), "
-                "so that unary calls always have room"
+                f"--max-streams ({streams}){given} must be below --max-concurrent-rpcs ({self.max_concurrent_rpcs}), "
+                "so that unary calls always have room: --max-concurrent-rpcs must be at least 2"
             )
         if per_peer > streams:
             raise ValueError(f"--max-streams-per-peer ({per_peer}) must be at most --max-streams ({streams})")

@@ -76,7 +76,9 @@ def legal_values_for(
                 nearest.append(member)
     else:
         nearest.extend(m for m in heapq.nsmallest(config.nearest, snapshot.members) if m not in nearest)
-    return LegalValues(problem.argument, problem.value_set, tuple(nearest[: config.nearest]), total, False)
+    # "Never the whole set": a set no larger than `nearest` would otherwise be listed whole after all.
+    offered = config.nearest if disclose is Disclosure.LIST else min(config.nearest, total - 1)
+    return LegalValues(problem.argument, problem.value_set, tuple(nearest[:offered]), total, False)
 
 
 def build_advice(

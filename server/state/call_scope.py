@@ -10,7 +10,10 @@ stated them. Another scope finds nothing, as though the id had never been seen.
 
 The scope is the conversation id itself when the session is empty, so keys of
 callers that send no session are unchanged; otherwise a hash of the three,
-length-prefixed so that no choice of strings can make two scopes meet.
+length-prefixed, marked "s1:". A conversation id that itself begins "s1:" is
+hashed too (with an empty session), so that no choice of strings makes two
+scopes meet. A call with neither a conversation nor a session is bound to
+nothing but its id: docs/calling.md tells every client to send both.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ class CallRef(NamedTuple):
 
 def conversation_scope(conversation_id: str, customer_id: str, tenant: str) -> str:
     """The conversation as bound to its session (never empty when the conversation is not)."""
-    if not customer_id and not tenant:
+    if not customer_id and not tenant and not conversation_id.startswith(_HASHED):
         return conversation_id
-    return "s1:" + _digest(conversation_id, customer_id, tenant)
+    return _HASHED + _digest(conversation_id, customer_id, tenant)
+
+
+_HASHED = "s1:"
 
 
 def call_key(scope: str, call_id: str) -> str:

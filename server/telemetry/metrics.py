@@ -374,7 +374,9 @@ class GatewayMetrics:
         )
         self.streams_idle_closed = Counter(
             "argwatch_streams_idle_closed",
-            "ValidateStream calls the gateway closed because no request came for --stream-idle-seconds.",
+            "ValidateStream calls the gateway closed after --stream-idle-seconds, by what they kept it waiting "
+            "for: request (none came) or answer (the client did not take it: it stopped reading).",
+            ["waiting"],
             registry=registry,
         )
         self.metrics_scrapes_refused = Counter(
@@ -534,6 +536,9 @@ class GatewayMetrics:
 
     def request_refused(self, field: str) -> None:
         self._child(self.requests_refused, field).inc()
+
+    def stream_idle_closed(self, waiting: str) -> None:
+        self._child(self.streams_idle_closed, waiting).inc()
 
     def rpc_shed(self, limit: str) -> None:
         self._child(self.rpcs_shed, limit).inc()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import NamedTuple, cast
 
 import orjson
@@ -161,11 +162,10 @@ def _out_of_set(
     shape, suggestion = classify_shape(value, snapshot)
     shown = as_json_text(value)
     if undisclosed:
-        # The shape is the model's own slip, kept for the counts; the member it slipped from is not shown.
+        # The shape is kept for the counts (the validator hides it from the caller: see `undisclosed`); the
+        # message says neither the member the value slipped from nor that there is one.
         suggestion = ""
         message = f"{binding.name}: {shown} is not in {binding.value_set}"
-        if shape is not Shape.INVENTED:
-            message += f" as written ({shape.value})"
     elif suggestion:
         message = (
             f"{binding.name}: {shown} is not in {binding.value_set} as written "
@@ -185,6 +185,20 @@ def _out_of_set(
         value=shown,
         suggestion=suggestion,
         in_set_normalised=in_set_normalised,
+    )
+
+
+def undisclosed(problem: Problem) -> Problem:
+    """`problem` as the caller of a `disclose: none` set sees it: that the value is not in the set, and nothing
+    of why (a case slip, a separator slip or a retired value each tell that a member near it exists)."""
+    if problem.code is not ProblemCode.OUT_OF_SET and not problem.suggestion:
+        return problem
+    return replace(
+        problem,
+        message=f"{problem.argument}: {problem.value} is not in {problem.value_set}",
+        shape=Shape.NONE,
+        suggestion="",
+        in_set_normalised=False,
     )
 
 

@@ -75,7 +75,7 @@ async def test_idle_streams_leave_room_for_validate_and_health_and_are_closed(
             for stream in silent:  # closed by the gateway within the idle timeout (1 s)
                 assert await _status_within(stream, 5.0) == grpc.StatusCode.DEADLINE_EXCEEDED
                 assert "no request for 1s" in (await stream.details())
-            assert value(gateway.registry, "argwatch_streams_idle_closed_total") == 4
+            assert value(gateway.registry, "argwatch_streams_idle_closed_total", waiting="request") == 4
             assert value(gateway.registry, "argwatch_streams_open") == 0
     finally:
         await gateway.stop(0)
@@ -128,3 +128,68 @@ async def _status_within(stream: grpc.aio.StreamStreamCall[Any, Any], seconds: f
     """The status the stream ended with; fails the test if it is still open after `seconds`."""
     code: grpc.StatusCode = await asyncio.wait_for(stream.code(), seconds)
     return code
+
+
+async def test_a_stream_that_stops_reading_its_answers_gives_its_place_back(tmp_path: Path) -> None:
+    """A client that keeps sending but never reads: once its receive window is full, gRPC's send waits on flow
+    control. It was never closed, so a few addresses could hold every stream place; now an answer not taken for
+    --stream-idle-seconds closes it, and the place is free again."""
+    policy = "tools:\n  strict:\n    mode: reject\n    schema: {type: object, additionalProperties: false}\n"
+    gateway = await gateway_on(tmp_path, policy, max_concurrent_rpcs=8, max_streams=2, stream_idle_seconds=0.5)
+    # 2,000 arguments the schema does not allow: an answer of ~200 KB, so a few fill any receive window.
+    crowded = {f"extra_{index}": index for index in range(2000)}
+    try:
+        async with grpc.aio.insecure_channel(gateway.target) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            stream = stub.ValidateStream(timeout=60)
+
+            async def send() -> None:
+                for index in range(200):  # and never read; these writes block too once the gateway stops reading
+                    await stream.write(request("strict", crowded, call_id=f"w{index}"))
+
+            sending = asyncio.get_running_loop().create_task(send())
+            await _until(lambda: value(gateway.registry, "argwatch_streams_idle_closed_total", waiting="answer") == 1)
+            await _until(lambda: value(gateway.registry, "argwatch_streams_open") == 0)
+            stream.cancel()
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await sending
+    finally:
+        await gateway.stop(0)
+
+
+async def test_health_watches_and_reflection_streams_are_capped_and_check_still_answers(tmp_path: Path) -> None:
+    """Health and reflection are not counted with the Gateway's calls (no load of those may refuse a probe), but
+    their streams hold places too: past their caps they are refused, and a Health.Check still answers. gRPC's
+    own cap stays, as a ceiling on everything the listener holds."""
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    from argwatch.server.edge import probes
+    from argwatch.server.edge.listener_options import rpc_ceiling
+
+    gateway = await gateway_on(tmp_path, "tools:\n  t:\n    schema: {type: object}\n")
+    try:
+        async with grpc.aio.insecure_channel(gateway.target) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            watches = [health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=30) for _ in range(70)]
+            for watch in watches:
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await watch.read()
+            refused = [watch for watch in watches if watch.done()]
+            assert len(refused) == 70 - probes.MAX_HEALTH_WATCHES
+            assert {await watch.code() for watch in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+            checked = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            assert checked.status == health_pb2.HealthCheckResponse.SERVING
+
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            streams = [stub.ServerReflectionInfo(timeout=30) for _ in range(20)]
+            for stream in streams:
+                with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):  # refused: finished
+                    await stream.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+                    await stream.read()
+            assert sum(stream.done() for stream in streams) == 20 - probes.MAX_REFLECTION_STREAMS
+            for call in [*watches, *streams]:
+                call.cancel()
+        assert rpc_ceiling(1000) == 2100
+    finally:
+        await gateway.stop(0)

@@ -10,12 +10,15 @@ timed assertion would only measure this machine's neighbours.)
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import threading
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 
 from argwatch.server.process import metrics_listener
 from argwatch.v1 import gateway_pb2 as pb
@@ -76,12 +79,9 @@ async def test_a_flood_of_scrape_connections_holds_no_threads_and_validate_answe
 
 
 async def test_a_silent_connection_is_dropped_after_the_read_deadline(
-    tmp_path: Path, source: SourceServer, monkeypatch: object
+    tmp_path: Path, source: SourceServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A connection that never sends its request is closed by the gateway, not held."""
-    import pytest
-
-    assert isinstance(monkeypatch, pytest.MonkeyPatch)
     monkeypatch.setattr(metrics_listener, "READ_SECONDS", 0.3)
     write_sets_file(str(tmp_path))
     gateway = await gateway_on(tmp_path, policy_text(source.target, "sets.yaml"))
@@ -98,3 +98,44 @@ async def test_a_silent_connection_is_dropped_after_the_read_deadline(
 def _scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         return str(answer.read().decode())
+
+
+async def test_a_scrape_whose_answer_is_never_read_gives_back_its_socket(
+    tmp_path: Path, source: SourceServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that asks and never reads, with a tiny receive buffer: the answer cannot be handed over within
+    WRITE_SECONDS, and the gateway's end of the socket, with the answer it buffered, goes (before, a close waited
+    on the client for ever: a socket and the exposition kept per such client)."""
+    import socket
+
+    from prometheus_client import Counter
+
+    monkeypatch.setattr(metrics_listener, "WRITE_SECONDS", 0.3)
+    write_sets_file(str(tmp_path))
+    gateway = await gateway_on(tmp_path, policy_text(source.target, "sets.yaml"))
+    padding = Counter("padding", "An exposition of ~1 MB.", ["label"], registry=gateway.registry)
+    for index in range(10_000):
+        padding.labels(f"value-{index:06d}-{'x' * 60}").inc()
+    clients: list[socket.socket] = []
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(4):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            client.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(client, ("127.0.0.1", gateway.metrics_port))
+            client.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            clients.append(client)
+        await _until(lambda: value(gateway.registry, "argwatch_metrics_scrapes_refused_total", why="slow") == 4)
+        await _until(lambda: len(os.listdir("/proc/self/fd")) == before + 4)  # our 4 ends; the gateway's gone
+    finally:
+        for client in clients:
+            client.close()
+        await gateway.stop(0)
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)

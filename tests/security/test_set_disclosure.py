@@ -136,3 +136,56 @@ def test_tools_export_lists_only_sets_that_may_be_listed(tmp_path: Path) -> None
     exported, _ = export_tools(policy, [], readings.get, "openai")
     text = json.dumps([tool.definition for tool in exported])
     assert "enum" not in text and not any(member in text for member in HANDLES[:10] + DESKS)
+
+
+async def test_an_undisclosed_set_tells_nothing_of_a_near_member_and_a_reload_to_none_hides_what_was_kept(
+    tmp_path: Path,
+) -> None:
+    """With `none`, a case slip, a separator slip and a retired value read as a plain miss (their shapes are
+    still counted); a call rejected while the set could be listed, asked about after a reload made it `none`,
+    shows no member either; and `nearest` never offers every member of a set no larger than `repair.nearest`."""
+    sets = {
+        "identity.handles": {"version": 1, "members": ["alice_smith", "bob_jones"], "retired": ["dave"]},
+        "support.desks": {"version": 1, "members": DESKS[:3]},
+    }
+    (tmp_path / "sets.yaml").write_text(json.dumps(sets))
+    listed = POLICY.replace("identity.handles: {source: local, disclose: none}", "identity.handles: {source: local}")
+    gateway = await gateway_on(tmp_path, listed)
+    try:
+        async with grpc.aio.insecure_channel(gateway.target) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+
+            async def assign(handle: str, call_id: str) -> pb.ValidateResponse:
+                call = pb.ValidateRequest(
+                    tool="assign", arguments_json=orjson.dumps({"handle": handle}), call_id=call_id
+                )
+                verdict: pb.ValidateResponse = await stub.Validate(call, timeout=5)
+                return verdict
+
+            kept = await assign("ALICE_SMITH", "before")
+            assert kept.problems[0].suggestion == "alice_smith"  # listed: the slip's member is named
+            (tmp_path / "policy.yaml").write_text(POLICY)
+            assert (await gateway.reload()).outcome == "reloaded"
+            repair = await stub.Repair(pb.RepairRequest(call_id="before"), timeout=5)
+            assert "alice_smith" not in json_format.MessageToJson(repair)
+
+            for guess, shape in (("ALICE_SMITH", "case"), ("alice-smith", "separator"), ("dave", "retired")):
+                verdict = await assign(guess, f"g-{shape}")
+                (problem,) = verdict.problems
+                assert (problem.shape, problem.in_set_normalised, problem.suggestion) == (
+                    pb.SHAPE_UNSPECIFIED,
+                    False,
+                    "",
+                )
+                assert problem.message == f'handle: "{guess}" is not in identity.handles', problem.message
+                counted = gateway.registry.get_sample_value(
+                    "tool_argument_mismatch_shape_total", {"tool": "assign", "argument": "handle", "shape": shape}
+                )
+                assert counted == (2 if shape == "case" else 1), shape  # the case slip before the reload too
+
+            call = pb.ValidateRequest(tool="route", arguments_json=b'{"desk": "DESK-77"}', call_id="r1")
+            await stub.Validate(call, timeout=5)
+            (legal,) = (await stub.Repair(pb.RepairRequest(call_id="r1"), timeout=5)).legal_values
+            assert len(legal.values) == 2 and legal.total == 3  # repair.nearest is 5: never all three
+    finally:
+        await gateway.stop(0)
