@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from argwatch.common.channels import ChannelSecurity, aio_channel
+from argwatch.common.status_pages import join_pages
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 
@@ -68,6 +69,9 @@ class AdminApi(Protocol):
     async def close(self) -> None: ...
 
 
+MAX_PAGES = 64  # of one snapshot: 192 MiB of status, far past any policy the docs allow
+
+
 class AdminClient:
     """The Admin API over gRPC."""
 
@@ -85,17 +89,31 @@ class AdminClient:
         self._metadata = tuple(metadata)
 
     async def status(self) -> admin_pb2.GetStatusResponse:
-        response: admin_pb2.GetStatusResponse = await self._stub.GetStatus(
-            admin_pb2.GetStatusRequest(), timeout=self._timeout, metadata=self._metadata
-        )
-        return response
+        """One snapshot, its pages fetched and joined (a large policy's status is more than one message)."""
+        pages: list[admin_pb2.GetStatusResponse] = []
+        token = ""
+        while True:
+            page: admin_pb2.GetStatusResponse = await self._stub.GetStatus(
+                admin_pb2.GetStatusRequest(page_token=token), timeout=self._timeout, metadata=self._metadata
+            )
+            pages.append(page)
+            token = page.next_page_token
+            if not token or len(pages) >= MAX_PAGES:
+                return join_pages(pages)
 
     async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
-        """Snapshots every `interval` seconds until the stream breaks (grpc.aio.AioRpcError) or is closed."""
+        """Snapshots every `interval` seconds (each joined from its pages) until the stream breaks
+        (grpc.aio.AioRpcError) or is closed."""
         call = self._stub.WatchStatus(admin_pb2.WatchStatusRequest(interval_seconds=interval), metadata=self._metadata)
+        pages: list[admin_pb2.GetStatusResponse] = []
         try:
-            async for status in call:
-                yield status
+            async for page in call:
+                if page.page <= 1:
+                    pages = []  # a new snapshot (a gateway before pages sends 0: every message is whole)
+                pages.append(page)
+                if page.page >= page.pages:
+                    yield join_pages(pages) if len(pages) > 1 else page
+                    pages = []
         finally:
             call.cancel()
 

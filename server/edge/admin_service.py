@@ -13,6 +13,7 @@ import grpc
 from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
 from argwatch.server.edge.request_limits import MAX_REASON, MAX_TOOL
+from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.coverage import (
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from argwatch.server.process.reload import PolicyReloader
 
 MIN_WATCH_INTERVAL = 0.2
+# What one Admin answer lists at most, so that each stays under gRPC's 4 MiB whatever the policy's size: the
+# audit's entries (each with a reason of up to 1,024 characters), a reload's tools per list, shape rows.
+MAX_LISTED_CHANGES = 1000
+MAX_LISTED_TOOLS = 1000
+MAX_SHAPE_ROWS = 5000
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
 # The status feed's share of the event loop, at most: a snapshot that took 100 ms to build is
 # shared for at least 2 s, whatever interval watchers ask for (but never longer than
@@ -97,7 +103,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._tokens = tokens
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
-        self._last_status: tuple[float, admin_pb2.GetStatusResponse] | None = None
+        self._last_status: tuple[float, list[admin_pb2.GetStatusResponse]] | None = None  # its pages
+        self._kept_pages = KeptPages()  # GetStatus's, so that a client reads one snapshot page by page
         self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -123,7 +130,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.GetStatusRequest,
         context: grpc.aio.ServicerContext[admin_pb2.GetStatusRequest, admin_pb2.GetStatusResponse],
     ) -> admin_pb2.GetStatusResponse:
-        return await self._status()
+        if request.page_token:
+            page = self._kept_pages.page(request.page_token)
+            if page is None:
+                await context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    "no such page: its snapshot is no longer kept (the last 8, for a minute); "
+                    "ask again without a token",
+                )
+            assert page is not None  # abort raises
+            return page
+        return self._kept_pages.keep(split_status(await self._status()))[0]
 
     async def WatchStatus(
         self,
@@ -138,7 +155,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             )
         while not self._closing.is_set():
             started = time.monotonic()
-            yield await self._shared_status(max_age=min(interval / 2, 0.5))
+            for page in await self._shared_status(max_age=min(interval / 2, 0.5)):
+                yield page  # a snapshot larger than one message: its pages, one after another
             # A steady cadence: the time spent building the snapshot comes off the wait.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(interval - (time.monotonic() - started), 0.0)):
@@ -148,13 +166,13 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         """Ends every WatchStatus stream (at shutdown: watchers are not in-flight work to drain)."""
         self._closing.set()
 
-    async def _shared_status(self, max_age: float) -> admin_pb2.GetStatusResponse:
+    async def _shared_status(self, max_age: float) -> list[admin_pb2.GetStatusResponse]:
         """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
         costs ~70-140 ms of the event loop (bench/status_tui.py), so ten TUIs must not cost ten times that."""
         async with self._status_lock:  # watchers arriving together wait for one build
             max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
             if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
-                generation, built = self._generation, await self._status()
+                generation, built = self._generation, split_status(await self._status())
                 if generation != self._generation:
                     return built  # built across a reload: sent to this watcher, never shared
                 self._last_status = (time.monotonic(), built)
@@ -307,13 +325,15 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this gateway was built without a policy reloader")
             raise AssertionError  # abort raises; this is for the type checker
         result = await self._reloader.reload(self._actor(context), request.reason)
+        lists = (result.tools_added, result.tools_removed, result.tools_changed)
         return admin_pb2.ReloadPolicyResponse(
             outcome=result.outcome,
             policy_version=result.policy_version,
             previous_version=result.previous_version,
-            tools_added=result.tools_added,
-            tools_removed=result.tools_removed,
-            tools_changed=result.tools_changed,
+            tools_added=result.tools_added[:MAX_LISTED_TOOLS],
+            tools_removed=result.tools_removed[:MAX_LISTED_TOOLS],
+            tools_changed=result.tools_changed[:MAX_LISTED_TOOLS],
+            tools_left_off=sum(max(0, len(names) - MAX_LISTED_TOOLS) for names in lists),
         )
 
     async def ListEvents(
@@ -345,7 +365,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.ListSamplesRequest,
         context: grpc.aio.ServicerContext[admin_pb2.ListSamplesRequest, admin_pb2.ListSamplesResponse],
     ) -> admin_pb2.ListSamplesResponse:
-        found = self._offenders.offenders(request.tool, request.argument, request.limit or 20)
+        found = self._offenders.offenders(request.tool, request.argument, min(request.limit or 20, MAX_VALUES))
         response = admin_pb2.ListSamplesResponse(
             total=found.total, top_two_share=found.top_two_share, clustered=found.clustered
         )
@@ -393,7 +413,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.ListModeChangesRequest,
         context: grpc.aio.ServicerContext[admin_pb2.ListModeChangesRequest, admin_pb2.ListModeChangesResponse],
     ) -> admin_pb2.ListModeChangesResponse:
-        changes = self._modes.changes(request.limit or 100)
+        changes = self._modes.changes(min(request.limit or 100, MAX_LISTED_CHANGES))
         return admin_pb2.ListModeChangesResponse(changes=[_change_to_wire(c) for c in changes])
 
     def _actor(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
@@ -415,7 +435,11 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             covered_seconds=int(covered),
             taken_at=wire.timestamp(self._clock()),
         )
-        for row in rows_from_counts(self._policy, counts):
+        rows = rows_from_counts(self._policy, counts)
+        if len(rows) > MAX_SHAPE_ROWS:  # the most out-of-set first; the rest counted, so the answer stays small
+            response.rows_left_off = len(rows) - MAX_SHAPE_ROWS
+            rows = sorted(rows, key=lambda row: -row.out_of_set)[:MAX_SHAPE_ROWS]
+        for row in rows:
             out = response.rows.add(
                 tool=row.tool,
                 argument=row.argument,
