@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+import grpc
+
 from argwatch.common.channels import ChannelSecurity, aio_channel
 from argwatch.common.status_pages import join_pages
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -89,17 +91,26 @@ class AdminClient:
         self._metadata = tuple(metadata)
 
     async def status(self) -> admin_pb2.GetStatusResponse:
-        """One snapshot, its pages fetched and joined (a large policy's status is more than one message)."""
-        pages: list[admin_pb2.GetStatusResponse] = []
-        token = ""
-        while True:
-            page: admin_pb2.GetStatusResponse = await self._stub.GetStatus(
-                admin_pb2.GetStatusRequest(page_token=token), timeout=self._timeout, metadata=self._metadata
-            )
-            pages.append(page)
-            token = page.next_page_token
-            if not token or len(pages) >= MAX_PAGES:
-                return join_pages(pages)
+        """One snapshot, its pages fetched and joined (a large policy's status is more than one message).
+        A snapshot let go between two pages (NOT_FOUND) is asked for again, once, from its first page."""
+        for attempt in (1, 2):
+            pages: list[admin_pb2.GetStatusResponse] = []
+            token = ""
+            try:
+                while True:
+                    page: admin_pb2.GetStatusResponse = await self._stub.GetStatus(
+                        admin_pb2.GetStatusRequest(page_token=token), timeout=self._timeout, metadata=self._metadata
+                    )
+                    pages.append(page)
+                    token = page.next_page_token
+                    if not token:
+                        return join_pages(pages)
+                    if len(pages) >= MAX_PAGES:
+                        raise ValueError(f"the gateway's status has more than {MAX_PAGES} pages")
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.NOT_FOUND or not token or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
         """Snapshots every `interval` seconds (each joined from its pages) until the stream breaks

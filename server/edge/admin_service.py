@@ -140,7 +140,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 )
             assert page is not None  # abort raises
             return page
-        return self._kept_pages.keep(split_status(await self._status()))[0]
+        return self._kept_pages.keep(await split_status(await self._status()))[0]
 
     async def WatchStatus(
         self,
@@ -172,7 +172,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         async with self._status_lock:  # watchers arriving together wait for one build
             max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
             if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
-                generation, built = self._generation, split_status(await self._status())
+                generation, built = self._generation, await split_status(await self._status())
                 if generation != self._generation:
                     return built  # built across a reload: sent to this watcher, never shared
                 self._last_status = (time.monotonic(), built)

@@ -299,7 +299,9 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
     for name, entry in reader.named_entries(node, "value_sets").items():
         path = f"value_sets.{name}"
         fields = reader.mapping(
-            entry, path, {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members", "disclose"}
+            entry,
+            path,
+            {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members", "disclose", "retired_keep"},
         )
         source = reader.required_str(fields, "source", path)
         if source and source not in sources:
@@ -312,6 +314,8 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
                 f"{path}.max_staleness",
                 f"expected at least the ttl ({ttl:g}s): a copy cannot be unusable before it is stale",
             )
+        no_age: float | None = None
+        keep_count, keep_seconds = reader.value(fields, "retired_keep", path, _retired_keep, (10_000, no_age))
         value_sets[name] = ValueSetConfig(
             name=name,
             source=source,
@@ -321,8 +325,38 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
             on_stale=reader.value(fields, "on_stale", path, _enum(OnStale), OnStale.ENFORCE),
             max_members=reader.value(fields, "max_members", path, _positive_int, 5_000_000),
             disclose=reader.value(fields, "disclose", path, _enum(Disclosure), Disclosure.LIST),
+            retired_keep=keep_count,
+            retired_keep_seconds=keep_seconds,
         )
     return value_sets
+
+
+def _retired_keep(value: object) -> tuple[int, float | None]:
+    """`retired_keep`: a count (10000), an age (30d), or both ({count: 10000, age: 30d})."""
+    count, age = 10_000, None
+    if isinstance(value, dict):
+        unknown = set(value) - {"count", "age"}
+        if unknown or not value:
+            raise ValueError("expected {count: N, age: DURATION}, either or both")
+        if "count" in value:
+            count = _keep_count(value["count"])
+        if "age" in value:
+            age = parse_duration(value["age"])
+    elif isinstance(value, int) and not isinstance(value, bool):
+        count = _keep_count(value)
+    elif isinstance(value, str):
+        age = parse_duration(value)
+    else:
+        raise ValueError(f"expected a count (10000), an age (30d) or {{count, age}}, got {value!r}")
+    return count, age
+
+
+def _keep_count(value: object) -> int:
+    # At most 100,000: every delta copies the history kept (in C, ~1 ms per 100,000), and a larger one would
+    # make each delta a long pass on the event loop.
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
+        raise ValueError(f"expected a count of retired values from 0 to 100000, got {value!r}")
+    return value
 
 
 def _read_definitions(reader: _Reader, node: object, base: str) -> dict[str, ToolDefinition]:

@@ -188,6 +188,10 @@ class ValueSetConfig:
     # What of the set a model (and whoever drives it) may be shown: internal handles and other
     # customers' ids are `none`, or every wrong guess would list or suggest some of them.
     disclose: Disclosure = Disclosure.LIST
+    # The retired history kept (values once legal: why a miss reads `retired`): the newest this many,
+    # and of those with a known retirement time, none older than retired_keep_seconds (None: no age).
+    retired_keep: int = 10_000
+    retired_keep_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

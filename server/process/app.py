@@ -59,10 +59,11 @@ GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
 
 
-def make_fetcher(config: SourceConfig) -> SetFetcher:
+def make_fetcher(config: SourceConfig, max_members: Mapping[str, int] | None = None) -> SetFetcher:
+    """The fetcher of one source; `max_members`: each of its sets' limit, kept to as a set arrives in parts."""
     if isinstance(config, FileSourceConfig):
         return FileSetFetcher(config.path)
-    return GrpcSetFetcher(config)
+    return GrpcSetFetcher(config, max_members)
 
 
 @dataclass
@@ -198,7 +199,7 @@ async def build_gateway(
         """Everything that depends on the policy: at start, and again for a reload."""
         provider = ValueSetProvider(
             chosen,
-            given or {name: make_fetcher(config) for name, config in chosen.sources.items()},
+            given or {name: make_fetcher(config, limits_of(chosen, name)) for name, config in chosen.sources.items()},
             cache,
             metrics,
             clock=clock,
@@ -407,6 +408,11 @@ def _replica_report(serving: Serving, modes: ModeStore) -> Callable[[], dict[str
         }
 
     return report
+
+
+def limits_of(policy: Policy, source: str) -> dict[str, int]:
+    """max_members of each set the policy takes from `source`."""
+    return {name: config.max_members for name, config in policy.value_sets.items() if config.source == source}
 
 
 def record_clients_for(policy: Policy, metrics: GatewayMetrics) -> dict[str, RecordClient]:

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.model import Policy
-from argwatch.server.process.app import make_fetcher, record_clients_for
+from argwatch.server.process.app import limits_of, make_fetcher, record_clients_for
 from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.replay.corpus import RecordedCall
 from argwatch.server.state.shared_cache import SharedCache
@@ -71,7 +71,9 @@ async def replay(
     if sets_file:
         fetchers = {source: FileSetFetcher(sets_file) for source in policy.sources}
     else:
-        fetchers = {source: make_fetcher(config) for source, config in policy.sources.items()}
+        fetchers = {
+            source: make_fetcher(config, limits_of(policy, source)) for source, config in policy.sources.items()
+        }
     provider = ValueSetProvider(policy, fetchers, cache, metrics)  # type: ignore[arg-type]
     record_clients = record_clients_for(policy, metrics)
     offenders = OffenderTable()

@@ -15,7 +15,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.policy.model import Policy
-from argwatch.server.process.app import make_fetcher
+from argwatch.server.process.app import limits_of, make_fetcher
 from argwatch.server.state.atomic_file import write_atomically
 from argwatch.server.state.shared_cache import SharedCache
 from argwatch.server.telemetry.metrics import GatewayMetrics
@@ -30,7 +30,7 @@ async def export_sets(
     (name -> version written, names not loaded). With a set missing, nothing is written unless `partial`:
     a good export is never replaced by a part of one."""
     metrics = GatewayMetrics(CollectorRegistry())
-    fetchers = {source: make_fetcher(config) for source, config in policy.sources.items()}
+    fetchers = {source: make_fetcher(config, limits_of(policy, source)) for source, config in policy.sources.items()}
     provider = ValueSetProvider(policy, fetchers, SharedCache(None, metrics), metrics)
     try:
         missing = await provider.start(wait_seconds)
@@ -49,9 +49,8 @@ async def export_sets(
 
 def _entry(snapshot: ValueSetSnapshot) -> dict[str, Any]:
     retired: list[object] = []
-    for value in sorted(snapshot.retired):
-        known = snapshot.retirements.get(value)
-        if known is None:
+    for value, known in snapshot.retirements.items():  # in the order retired: what retired_keep keeps on import
+        if known.retired_at is None and not known.replaced_by:
             retired.append(value)
             continue
         detail: dict[str, object] = {"value": value}

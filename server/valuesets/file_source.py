@@ -85,14 +85,15 @@ def parse_sets(document: object, origin: str, default_version: int) -> dict[str,
 
 
 def _retired(value: object, where: str) -> tuple[tuple[str, ...], dict[str, Retirement]]:
-    """Retired values: plain strings, or {value, retired_at, replaced_by} mappings."""
+    """Retired values: plain strings, or {value, retired_at, replaced_by} mappings; all of them in the
+    retirements, in the file's order (the order retired, which retired_keep keeps the newest of)."""
     if not isinstance(value, list):
         raise SourceUnavailable(f"{where}: expected a list")
-    plain: list[str] = []
     details: dict[str, Retirement] = {}
     for index, item in enumerate(value):
         if isinstance(item, str):
-            plain.append(item)
+            details.pop(item, None)
+            details[item] = Retirement(None, "")
             continue
         if (
             not isinstance(item, dict)
@@ -108,8 +109,9 @@ def _retired(value: object, where: str) -> tuple[tuple[str, ...], dict[str, Reti
         replaced_by = item.get("replaced_by", "")
         if not isinstance(replaced_by, str):
             raise SourceUnavailable(f"{where}[{index}].replaced_by: expected a string")
+        details.pop(item["value"], None)
         details[item["value"]] = Retirement(_epoch(item.get("retired_at"), f"{where}[{index}].retired_at"), replaced_by)
-    return tuple(plain), details
+    return (), details
 
 
 def _epoch(value: object, where: str) -> float | None:

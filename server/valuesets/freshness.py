@@ -74,7 +74,13 @@ def refusal_words(reason: str, members: int | None, max_members: int) -> str:
         return f"oversized: {members} members, over max_members {max_members}"
     return {
         "version_order": "version_order: a version older than the one held, from the same run of the owner",
-        "value_too_long": "value_too_long: a member longer than the gateway keeps",
+        "value_too_long": "value_too_long: a member, retired value or replacement longer than the gateway keeps",
+        "too_many_retired": f"too_many_retired: more retired values than max_members {max_members}",
+        "parts_oversized": (
+            f"parts_oversized: its parts add up to more than max_members {max_members} members or 256 MiB, "
+            "or a part after the first is empty or carries retired values"
+        ),
+        "oversized_delta": "oversized_delta: a delta of more than 100000 values (send such a change as a snapshot)",
         "empty_name": "empty_name: an update naming no set",
         "oversized": f"oversized: more members than max_members {max_members}",
     }.get(reason, reason)

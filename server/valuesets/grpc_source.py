@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, ItemsView, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
 import grpc
@@ -15,6 +15,8 @@ from argwatch.server.valuesets.payload import (
     DeltaUpdate,
     HeartbeatUpdate,
     NotServed,
+    OversizedDelta,
+    OversizedSnapshot,
     Retirement,
     SetPayload,
     SnapshotUpdate,
@@ -28,13 +30,19 @@ log = logging.getLogger("argwatch.valuesets")
 
 # A million-member set is ~20 MB on the wire; gRPC's default limit is 4 MB.
 MAX_SET_MESSAGE_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_MEMBERS = 5_000_000  # value_sets.<name>.max_members' default, for a fetcher given no limits
+# The most values one delta may add, remove or replace: a larger change comes as a snapshot. A delta is
+# converted and judged in one pass on the event loop, so this bounds that pass (~25 ms).
+MAX_DELTA_VALUES = 100_000
 
 
 class GrpcSetFetcher:
-    """One channel to one ValueSetSource; every pull has the source's timeout."""
+    """One channel to one ValueSetSource; every pull has the source's timeout. `max_members` gives each set's
+    limit (the policy's max_members), which a snapshot sent in parts must keep to while it arrives."""
 
-    def __init__(self, config: GrpcSourceConfig) -> None:
+    def __init__(self, config: GrpcSourceConfig, max_members: Mapping[str, int] | None = None) -> None:
         self.config = config
+        self._max_members = max_members  # None: any set, each within DEFAULT_MAX_MEMBERS (tools, tests)
         options = [("grpc.max_receive_message_length", MAX_SET_MESSAGE_BYTES), *QUICK_RECONNECT_OPTIONS]
         self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls), options=options)
         self._stub = sources_pb2_grpc.ValueSetSourceStub(self._channel)
@@ -55,7 +63,7 @@ class GrpcSetFetcher:
     async def watch(self, names: list[str]) -> AsyncGenerator[Update]:
         """The source's stream, as domain updates, until it ends or fails."""
         call = self._stub.WatchValueSets(sources_pb2.WatchValueSetsRequest(names=names))
-        assembler = _PartAssembler()
+        assembler = _PartAssembler(self._max_members)
         try:
             async for message in call:
                 if message is None:
@@ -65,13 +73,19 @@ class GrpcSetFetcher:
                 kind = message.WhichOneof("update")
                 if kind == "snapshot":
                     whole = assembler.add(message.snapshot)
-                    if whole is not None:
+                    if isinstance(whole, OversizedSnapshot):
+                        yield whole
+                    elif whole is not None:
                         yield SnapshotUpdate(whole)
                         # Held past this point, the assembled parts would keep the set's whole wire
                         # copy alive until the next snapshot (~66 bytes a member at 1M members).
                         whole = None
                 elif kind == "delta":
                     delta = message.delta
+                    size = len(delta.added) + len(delta.removed) + len(delta.replaced_by)
+                    if size > MAX_DELTA_VALUES:  # counted with len(): nothing of it converted
+                        yield OversizedDelta(delta.name, delta.to_version, delta.incarnation, size)
+                        continue
                     yield DeltaUpdate(
                         delta.name,
                         delta.from_version,
@@ -98,49 +112,78 @@ class GrpcSetFetcher:
         await self._channel.close()
 
 
+class _Gathering:
+    """The parts of one set's snapshot received so far."""
+
+    def __init__(self, first: sources_pb2.ValueSet) -> None:
+        self.first = first
+        self.members: list[Sequence[str]] = []
+        self.count = 0  # members
+        self.bytes = 0  # of the part messages held (each list of members keeps its whole message alive)
+
+
 class _PartAssembler:
-    """Joins a snapshot sent in parts (ValueSet.part/parts) back into one payload, without copying members."""
+    """Joins a snapshot sent in parts (ValueSet.part/parts) back into one payload, without copying members.
 
-    def __init__(self) -> None:
-        self._first: sources_pb2.ValueSet | None = None
-        self._members: list[Sequence[str]] = []
+    One gathering per set (sources.proto lets other sets' messages come between one set's parts), for the
+    sets the gateway watches only. What a gathering holds is bounded as it arrives: by the set's max_members
+    in members, by MAX_SET_MESSAGE_BYTES in bytes (what one unsplit snapshot may be), and a part after the
+    first may carry neither retired values (part 0's alone) nor nothing at all. A snapshot declared in a
+    billion parts of 100,000 members each once grew the gateway without end while the set read as fresh.
+    Past a bound the parts are let go and the snapshot refused (OversizedSnapshot), its cause in GetStatus.
+    """
 
-    def add(self, value_set: sources_pb2.ValueSet) -> SetPayload | None:
+    def __init__(self, max_members: Mapping[str, int] | None) -> None:
+        self._max_members = max_members
+        self._gathering: dict[str, _Gathering] = {}
+
+    def add(self, value_set: sources_pb2.ValueSet) -> SetPayload | OversizedSnapshot | None:
         """The whole set once its last part arrived (at once for an unsplit one); None meanwhile."""
+        name = value_set.name
         if value_set.parts <= 1:
-            self._first = None
-            return payload_from_wire(value_set, value_set.name)
+            self._gathering.pop(name, None)
+            return payload_from_wire(value_set, name)
+        limit = self._max_members.get(name) if self._max_members is not None else DEFAULT_MAX_MEMBERS
+        if limit is None:  # not a set this gateway watches: nothing of it is kept (the provider counts it)
+            return OversizedSnapshot(name, value_set.version, value_set.incarnation, len(value_set.members))
         if value_set.part == 0:
-            self._first, self._members = value_set, []
-        first = self._first
+            self._gathering[name] = _Gathering(value_set)
+        gathering = self._gathering.get(name)
         if (
-            first is None
-            or (value_set.name, value_set.version, value_set.incarnation)
-            != (first.name, first.version, first.incarnation)
-            or (value_set.part != len(self._members))
+            gathering is None
+            or (value_set.version, value_set.incarnation) != (gathering.first.version, gathering.first.incarnation)
+            or value_set.part != len(gathering.members)
         ):
-            # A part out of order or of another set: drop what was gathered; the next full
-            # snapshot (or a resync) brings the set, and the last good copy stays meanwhile.
+            # A part out of order: drop what was gathered; the next full snapshot (or a resync) brings the
+            # set, and the last good copy stays meanwhile.
             log.warning(
                 "source sent part %d/%d of %s v%d out of order: discarded",
                 value_set.part,
                 value_set.parts,
-                value_set.name,
+                name,
                 value_set.version,
             )
-            self._first, self._members = None, []
+            self._gathering.pop(name, None)
             return None
-        self._members.append(value_set.members)
-        if len(self._members) < value_set.parts:
+        gathering.members.append(value_set.members)
+        gathering.count += len(value_set.members)
+        gathering.bytes += value_set.ByteSize()
+        malformed = value_set.part > 0 and (
+            not value_set.members or len(value_set.retired) or len(value_set.retired_values)
+        )
+        if malformed or gathering.count > limit or gathering.bytes > MAX_SET_MESSAGE_BYTES:
+            self._gathering.pop(name, None)
+            return OversizedSnapshot(name, gathering.first.version, gathering.first.incarnation, gathering.count)
+        if len(gathering.members) < value_set.parts:
             return None
-        payload = payload_from_wire(first, first.name)
         # Let go of the parts here: held until the next snapshot, they would keep the whole
         # wire copy of the set alive (~66 bytes a member at 1M) long after it was indexed.
-        parts, self._first, self._members = self._members, None, []
+        del self._gathering[name]
+        payload = payload_from_wire(gathering.first, name)
         return SetPayload(
             payload.name,
             payload.version,
-            MemberParts(parts),
+            MemberParts(gathering.members),
             payload.retired,
             payload.retirements,
             incarnation=payload.incarnation,
@@ -148,20 +191,55 @@ class _PartAssembler:
 
 
 def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:
-    retirements = {
-        retired.value: Retirement(
-            retired.retired_at.ToNanoseconds() / 1e9 if retired.HasField("retired_at") else None,
-            retired.replaced_by,
-        )
-        for retired in value_set.retired_values
-        if retired.value
-    }
     return SetPayload(
         name,
         value_set.version,
-        # The repeated field itself: converted to str objects a chunk at a time while indexing.
+        # The repeated fields themselves: converted to str objects a chunk at a time while indexing (and
+        # counted with len() before that), never in one pass on the event loop.
         value_set.members,
-        tuple(value_set.retired),
-        MappingProxyType(retirements),
+        value_set.retired,
+        WireRetirements(value_set.retired_values),
         incarnation=value_set.incarnation,
     )
+
+
+class WireRetirements(Mapping[str, Retirement]):
+    """A ValueSet's retired_values as a mapping read lazily: len() is free, and items() converts one entry at a
+    time, so the snapshot builder takes them a chunk at a time (a look-up by value, which nothing on the hot
+    path makes, indexes them once)."""
+
+    def __init__(self, entries: Sequence[sources_pb2.RetiredValue]) -> None:
+        self._entries = entries
+        self._index: dict[str, Retirement] | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return (entry.value for entry in self._entries if entry.value)
+
+    def __getitem__(self, value: str) -> Retirement:
+        if self._index is None:
+            self._index = dict(self.items())
+        return self._index[value]
+
+    def items(self) -> ItemsView[str, Retirement]:
+        return _LazyItems(self._entries)
+
+    def tail(self, count: int) -> WireRetirements:
+        """The last `count` entries (a slice of the wire's list: the others are never converted)."""
+        return WireRetirements(self._entries[len(self._entries) - count :])
+
+
+class _LazyItems(ItemsView[str, Retirement]):
+    def __init__(self, entries: Sequence[sources_pb2.RetiredValue]) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[tuple[str, Retirement]]:
+        for entry in self._entries:
+            if entry.value:
+                retired_at = entry.retired_at.ToNanoseconds() / 1e9 if entry.HasField("retired_at") else None
+                yield entry.value, Retirement(retired_at, entry.replaced_by)

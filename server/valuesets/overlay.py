@@ -18,9 +18,11 @@ from itertools import chain
 from types import MappingProxyType
 
 from argwatch.server.policy.model import Normalisation
-from argwatch.server.valuesets.payload import DeltaUpdate, Retirement
+from argwatch.server.valuesets.payload import DeltaUpdate
+from argwatch.server.valuesets.retired import KEEP_ALL, RetiredKeep
 from argwatch.server.valuesets.sharded import SHARD_ABOVE
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.valuesets.updates import retired_after
 from argwatch.server.verdict.normalise import LOOSE, normaliser
 
 COMPACT_MIN = 4096
@@ -75,7 +77,12 @@ class OverlayIndex(Mapping[str, str]):
 
 
 def with_delta(
-    current: ValueSetSnapshot, delta: DeltaUpdate, *, now: float, rules: tuple[Normalisation, ...]
+    current: ValueSetSnapshot,
+    delta: DeltaUpdate,
+    *,
+    now: float,
+    rules: tuple[Normalisation, ...],
+    keep: RetiredKeep = KEEP_ALL,
 ) -> ValueSetSnapshot | None:
     """The next version as layers over `current`'s tables, in O(delta); None when a full rebuild is due."""
     if isinstance(current.members, OverlaySet):
@@ -96,12 +103,11 @@ def with_delta(
             added.add(value)
     if len(added) + len(removed) > max(COMPACT_MIN, len(base) // COMPACT_RATIO):
         return None
-    newly_removed = {value for value in delta.removed if value in current.members}
-    retirements = dict(current.retirements)
-    for value in newly_removed:
-        retirements[value] = Retirement(now, delta.replaced_by.get(value, ""))
+    # The history, as apply_delta keeps it: O(history), which the policy's retired_keep bounds (once, every
+    # member a delta removed stayed retired for ever, and each delta cost more than the one before).
+    history = retired_after(current, delta, now).keep_to(keep)
     members = OverlaySet(base, frozenset(added), frozenset(removed))
-    retired = (current.retired | newly_removed) - frozenset(delta.added)
+    retired = frozenset(history)
     loose = normaliser(LOOSE)
     return ValueSetSnapshot(
         name=current.name,
@@ -109,13 +115,13 @@ def with_delta(
         members=members,
         sorted_members=(),
         retired=retired,
-        retirements=MappingProxyType({v: d for v, d in retirements.items() if v in retired}),
+        retirements=history,
         received_at=now,
         loose_index=_layered(current.loose_index, loose, members),
         by_rule=MappingProxyType(
             {rule: _layered(index, normaliser(rule), members) for rule, index in current.by_rule.items()}
         ),
-        loose_retired=current.loose_retired | frozenset(loose(value) for value in newly_removed),
+        loose_retired=history.loose_forms(),
     )
 
 

@@ -59,7 +59,26 @@ class HeartbeatUpdate(NamedTuple):
     incarnation: str = ""
 
 
-Update = SnapshotUpdate | DeltaUpdate | HeartbeatUpdate
+class OversizedSnapshot(NamedTuple):
+    """A snapshot sent in parts whose members added up past the set's max_members: refused while it arrived."""
+
+    name: str
+    version: int
+    incarnation: str
+    members: int  # counted when it was refused
+
+
+class OversizedDelta(NamedTuple):
+    """A delta changing more values than one delta may (grpc_source.MAX_DELTA_VALUES): refused unread, and the
+    set fetched whole instead."""
+
+    name: str
+    to_version: int
+    incarnation: str
+    values: int
+
+
+Update = SnapshotUpdate | DeltaUpdate | HeartbeatUpdate | OversizedSnapshot | OversizedDelta
 
 
 class WatchUnsupported(Exception):

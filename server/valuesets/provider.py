@@ -60,6 +60,8 @@ from argwatch.server.valuesets.overlay import OverlaySet, with_delta
 from argwatch.server.valuesets.payload import (
     HeartbeatUpdate,
     NotServed,
+    OversizedDelta,
+    OversizedSnapshot,
     Retirement,
     SetFetcher,
     SetPayload,
@@ -69,8 +71,9 @@ from argwatch.server.valuesets.payload import (
     WatchUnsupported,
 )
 from argwatch.server.valuesets.release_memory import release_free_memory
+from argwatch.server.valuesets.retired import RetiredKeep, ValueTooLong
 from argwatch.server.valuesets.sharded import SHARD_ABOVE
-from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, ValueTooLong, make_snapshot_async
+from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, make_snapshot_async
 from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 
 log = logging.getLogger("argwatch.valuesets")
@@ -89,6 +92,8 @@ QUICK_RECONNECT_CAP = 0.5
 # After a large set is installed, free memory goes back to the OS this much later: by then
 # the update that carried it has been dropped and readers of the replaced version are done.
 RELEASE_AFTER_SECONDS = 1.0
+# Refusals of a set too large to hold (its cause: TOO_LARGE, "serving the last copy until it publishes another").
+_TOO_LARGE = frozenset({"oversized", "too_many_retired", "parts_oversized"})
 
 
 @shared_value("value_set")
@@ -104,13 +109,14 @@ class _Shared(NamedTuple):
     incarnation: str = ""
 
     @classmethod
-    def of(cls, payload: SetPayload, confirmed_at: float) -> _Shared:
+    def of(cls, payload: SetPayload, installed: ValueSetSnapshot, confirmed_at: float) -> _Shared:
+        """What to share of a pulled set: its members as pulled, its retired history as kept (retired_keep)."""
         return cls(
             payload.name,
             payload.version,
             tuple(member for member in payload.members if member not in payload.excluded),
-            tuple(payload.retired),
-            {value: tuple(info) for value, info in payload.retirements.items()},  # type: ignore[misc]
+            (),
+            {value: tuple(info) for value, info in installed.retirements.items()},  # type: ignore[misc]
             confirmed_at,
             payload.incarnation,
         )
@@ -447,6 +453,13 @@ class ValueSetProvider:
             self._rejected("_unknown", "empty_name" if not name else "unknown_set")
             return
         state = found
+        if isinstance(update, OversizedSnapshot):  # refused part by part, as it arrived (grpc_source.py)
+            self._refused(state, "parts_oversized", update.incarnation, update.version, update.members)
+            return
+        if isinstance(update, OversizedDelta):  # too many values for one delta: the set is fetched whole
+            self._refused(state, "oversized_delta", update.incarnation, update.to_version, whole_set=False)
+            self._spawn_resync(state, "delta_refused")
+            return
         if isinstance(update, SnapshotUpdate):
             payload = update.payload
             judged = judge_snapshot(payload, state.snapshot, state.config.max_members, state.incarnation)
@@ -458,7 +471,7 @@ class ValueSetProvider:
         judged = judge_delta(update, state.snapshot, state.config.max_members, state.incarnation)
         if judged.verdict is Verdict.APPLY:
             assert state.snapshot is not None
-            layered = with_delta(state.snapshot, update, now=self._clock(), rules=state.rules)
+            layered = with_delta(state.snapshot, update, now=self._clock(), rules=state.rules, keep=self._keep(state))
             if layered is not None:  # O(delta): layers over the current tables
                 self._installed(state, layered)
             else:  # a small set, or layers grown large: re-index in full (in chunks)
@@ -470,6 +483,10 @@ class ValueSetProvider:
             if judged.reason == "oversized":
                 # The delta is refused; the set it leads to is the owner's to judge whole: fetch it.
                 self._spawn_resync(state, "delta_refused")
+
+    def _keep(self, state: _SetState) -> RetiredKeep:
+        config = state.config
+        return RetiredKeep(config.retired_keep, config.retired_keep_seconds, self._clock())
 
     def _spawn_resync(self, state: _SetState, reason: str) -> None:
         if not state.resyncing:
@@ -559,10 +576,14 @@ class ValueSetProvider:
         taken = await self._take(state, payload)
         if taken.outcome is RefreshOutcome.REFUSED:
             return True  # the source answered; its answer was bad, and is counted as such
-        if not is_file:
-            await self._shared.set(
-                SHARED_KEY_PREFIX + config.name, _Shared.of(payload, state.confirmed_at), config.ttl_seconds
-            )
+        installed = state.snapshot
+        if (
+            not is_file
+            and installed is not None
+            and (installed.version, state.incarnation) == (payload.version, payload.incarnation)
+        ):  # a newer copy installed meanwhile is not this one's history: then nothing is shared this time
+            shared = _Shared.of(payload, installed, state.confirmed_at)
+            await self._shared.set(SHARED_KEY_PREFIX + config.name, shared, config.ttl_seconds)
         return True
 
     async def _shared_get(self, name: str) -> _Shared | None:
@@ -596,6 +617,7 @@ class ValueSetProvider:
                     rules=state.rules,
                     retirements=payload.retirements,
                     excluded=payload.excluded,
+                    keep=self._keep(state),
                 )
             except ValueTooLong:
                 self._refused(state, "value_too_long", payload.incarnation, payload.version)
@@ -716,7 +738,7 @@ class ValueSetProvider:
         detail = refusal_words(reason, members, max_members)
         refusal = state.refusal = Refusal(reason, detail, self._clock(), incarnation, version, whole_set)
         self._rejected(name, reason, detail)
-        cause = StaleCause.TOO_LARGE if reason == "oversized" else StaleCause.UPDATE_REFUSED
+        cause = StaleCause.TOO_LARGE if reason in _TOO_LARGE else StaleCause.UPDATE_REFUSED
         held = f"version {state.snapshot.version}" if state.snapshot is not None else "no copy"
         if cause is StaleCause.TOO_LARGE:
             words = f"the owner's version {version} is too large ({detail}); serving {held} until it publishes another"

@@ -24,16 +24,17 @@ from typing import NamedTuple
 from argwatch.server.policy.model import Normalisation
 from argwatch.server.valuesets.compact_index import CompactIndex
 from argwatch.server.valuesets.payload import Retirement
+from argwatch.server.valuesets.retired import (
+    CHUNK,
+    KEEP_ALL,
+    MAX_VALUE_CHARS,
+    RetiredHistory,
+    RetiredKeep,
+    ValueTooLong,
+    history_steps,
+)
 from argwatch.server.valuesets.sharded import SHARD_ABOVE, ShardedSet
 from argwatch.server.verdict.normalise import LOOSE, normaliser
-
-CHUNK = 1024
-MAX_VALUE_CHARS = 1024
-
-
-class ValueTooLong(ValueError):
-    """A member is longer than MAX_VALUE_CHARS: the update is malformed and must be rejected whole."""
-
 
 # Sets up to this size keep a sorted list (they can be listed whole in repair messages).
 SORT_UP_TO = 10_000
@@ -55,8 +56,9 @@ class ValueSetSnapshot:
     # All members sorted, for sets of up to SORT_UP_TO members; empty for larger sets.
     sorted_members: tuple[str, ...]
     retired: frozenset[str]
-    # When and by what some retired values were replaced, where the source said.
-    retirements: Mapping[str, Retirement]
+    # Every retired value kept, in the order it was retired (the oldest first): when, where the source said,
+    # and by what it was replaced. At most the policy's retired_keep (retired.py); never changed once here.
+    retirements: RetiredHistory
     # Wall-clock time (epoch seconds) at which this version arrived. When the source
     # last *confirmed* it is the provider's business (heartbeats confirm without a new snapshot).
     received_at: float
@@ -102,9 +104,10 @@ def make_snapshot(
     rules: Iterable[Normalisation] = (),
     retirements: Mapping[str, Retirement] | None = None,
     excluded: Set[str] = frozenset(),
+    keep: RetiredKeep = KEEP_ALL,
 ) -> ValueSetSnapshot:
     """Builds a snapshot in one go (small sets, tests). A member is never also retired."""
-    steps = _build(name, version, _sequence(members), retired, received_at, rules, retirements, excluded)
+    steps = _build(name, version, _sequence(members), retired, received_at, rules, retirements, excluded, keep)
     while True:
         try:
             next(steps)
@@ -122,9 +125,10 @@ async def make_snapshot_async(
     rules: Iterable[Normalisation] = (),
     retirements: Mapping[str, Retirement] | None = None,
     excluded: Set[str] = frozenset(),
+    keep: RetiredKeep = KEEP_ALL,
 ) -> ValueSetSnapshot:
-    """Builds a snapshot CHUNK members at a time, letting the event loop run between chunks."""
-    steps = _build(name, version, members, retired, received_at, rules, retirements, excluded)
+    """Builds a snapshot CHUNK members (and retired values) at a time, letting the event loop run between."""
+    steps = _build(name, version, members, retired, received_at, rules, retirements, excluded, keep)
     while True:
         try:
             next(steps)
@@ -150,11 +154,14 @@ def _build(
     rules: Iterable[Normalisation],
     retirements: Mapping[str, Retirement] | None,
     excluded: Set[str],
+    keep: RetiredKeep,
 ) -> Generator[None, None, ValueSetSnapshot]:
     other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
     if len(members) > SHARD_ABOVE:
         return (
-            yield from _build_large(name, version, members, retired, received_at, other_rules, retirements, excluded)
+            yield from _build_large(
+                name, version, members, retired, received_at, other_rules, retirements, excluded, keep
+            )
         )
     loose = normaliser(LOOSE)
     member_set: set[str] = set()
@@ -169,7 +176,8 @@ def _build(
             for apply, index in appliers:
                 index.setdefault(apply(member), member)
         yield
-    return _snapshot(name, version, member_set, retired, received_at, retirements, loose_index, rule_indexes)
+    history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
+    return _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
 
 
 def _build_large(
@@ -181,6 +189,7 @@ def _build_large(
     other_rules: list[Normalisation],
     retirements: Mapping[str, Retirement] | None,
     excluded: Set[str],
+    keep: RetiredKeep,
 ) -> Generator[None, None, ValueSetSnapshot]:
     """Sharded members and compact indexes (no normalised strings kept): ~64 bytes a member over the strings."""
     member_set = ShardedSet()
@@ -197,7 +206,8 @@ def _build_large(
                 index.add(position)
         yield
     yield from member_set.compact_steps()
-    return _snapshot(name, version, member_set, retired, received_at, retirements, loose_index, rule_indexes)
+    history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
+    return _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
 
 
 def _chunks(name: str, members: Sequence[str], excluded: Set[str]) -> Iterator[list[str]]:
@@ -216,24 +226,20 @@ def _snapshot(
     name: str,
     version: int,
     member_set: Set[str],
-    retired: Iterable[str],
+    history: RetiredHistory,
     received_at: float,
-    retirements: Mapping[str, Retirement] | None,
     loose_index: dict[str, str] | CompactIndex,
     rule_indexes: Mapping[Normalisation, dict[str, str] | CompactIndex],
 ) -> ValueSetSnapshot:
-    loose = normaliser(LOOSE)
-    details = dict(retirements or {})
-    retired_set = frozenset(value for value in (*retired, *details) if value not in member_set)
     return ValueSetSnapshot(
         name=name,
         version=version,
         members=member_set,
         sorted_members=tuple(sorted(member_set)) if len(member_set) <= SORT_UP_TO else (),
-        retired=retired_set,
-        retirements=MappingProxyType({v: d for v, d in details.items() if v in retired_set}),
+        retired=frozenset(history),  # at most retired_keep values, and no Python call each
+        retirements=history,
         received_at=received_at,
         loose_index=_read_only(loose_index),
         by_rule=MappingProxyType({rule: _read_only(index) for rule, index in rule_indexes.items()}),
-        loose_retired=frozenset(loose(value) for value in retired_set),
+        loose_retired=history.loose_forms(),
     )

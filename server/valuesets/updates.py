@@ -11,12 +11,11 @@ version to refuse (which froze the set as stale until max_staleness).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import NamedTuple
 
 from argwatch.server.valuesets.payload import DeltaUpdate, Retirement, SetPayload
-from argwatch.server.valuesets.snapshot import MAX_VALUE_CHARS, ValueSetSnapshot
+from argwatch.server.valuesets.retired import MAX_VALUE_CHARS, RetiredHistory
+from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 
 class Verdict(enum.Enum):
@@ -40,6 +39,10 @@ def judge_snapshot(
         return Judgement(Verdict.REJECT, "empty_name")
     if len(payload.members) > max_members:
         return Judgement(Verdict.REJECT, "oversized")
+    # Retired values are bounded like members, by count here (len() of the wire's lists: nothing converted yet)
+    # and by length while the snapshot is built; the history kept is then cut to the policy's retired_keep.
+    if len(payload.retired) + len(payload.retirements) > max_members:
+        return Judgement(Verdict.REJECT, "too_many_retired")
     # Value lengths are checked while the snapshot is built, a chunk at a time
     # (snapshot.ValueTooLong): a pass over a million members here would stall the loop.
     if current is not None and payload.incarnation != held_incarnation:
@@ -56,8 +59,8 @@ def judge_delta(
         return Judgement(Verdict.REJECT, "empty_name")
     if delta.to_version <= delta.from_version:
         return Judgement(Verdict.REJECT, "version_order")
-    if any(len(value) > MAX_VALUE_CHARS for value in delta.added):
-        return Judgement(Verdict.REJECT, "value_too_long")
+    if any(len(value) > MAX_VALUE_CHARS for value in (*delta.added, *delta.replaced_by.values())):
+        return Judgement(Verdict.REJECT, "value_too_long")  # what the gateway would keep: members, replacements
     if current is None:
         return Judgement(Verdict.RESYNC, "unknown_base")
     if delta.incarnation != held_incarnation:
@@ -88,29 +91,29 @@ def judge_heartbeat(
 
 
 def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> SetPayload:
-    """The payload after the delta: removed members become retired (now, with their replacement).
+    """The payload after the delta: removed members become retired (now, with their replacement), the newest
+    last, so that the history kept (snapshot.RetiredKeep) drops the oldest.
 
-    Costs one list copy of the members (~10 ms at a million); dropping the removed
-    ones happens while the snapshot is indexed, a chunk at a time.
+    Costs one list copy of the members (~10 ms at a million) and one of the retired history (bounded by the
+    policy's retired_keep); dropping the removed members happens while the snapshot is indexed, a chunk at a time.
     """
-    removed = frozenset(value for value in delta.removed if value in current.members)
-    added = [value for value in delta.added if value not in current.members]
-    retirements: dict[str, Retirement] = dict(current.retirements)
-    for value in removed:
-        retirements[value] = Retirement(now, delta.replaced_by.get(value, ""))
-    retired = (current.retired | removed) - frozenset(added)
-    members = list(current.members)
-    members.extend(added)
     return SetPayload(
         name=current.name,
         version=delta.to_version,
-        members=members,
-        retired=tuple(retired),
-        retirements=_only(retirements, retired),
-        excluded=removed - frozenset(added),
+        members=[*current.members, *(value for value in delta.added if value not in current.members)],
+        retirements=retired_after(current, delta, now),
+        excluded=frozenset(value for value in delta.removed if value in current.members) - frozenset(delta.added),
         incarnation=delta.incarnation,
     )
 
 
-def _only(retirements: Mapping[str, Retirement], retired: frozenset[str]) -> Mapping[str, Retirement]:
-    return MappingProxyType({value: info for value, info in retirements.items() if value in retired})
+def retired_after(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> RetiredHistory:
+    """The history after `delta`: the members it removes appended (retired now), the values it adds again
+    dropped. O(history + delta): the history is bounded by retired_keep."""
+    history = current.retirements.copy()
+    for value in delta.removed:
+        if value in current.members:
+            history.retire(value, Retirement(now, delta.replaced_by.get(value, "")))
+    for value in delta.added:
+        history.restore(value)
+    return history

@@ -274,7 +274,7 @@ async def test_a_snapshot_sent_in_parts_is_let_go_once_handed_over(tmp_path, sou
         await anext(stream)  # the next update (a heartbeat): the stream has moved on
         frame = stream.ag_frame  # type: ignore[attr-defined]
         assert frame.f_locals["whole"] is None
-        assert frame.f_locals["assembler"]._members == []
+        assert frame.f_locals["assembler"]._gathering == {}
     finally:
         await stream.aclose()
         await fetcher.close()

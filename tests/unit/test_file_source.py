@@ -15,7 +15,7 @@ async def test_reads_a_set_and_rereads_after_an_edit(tmp_path) -> None:
     path.write_text("a.b:\n  version: 2\n  members: [X, Y]\n  retired: [Z]\n")
     fetcher = FileSetFetcher(str(path))
     first = await fetcher.fetch("a.b")
-    assert (first.version, first.members, first.retired) == (2, ("X", "Y"), ("Z",))
+    assert (first.version, first.members, list(first.retirements)) == (2, ("X", "Y"), ["Z"])
     path.write_text("a.b:\n  version: 3\n  members: [X, Y, W]\n")
     os.utime(path, ns=(1, os.stat(path).st_mtime_ns + 1_000_000))
     second = await fetcher.fetch("a.b")

@@ -57,11 +57,14 @@ def test_heartbeats_confirm_resync_or_are_rejected() -> None:
 
 def test_a_delta_retires_what_it_removes_with_when_and_the_replacement() -> None:
     payload = apply_delta(CURRENT, delta(5, 6, added=["C"], removed=["B"], replaced={"B": "C"}), now=1234.0)
-    assert (payload.version, set(payload.retired)) == (6, {"B", "Z"})
+    # The history in the order values were retired, the newest last (what retired_keep cuts from the front).
+    assert (payload.version, list(payload.retirements)) == (6, ["Z", "B"])
     assert payload.retirements["B"] == (1234.0, "C")
     # The removal is applied while indexing, a chunk at a time.
-    snapshot = make_snapshot("s", 6, payload.members, payload.retired, received_at=0.0, excluded=payload.excluded)
-    assert set(snapshot.members) == {"A", "C"}
+    snapshot = make_snapshot(
+        "s", 6, payload.members, retirements=payload.retirements, received_at=0.0, excluded=payload.excluded
+    )
+    assert set(snapshot.members) == {"A", "C"} and snapshot.retired == {"Z", "B"}
     assert snapshot.loose_index == {"a": "A", "c": "C"}
 
 
@@ -71,7 +74,7 @@ def test_backoff_grows_to_the_cap_with_full_jitter() -> None:
 
 
 def test_a_member_longer_than_the_limit_fails_the_whole_build() -> None:
-    from argwatch.server.valuesets.snapshot import ValueTooLong
+    from argwatch.server.valuesets.retired import ValueTooLong
 
     with pytest.raises(ValueTooLong):
         make_snapshot("s", 6, ["A", "x" * 2000], received_at=0.0)
