@@ -139,6 +139,8 @@ class Validator:
             for reading in result.readings_used:
                 if reading.stale:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
+        # The conversation bound to its session: what every record of this call is kept under (call_scope.py).
+        scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
         sighting = None
         if (
             tool is not None
@@ -147,14 +149,13 @@ class Validator:
             and self._operations is not None
             and (not problems or mode is Mode.OBSERVE)  # only a call that would run is an operation
         ):
-            sighting = await self._sight(tool, call, mode, meters.tool)
+            sighting = await self._sight(tool, call, scope, mode, meters.tool)
             if sighting.is_repeat:
                 problems.append(_repeated(sighting))
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
         if self._undisclosed and problems:  # counted with their shapes above; the caller is told no more
             problems = self._hidden(problems)
-        scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
         if decision is Decision.ALLOW and call.tool in self._status_for and self._operations is not None:
             await self._operations.status_checked(scope, self._status_for[call.tool])
         give_up, attempt = False, 0
@@ -208,10 +209,9 @@ class Validator:
             in_set, normalised = flag_label(check.in_set), flag_label(check.in_set_normalised)
             family.labels(tool, check.argument, model, version, in_set, normalised).inc()
 
-    async def _sight(self, tool: ToolPolicy, call: ToolCall, mode: Mode, label: str) -> Sighting:
-        """Mints the operation's key and records the call in the shared memory of operations."""
+    async def _sight(self, tool: ToolPolicy, call: ToolCall, scope: str, mode: Mode, label: str) -> Sighting:
+        """Mints the operation's key and records the call, in `scope`, in the shared memory of operations."""
         assert tool.side_effect is not None and call.arguments is not None and self._operations is not None
-        scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
         key = operation_key(call.tool, scope, call.arguments, call.raw_arguments, tool.side_effect)
         sighting = await self._operations.sight(
             key, call.tool, scope, call.call_id, tool.side_effect, runs=mode is Mode.OBSERVE

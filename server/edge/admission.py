@@ -41,7 +41,7 @@ class Admission:
         self._on_streams = on_streams  # streams open now, for the gauge
         self._unary = 0
         self._streams = 0
-        self._by_peer: dict[str, int] = {}  # bounded: a peer is here only while it holds a stream
+        self._by_peer = PeerCounts()
 
     @property
     def in_flight(self) -> int:
@@ -70,7 +70,7 @@ class Admission:
             return (
                 f"the gateway holds {limits.max_streams} open streams (--max-streams); use Validate, or retry shortly"
             )
-        if self._by_peer.get(peer, 0) >= limits.max_streams_per_peer:
+        if self._by_peer[peer] >= limits.max_streams_per_peer:
             self._on_shed("streams_per_peer")
             return (
                 f"your address holds {limits.max_streams_per_peer} open streams (--max-streams-per-peer); "
@@ -80,18 +80,38 @@ class Admission:
             self._on_shed("rpcs")
             return f"the gateway is serving {limits.max_rpcs} calls at once (--max-concurrent-rpcs); retry shortly"
         self._streams += 1
-        self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+        self._by_peer.take(peer)
         self._on_streams(self._streams)
         return ""
 
     def leave_stream(self, peer: str) -> None:
         self._streams -= 1
-        held = self._by_peer[peer] - 1
-        if held:
-            self._by_peer[peer] = held
-        else:
-            del self._by_peer[peer]
+        self._by_peer.give_back(peer)
         self._on_streams(self._streams)
+
+
+class PeerCounts:
+    """How many of something each peer holds now; a peer holding none is not remembered (so the table is
+    bounded by what is held, whatever addresses come and go)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}
+
+    def __getitem__(self, peer: str) -> int:
+        return self._held.get(peer, 0)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def take(self, peer: str) -> None:
+        self._held[peer] = self._held.get(peer, 0) + 1
+
+    def give_back(self, peer: str) -> None:
+        held = self._held[peer] - 1
+        if held:
+            self._held[peer] = held
+        else:
+            del self._held[peer]
 
 
 def peer_host(peer: str) -> str:

@@ -34,27 +34,33 @@ class TooLong(ValueError):
 def check_validate(request: pb.ValidateRequest) -> None:
     """Raises TooLong for the first field of `request` past its limit (a few len() calls: ~0.3 us)."""
     session = request.session
-    for field, value, limit in (
-        ("tool", request.tool, MAX_TOOL),
-        ("call_id", request.call_id, MAX_CALL_ID),
-        ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
-        ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
-        ("session.tenant", session.tenant, MAX_TENANT),
-        ("model", request.model, MAX_MODEL),
-        ("prompt_version", request.prompt_version, MAX_PROMPT_VERSION),
-    ):
-        if len(value) > limit:
-            raise TooLong(field, len(value), limit)
+    _within(
+        (
+            ("tool", request.tool, MAX_TOOL),
+            ("call_id", request.call_id, MAX_CALL_ID),
+            ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
+            ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
+            ("session.tenant", session.tenant, MAX_TENANT),
+            ("model", request.model, MAX_MODEL),
+            ("prompt_version", request.prompt_version, MAX_PROMPT_VERSION),
+        )
+    )
 
 
 def check_call_ref(request: pb.RepairRequest | pb.ReportOutcomeRequest) -> None:
     """Repair's and ReportOutcome's caller strings, with Validate's limits (TooLong for the first past its own)."""
     session = request.session
-    for field, value, limit in (
-        ("call_id", request.call_id, MAX_CALL_ID),
-        ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
-        ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
-        ("session.tenant", session.tenant, MAX_TENANT),
-    ):
+    _within(
+        (
+            ("call_id", request.call_id, MAX_CALL_ID),
+            ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
+            ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
+            ("session.tenant", session.tenant, MAX_TENANT),
+        )
+    )
+
+
+def _within(fields: tuple[tuple[str, str, int], ...]) -> None:
+    for field, value, limit in fields:
         if len(value) > limit:
             raise TooLong(field, len(value), limit)

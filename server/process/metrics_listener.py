@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from argwatch.server.edge.admission import PeerCounts
+
 log = logging.getLogger("argwatch.metrics")
 
 MAX_CONNECTIONS = 64
@@ -47,7 +49,7 @@ class MetricsListener:
         self._registry = registry
         self._on_refused = on_refused  # why: busy, slow, bad_request
         self._open = 0
-        self._by_peer: dict[str, int] = {}  # bounded: an address is here only while it holds a connection
+        self._by_peer = PeerCounts()
         self._server: asyncio.Server | None = None
         # One thread renders: a render holds the GIL either way, and more threads only compete with the loop.
         self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="argwatch-metrics")
@@ -69,13 +71,13 @@ class MetricsListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = _peer(writer)
-        if self._open >= MAX_CONNECTIONS or self._by_peer.get(peer, 0) >= MAX_PER_PEER:
+        if self._open >= MAX_CONNECTIONS or self._by_peer[peer] >= MAX_PER_PEER:
             self._on_refused("busy")
             writer.write(_BUSY)  # not awaited: a client that reads nothing must not hold even this
             writer.transport.abort()
             return
         self._open += 1
-        self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+        self._by_peer.take(peer)
         done = False
         try:
             await self._answer_one(reader, writer)
@@ -86,11 +88,7 @@ class MetricsListener:
             log.exception("serving /metrics failed")
         finally:
             self._open -= 1
-            held = self._by_peer[peer] - 1
-            if held:
-                self._by_peer[peer] = held
-            else:
-                del self._by_peer[peer]
+            self._by_peer.give_back(peer)
             if done and not writer.transport.get_write_buffer_size():
                 writer.close()  # all of it handed to the kernel: a normal close
             else:

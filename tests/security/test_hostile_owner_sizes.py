@@ -12,7 +12,6 @@ The attacks (an owner is less trusted than the policy: buggy, or compromised):
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2, sources_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on
-from tests.service.helpers import admin_status, gateway_stub, request
+from tests.service.helpers import admin_status, eventually, gateway_stub, request
 from tests.service.scripted_source import ScriptedSource, serve
 
 POLICY = """
@@ -65,13 +64,17 @@ async def _status(gateway: RunningGateway) -> admin_pb2.ValueSetStatus:
 
 async def _until_refused(gateway: RunningGateway, words: str) -> admin_pb2.ValueSetStatus:
     """The set's status once its last refusal names `words` (within 20 s)."""
-    deadline = time.monotonic() + 20
-    while True:
-        status = await _status(gateway)
-        if words in status.last_error:
-            return status
-        assert time.monotonic() < deadline, status
-        await asyncio.sleep(0.05)
+    await eventually(lambda: _refusal_names(gateway, words), seconds=20)
+    return await _status(gateway)
+
+
+async def _refusal_names(gateway: RunningGateway, words: str) -> bool:
+    return words in (await _status(gateway)).last_error
+
+
+def _version(gateway: RunningGateway) -> int:
+    reading = gateway.provider.read("s.handles")
+    return reading.snapshot.version if reading is not None else 0
 
 
 async def _still_checked(gateway: RunningGateway) -> None:
@@ -113,10 +116,9 @@ async def test_retired_history_is_cut_to_retired_keep_by_count_and_by_age(owned:
     source.send_snapshot(
         handles(2, "ana", "bo", "cy", retired=[f"gone_{n}" for n in range(50_000)], retired_values=dated)
     )
-    deadline = time.monotonic() + 20
-    while (reading := gateway.provider.read("s.handles")) is None or reading.snapshot.version != 2:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.05)
+    await eventually(lambda: _version(gateway) == 2, seconds=20)
+    reading = gateway.provider.read("s.handles")
+    assert reading is not None
     retired = reading.snapshot.retirements
     assert len(retired) == 100 and "too_old" not in retired and retired["recent"].replaced_by == "ana"
     assert list(retired)[-2:] == ["gone_49999", "recent"]  # the newest kept, in the order listed
@@ -140,10 +142,9 @@ async def test_churn_keeps_the_history_at_retired_keep_whatever_the_number_of_de
         joined = f"h{version}"
         source.send_delta("s.handles", version - 1, version, added=[joined], removed=[previous])
         previous = joined
-    deadline = time.monotonic() + 30
-    while (reading := gateway.provider.read("s.handles")) is None or reading.snapshot.version != 2001:
-        assert time.monotonic() < deadline, reading.snapshot.version if reading else None
-        await asyncio.sleep(0.05)
+    await eventually(lambda: _version(gateway) == 2001, seconds=30)
+    reading = gateway.provider.read("s.handles")
+    assert reading is not None
     history = list(reading.snapshot.retirements)
     assert len(history) == 100 and history[-1] == "h2000" and "cy" not in history
     assert len(reading.snapshot.retired) == 100 and len(reading.snapshot.loose_retired) == 100
@@ -168,10 +169,7 @@ async def test_a_delta_of_more_values_than_one_delta_may_carry_is_refused_unread
     fetched = source.fetches
     source.send_delta("s.handles", 1, 2, added=[f"n{n}" for n in range(100_001)])
     await _until_refused(gateway, "oversized_delta")
-    deadline = time.monotonic() + 20
-    while source.fetches == fetched:  # the resync
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.05)
+    await eventually(lambda: source.fetches > fetched, seconds=20)  # the resync
     await _still_checked(gateway)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import SourceServer, gateway_on, policy_text, write_sets_file
-from tests.service.helpers import request, value
+from tests.service.helpers import eventually, request, value
 
 
 async def _open_idle(channel: grpc.aio.Channel, count: int) -> list[Any]:
@@ -53,7 +52,7 @@ async def test_idle_streams_leave_room_for_validate_and_health_and_are_closed(
         caller = grpc.aio.insecure_channel(gateway.target)
         async with attacker, caller:
             streams = await _open_idle(attacker, 8)  # the cap of the old code: every RPC place
-            await _until(lambda: value(gateway.registry, "argwatch_rpcs_shed_total", limit="streams") == 4)
+            await eventually(lambda: value(gateway.registry, "argwatch_rpcs_shed_total", limit="streams") == 4)
             assert value(gateway.registry, "argwatch_streams_open") == 4
             refused = [stream for stream in streams if stream.done()]
             assert len(refused) == 4
@@ -100,28 +99,25 @@ async def test_one_peer_cannot_take_every_stream_place(tmp_path: Path, source: S
             await busy.write(request("refund_order", {"reason_code": "DAMAGED_ITEM"}, call_id="first"))
             assert (await busy.read()).call_id == "first"  # admitted
             others = await _open_idle(channel, 2)  # one place left for this peer: which stream gets it is gRPC's
-            await _until(lambda: value(gateway.registry, "argwatch_rpcs_shed_total", limit="streams_per_peer") == 1)
+            await eventually(lambda: value(gateway.registry, "argwatch_rpcs_shed_total", limit="streams_per_peer") == 1)
             (refused,) = [stream for stream in others if stream.done()]
             (silent,) = [stream for stream in others if stream is not refused]
             assert await refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "--max-streams-per-peer" in await refused.details()
-            for index in range(6):  # 1.5 s in all, three idle timeouts: a stream in use stays open
+            # Keep the busy stream busy until the silent one is closed as idle: proof that an idle timeout
+            # passed while this one never waited that long for a request.
+            closed = asyncio.ensure_future(silent.code())
+            index = 0
+            while not closed.done():
                 await busy.write(request("refund_order", {"reason_code": "DAMAGED_ITEM"}, call_id=f"b{index}"))
                 assert (await busy.read()).call_id == f"b{index}"
-                await asyncio.sleep(0.25)
+                index += 1
+                await asyncio.wait([closed], timeout=0.2)  # well within the 0.5 s idle timeout
+            assert closed.result() == grpc.StatusCode.DEADLINE_EXCEEDED
             await busy.done_writing()
             assert await busy.code() == grpc.StatusCode.OK
-            assert await _status_within(silent, 5.0) == grpc.StatusCode.DEADLINE_EXCEEDED
     finally:
         await gateway.stop(0)
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    """Polls `condition` every 10 ms; fails the test after `seconds`."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def _status_within(stream: grpc.aio.StreamStreamCall[Any, Any], seconds: float) -> grpc.StatusCode:
@@ -148,8 +144,10 @@ async def test_a_stream_that_stops_reading_its_answers_gives_its_place_back(tmp_
                     await stream.write(request("strict", crowded, call_id=f"w{index}"))
 
             sending = asyncio.get_running_loop().create_task(send())
-            await _until(lambda: value(gateway.registry, "argwatch_streams_idle_closed_total", waiting="answer") == 1)
-            await _until(lambda: value(gateway.registry, "argwatch_streams_open") == 0)
+            await eventually(
+                lambda: value(gateway.registry, "argwatch_streams_idle_closed_total", waiting="answer") == 1
+            )
+            await eventually(lambda: value(gateway.registry, "argwatch_streams_open") == 0)
             stream.cancel()
             sending.cancel()
             with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):

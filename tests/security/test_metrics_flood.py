@@ -14,7 +14,6 @@ import os
 import resource
 import threading
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -24,7 +23,7 @@ from argwatch.server.process import metrics_listener
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import SourceServer, gateway_on, policy_text, write_sets_file
-from tests.service.helpers import request, value
+from tests.service.helpers import eventually, request, value
 
 FLOOD = 2000
 
@@ -126,16 +125,9 @@ async def test_a_scrape_whose_answer_is_never_read_gives_back_its_socket(
             await asyncio.get_running_loop().sock_connect(client, ("127.0.0.1", gateway.metrics_port))
             client.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             clients.append(client)
-        await _until(lambda: value(gateway.registry, "argwatch_metrics_scrapes_refused_total", why="slow") == 4)
-        await _until(lambda: len(os.listdir("/proc/self/fd")) == before + 4)  # our 4 ends; the gateway's gone
+        await eventually(lambda: value(gateway.registry, "argwatch_metrics_scrapes_refused_total", why="slow") == 4)
+        await eventually(lambda: len(os.listdir("/proc/self/fd")) == before + 4)  # our 4 ends; the gateway's gone
     finally:
         for client in clients:
             client.close()
         await gateway.stop(0)
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)

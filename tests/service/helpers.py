@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -58,13 +59,18 @@ def series_count(registry: CollectorRegistry, prefixes: tuple[str, ...] = ("tool
     return sum(1 for family in registry.collect() for sample in family.samples if sample.name.startswith(prefixes))
 
 
-async def eventually(condition: Callable[[], Awaitable[bool]], seconds: float = 10.0) -> None:
-    """Polls `condition` until it holds, for at most `seconds`."""
+async def eventually(condition: Callable[[], Awaitable[bool] | bool], seconds: float = 10.0) -> None:
+    """Polls `condition` (a coroutine function, or a plain one) until it holds, for at most `seconds`."""
     deadline = time.monotonic() + seconds
-    while not await condition():
+    while not await _holds(condition):
         if time.monotonic() > deadline:
             raise AssertionError(f"condition did not hold within {seconds}s")
         await asyncio.sleep(0.05)
+
+
+async def _holds(condition: Callable[[], Awaitable[bool] | bool]) -> bool:
+    found = condition()
+    return bool(await found) if inspect.isawaitable(found) else bool(found)
 
 
 async def serve_raw(service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> tuple[grpc.aio.Server, str]:
