@@ -34,7 +34,8 @@ from prometheus_client import CollectorRegistry
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.process.app import make_fetcher
 from argwatch.server.telemetry.metrics import GatewayMetrics
-from argwatch.server.valuesets.provider import RELEASE_AFTER_SECONDS, ValueSetProvider
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.set_table import RELEASE_AFTER_SECONDS
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))

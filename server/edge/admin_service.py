@@ -34,7 +34,8 @@ from argwatch.server.telemetry.offenders import MAX_VALUES, OTHER, OffenderTable
 from argwatch.server.telemetry.rate_steps import RateSteps
 from argwatch.server.telemetry.shape_report import rows_from_counts
 from argwatch.server.telemetry.status_windows import Figures, StatusWindows
-from argwatch.server.valuesets.provider import SetStatus, ValueSetProvider
+from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.valuesets.set_state import SetStatus
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
 if TYPE_CHECKING:

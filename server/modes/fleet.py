@@ -36,9 +36,9 @@ from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from argwatch.common.backoff import backoff_delay
+from argwatch.common.tasks import cancel_and_wait
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.model import Mode
-from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.modes.fleet")

@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
+from argwatch.common.tasks import cancel_and_wait
 from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.edge.admin_service import AdminServicer
 from argwatch.server.edge.admission import Admission, Limits
@@ -29,7 +30,6 @@ from argwatch.server.modes.fleet import SharedModes
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
-from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.process.metrics_listener import MetricsListener
 from argwatch.server.process.reload import PolicyReloader, ReloadResult
 from argwatch.server.process.settings import Settings

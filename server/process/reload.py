@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from argwatch.common.tasks import cancel_and_wait
 from argwatch.server.modes.store import ModeChange
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.policy.model import Policy
-from argwatch.server.process.background import cancel_and_wait
 from argwatch.server.process.daemon_call import call_with_deadline
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 from redis.exceptions import RedisError
 
 from argwatch.common.backoff import backoff_delay
-from argwatch.server.process.background import cancel_and_wait
+from argwatch.common.tasks import cancel_and_wait
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.codec import shared_value
 from argwatch.server.telemetry.metrics import GatewayMetrics

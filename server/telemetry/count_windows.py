@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from argwatch.server.process.background import cancel_and_wait
+from argwatch.common.tasks import cancel_and_wait
 
 FINE_SECONDS = 5.0
 FINE_KEEP_SECONDS = 120.0

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence, Set
+from collections.abc import AsyncGenerator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 
 class Retirement(NamedTuple):
@@ -105,9 +105,10 @@ class SetFetcher(Protocol):
         ...
 
 
-class SetWatcher(Protocol):
-    """A source that can stream changes (WatchValueSets)."""
+@runtime_checkable
+class SetWatcher(SetFetcher, Protocol):
+    """A source that can also stream changes (WatchValueSets): followed by its stream, not pulled."""
 
-    def watch(self, names: list[str]) -> AsyncIterator[Update]:
+    def watch(self, names: list[str]) -> AsyncGenerator[Update]:
         """Snapshots first, then deltas and heartbeats; raises SourceUnavailable or WatchUnsupported."""
         ...

@@ -18,7 +18,7 @@ from argwatch.server.valuesets.retired import MAX_VALUE_CHARS, RetiredHistory
 from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 
-class Verdict(enum.Enum):
+class UpdateAction(enum.Enum):
     """What to do with an update."""
 
     APPLY = "apply"
@@ -28,7 +28,7 @@ class Verdict(enum.Enum):
 
 
 class Judgement(NamedTuple):
-    verdict: Verdict
+    action: UpdateAction
     reason: str = ""  # a metric label for rejections: version_order, oversized, empty_name, value_too_long
 
 
@@ -36,45 +36,45 @@ def judge_snapshot(
     payload: SetPayload, current: ValueSetSnapshot | None, max_members: int, held_incarnation: str = ""
 ) -> Judgement:
     if not payload.name:
-        return Judgement(Verdict.REJECT, "empty_name")
+        return Judgement(UpdateAction.REJECT, "empty_name")
     if len(payload.members) > max_members:
-        return Judgement(Verdict.REJECT, "oversized")
+        return Judgement(UpdateAction.REJECT, "oversized")
     # Retired values are bounded like members, by count here (len() of the wire's lists: nothing converted yet)
     # and by length while the snapshot is built; the history kept is then cut to the policy's retired_keep.
     if len(payload.retired) + len(payload.retirements) > max_members:
-        return Judgement(Verdict.REJECT, "too_many_retired")
+        return Judgement(UpdateAction.REJECT, "too_many_retired")
     # Value lengths are checked while the snapshot is built, a chunk at a time
     # (snapshot.ValueTooLong): a pass over a million members here would stall the loop.
     if current is not None and payload.incarnation != held_incarnation:
-        return Judgement(Verdict.APPLY)  # the owner restarted its versions: the whole set, whatever its number
+        return Judgement(UpdateAction.APPLY)  # the owner restarted its versions: the whole set, whatever its number
     if current is not None and payload.version < current.version:
-        return Judgement(Verdict.REJECT, "version_order")
-    return Judgement(Verdict.APPLY)
+        return Judgement(UpdateAction.REJECT, "version_order")
+    return Judgement(UpdateAction.APPLY)
 
 
 def judge_delta(
     delta: DeltaUpdate, current: ValueSetSnapshot | None, max_members: int, held_incarnation: str = ""
 ) -> Judgement:
     if not delta.name:
-        return Judgement(Verdict.REJECT, "empty_name")
+        return Judgement(UpdateAction.REJECT, "empty_name")
     if delta.to_version <= delta.from_version:
-        return Judgement(Verdict.REJECT, "version_order")
+        return Judgement(UpdateAction.REJECT, "version_order")
     if any(len(value) > MAX_VALUE_CHARS for value in (*delta.added, *delta.replaced_by.values())):
-        return Judgement(Verdict.REJECT, "value_too_long")  # what the gateway would keep: members, replacements
+        return Judgement(UpdateAction.REJECT, "value_too_long")  # what the gateway would keep: members, replacements
     if current is None:
-        return Judgement(Verdict.RESYNC, "unknown_base")
+        return Judgement(UpdateAction.RESYNC, "unknown_base")
     if delta.incarnation != held_incarnation:
-        return Judgement(Verdict.RESYNC, "new_incarnation")
+        return Judgement(UpdateAction.RESYNC, "new_incarnation")
     if delta.to_version <= current.version:
-        return Judgement(Verdict.IGNORE)
+        return Judgement(UpdateAction.IGNORE)
     if delta.from_version != current.version:
-        return Judgement(Verdict.RESYNC, "version_gap")
+        return Judgement(UpdateAction.RESYNC, "version_gap")
     # What the set would hold after it: a delta that replaces members near the cap is not growth.
     grown = sum(1 for value in delta.added if value not in current.members)
     grown -= sum(1 for value in delta.removed if value in current.members)
     if current.size + grown > max_members:
-        return Judgement(Verdict.REJECT, "oversized")
-    return Judgement(Verdict.APPLY)
+        return Judgement(UpdateAction.REJECT, "oversized")
+    return Judgement(UpdateAction.APPLY)
 
 
 def judge_heartbeat(
@@ -82,12 +82,12 @@ def judge_heartbeat(
 ) -> Judgement:
     """A heartbeat confirms the version we hold; a newer one (or another incarnation) means we missed a change."""
     if current is not None and incarnation != held_incarnation:
-        return Judgement(Verdict.RESYNC, "new_incarnation")
+        return Judgement(UpdateAction.RESYNC, "new_incarnation")
     if current is None or version > current.version:
-        return Judgement(Verdict.RESYNC, "behind")
+        return Judgement(UpdateAction.RESYNC, "behind")
     if version < current.version:
-        return Judgement(Verdict.REJECT, "version_order")
-    return Judgement(Verdict.APPLY)
+        return Judgement(UpdateAction.REJECT, "version_order")
+    return Judgement(UpdateAction.APPLY)
 
 
 def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> SetPayload:

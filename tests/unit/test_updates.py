@@ -9,7 +9,7 @@ import pytest
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.valuesets.payload import DeltaUpdate, SetPayload
 from argwatch.server.valuesets.snapshot import make_snapshot
-from argwatch.server.valuesets.updates import Verdict, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
+from argwatch.server.valuesets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 
 CURRENT = make_snapshot("s", 5, ["A", "B"], ["Z"], received_at=0.0)
 
@@ -19,40 +19,40 @@ def delta(from_version: int, to_version: int, added=(), removed=(), name: str = 
 
 
 @pytest.mark.parametrize(
-    ("payload", "verdict", "reason"),
+    ("payload", "action", "reason"),
     [
-        (SetPayload("s", 6, ("A",)), Verdict.APPLY, ""),
-        (SetPayload("s", 5, ("A", "B")), Verdict.APPLY, ""),  # the same version: a confirmation
-        (SetPayload("s", 4, ("A",)), Verdict.REJECT, "version_order"),
-        (SetPayload("", 6, ("A",)), Verdict.REJECT, "empty_name"),
-        (SetPayload("s", 6, ("A", "B", "C", "D")), Verdict.REJECT, "oversized"),
+        (SetPayload("s", 6, ("A",)), UpdateAction.APPLY, ""),
+        (SetPayload("s", 5, ("A", "B")), UpdateAction.APPLY, ""),  # the same version: a confirmation
+        (SetPayload("s", 4, ("A",)), UpdateAction.REJECT, "version_order"),
+        (SetPayload("", 6, ("A",)), UpdateAction.REJECT, "empty_name"),
+        (SetPayload("s", 6, ("A", "B", "C", "D")), UpdateAction.REJECT, "oversized"),
     ],
 )
-def test_snapshots_are_judged(payload: SetPayload, verdict: Verdict, reason: str) -> None:
-    assert judge_snapshot(payload, CURRENT, max_members=3) == (verdict, reason)
+def test_snapshots_are_judged(payload: SetPayload, action: UpdateAction, reason: str) -> None:
+    assert judge_snapshot(payload, CURRENT, max_members=3) == (action, reason)
 
 
 @pytest.mark.parametrize(
-    ("update", "current", "verdict", "reason"),
+    ("update", "current", "action", "reason"),
     [
-        (delta(5, 6, added=["C"]), CURRENT, Verdict.APPLY, ""),
-        (delta(7, 8, added=["C"]), CURRENT, Verdict.RESYNC, "version_gap"),
-        (delta(5, 6, added=["C"]), None, Verdict.RESYNC, "unknown_base"),
-        (delta(4, 5, added=["C"]), CURRENT, Verdict.IGNORE, ""),
-        (delta(5, 5, added=["C"]), CURRENT, Verdict.REJECT, "version_order"),
-        (delta(5, 6, added=["C"], name=""), CURRENT, Verdict.REJECT, "empty_name"),
-        (delta(5, 6, added=["C", "D"]), CURRENT, Verdict.REJECT, "oversized"),
+        (delta(5, 6, added=["C"]), CURRENT, UpdateAction.APPLY, ""),
+        (delta(7, 8, added=["C"]), CURRENT, UpdateAction.RESYNC, "version_gap"),
+        (delta(5, 6, added=["C"]), None, UpdateAction.RESYNC, "unknown_base"),
+        (delta(4, 5, added=["C"]), CURRENT, UpdateAction.IGNORE, ""),
+        (delta(5, 5, added=["C"]), CURRENT, UpdateAction.REJECT, "version_order"),
+        (delta(5, 6, added=["C"], name=""), CURRENT, UpdateAction.REJECT, "empty_name"),
+        (delta(5, 6, added=["C", "D"]), CURRENT, UpdateAction.REJECT, "oversized"),
     ],
 )
-def test_deltas_are_judged(update: DeltaUpdate, current, verdict: Verdict, reason: str) -> None:
-    assert judge_delta(update, current, max_members=3) == (verdict, reason)
+def test_deltas_are_judged(update: DeltaUpdate, current, action: UpdateAction, reason: str) -> None:
+    assert judge_delta(update, current, max_members=3) == (action, reason)
 
 
 def test_heartbeats_confirm_resync_or_are_rejected() -> None:
-    assert judge_heartbeat(5, CURRENT).verdict is Verdict.APPLY
-    assert judge_heartbeat(6, CURRENT) == (Verdict.RESYNC, "behind")
-    assert judge_heartbeat(4, CURRENT) == (Verdict.REJECT, "version_order")
-    assert judge_heartbeat(1, None).verdict is Verdict.RESYNC
+    assert judge_heartbeat(5, CURRENT).action is UpdateAction.APPLY
+    assert judge_heartbeat(6, CURRENT) == (UpdateAction.RESYNC, "behind")
+    assert judge_heartbeat(4, CURRENT) == (UpdateAction.REJECT, "version_order")
+    assert judge_heartbeat(1, None).action is UpdateAction.RESYNC
 
 
 def test_a_delta_retires_what_it_removes_with_when_and_the_replacement() -> None:
