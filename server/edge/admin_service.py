@@ -28,12 +28,13 @@ from argwatch.server.policy.coverage import (
 from argwatch.server.policy.model import Failure, Policy
 from argwatch.server.process.reload import AUDIT_TARGET
 from argwatch.server.telemetry.count_windows import CountWindows
+from argwatch.server.telemetry.counts import CountKey, ToolCounts, fold
 from argwatch.server.telemetry.events import MAX_EVENTS, Event, EventLog
-from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics, ToolTotals
+from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics
 from argwatch.server.telemetry.offenders import MAX_VALUES, OTHER, OffenderTable
 from argwatch.server.telemetry.rate_steps import RateSteps
 from argwatch.server.telemetry.shape_report import rows_from_counts
-from argwatch.server.telemetry.status_windows import Figures, StatusWindows
+from argwatch.server.telemetry.status_windows import StatusWindows, WindowFigures
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.set_state import SetStatus
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -86,7 +87,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         metrics: GatewayMetrics,
         provider: ValueSetProvider,
         policy: Policy,
-        windows: CountWindows,
+        windows: CountWindows[CountKey],
         offenders: OffenderTable | None = None,
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
@@ -202,7 +203,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         for count, (tool, mode) in enumerate(tool_modes.items(), start=1):
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
-            tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool, ToolTotals()))
+            tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool) or ToolCounts())
             tool_status.checks.extend(_check_policies(policy, tool))
             tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
@@ -436,7 +437,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             covered_seconds=int(covered),
             taken_at=wire.timestamp(self._clock()),
         )
-        rows = rows_from_counts(self._policy, counts)
+        rows = rows_from_counts(self._policy, fold(counts))
         if len(rows) > MAX_SHAPE_ROWS:  # the most out-of-set first; the rest counted, so the answer stays small
             response.rows_left_off = len(rows) - MAX_SHAPE_ROWS
             rows = sorted(rows, key=lambda row: -row.out_of_set)[:MAX_SHAPE_ROWS]
@@ -456,33 +457,38 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return response
 
 
-def _add_tool_windows(status: admin_pb2.ToolStatus, windows: tuple[Figures, ...], calls_per_minute: list[int]) -> None:
+def _add_tool_windows(
+    status: admin_pb2.ToolStatus, windows: tuple[WindowFigures, ...], calls_per_minute: list[int]
+) -> None:
     status.windows.extend(_window_to_wire(window) for window in windows)
     status.calls_per_minute.extend(calls_per_minute)
 
 
-def _window_to_wire(figures: Figures) -> admin_pb2.WindowFigures:
-    return admin_pb2.WindowFigures(
+def _window_to_wire(figures: WindowFigures) -> admin_pb2.WindowFigures:
+    counts = figures.counts
+    wire_figures = admin_pb2.WindowFigures(
         window_seconds=figures.window_seconds,
         covered_seconds=figures.covered_seconds,
         per_second=figures.per_second,
-        calls=figures.calls,
-        rejected=figures.rejected,
-        value_checks=figures.value_checks,
-        out_of_set=figures.out_of_set,
-        out_of_set_rate=figures.out_of_set_rate,
-        out_of_set_normalised=figures.out_of_set_normalised,
-        out_of_set_normalised_rate=figures.out_of_set_normalised_rate,
-        problems=figures.problems,
-        repair_started=figures.repair_started,
-        repair_succeeded=figures.repair_succeeded,
-        repair_abandoned=figures.repair_abandoned,
-        failed_open=figures.failed_open,
-        repeats=figures.repeats,
-        calls_with_problems=figures.with_problems,
-        calls_with_invented_values=figures.with_invented,
-        shapes=figures.shapes or {},
+        value_checks=counts.checks,
+        out_of_set=counts.out_of_set,
+        out_of_set_rate=counts.out_of_set_rate,
+        out_of_set_normalised=counts.out_of_set_normalised,
+        out_of_set_normalised_rate=counts.out_of_set_normalised_rate,
+        problems=counts.problems,
+        failed_open=counts.failed_open,
+        shapes=counts.shapes,
     )
+    if isinstance(counts, ToolCounts):
+        wire_figures.calls = counts.calls
+        wire_figures.rejected = counts.rejected
+        wire_figures.repair_started = counts.repair_started
+        wire_figures.repair_succeeded = counts.repair_succeeded
+        wire_figures.repair_abandoned = counts.repair_abandoned
+        wire_figures.repeats = counts.repeats
+        wire_figures.calls_with_problems = counts.with_problems
+        wire_figures.calls_with_invented_values = counts.with_invented
+    return wire_figures
 
 
 def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:
@@ -532,7 +538,7 @@ def _change_to_wire(change: ModeChange) -> admin_pb2.ModeChange:
     return message
 
 
-def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStatus:
+def _tool_status(tool: str, mode: int, totals: ToolCounts) -> admin_pb2.ToolStatus:
     return admin_pb2.ToolStatus(
         tool=tool,
         mode=mode,  # type: ignore[arg-type]
@@ -541,7 +547,7 @@ def _tool_status(tool: str, mode: int, totals: ToolTotals) -> admin_pb2.ToolStat
         rejected=totals.rejected,
         out_of_set=totals.out_of_set,
         out_of_set_normalised=totals.out_of_set_normalised,
-        value_checks=totals.value_checks,
+        value_checks=totals.checks,
         unavailable=totals.unavailable,
         repeats=totals.repeats,
     )

@@ -41,6 +41,7 @@ from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
 from argwatch.server.telemetry.count_windows import CountWindows
+from argwatch.server.telemetry.counts import CountKey
 from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.telemetry.offenders import OffenderTable
@@ -92,7 +93,7 @@ class RunningGateway:
     control: ModeControl
     cache: Cache
     repairs: RepairTracker
-    windows: CountWindows
+    windows: CountWindows[CountKey]
     background: list[asyncio.Task[None]]
     health: health.aio.HealthServicer
     admin: AdminServicer
@@ -190,7 +191,7 @@ async def build_gateway(
     modes = ModeStore(policy, settings.global_mode, state_file=settings.mode_state, clock=clock)
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
-    windows = CountWindows(metrics.window_counts)
+    windows = CountWindows(metrics.counts)
     offenders = OffenderTable(clock)
     operations = OperationLog(cache, clock)
     events = EventLog(clock)  # the incident timeline, kept across reloads

@@ -64,7 +64,8 @@ def compare(report: ReplayReport, status: admin_pb2.GetStatusResponse, window_se
         for argument in tool.arguments:
             if not argument.value_set:
                 continue  # rates are of values checked against a set
-            corpus = Side(argument.checks, argument.out_of_set, argument.out_of_set_normalised)
+            counts = argument.counts
+            corpus = Side(counts.checks, counts.out_of_set, counts.out_of_set_normalised)
             rows.append(Comparison(tool.tool, argument.argument, corpus, live.get((tool.tool, argument.argument))))
     return rows
 

@@ -1,7 +1,7 @@
 """A replay's figures per tool and argument, as text for people and as JSON for machines.
 
 Every figure is read from the counters the replay's Validator bumped
-(run.ReplayResult.counts, the keys GatewayMetrics.window_counts gives), so it
+(run.ReplayResult.counts, GatewayMetrics.counts folded), so it
 means what the same figure means on a live gateway. The shapes of an argument's
 out-of-set values are shares of them that add up to 100%, with "unshaped" for
 values no shape describes (a wrong type, say).
@@ -9,132 +9,82 @@ values no shape describes (a wrong type, say).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from argwatch.server.policy.model import Policy
 from argwatch.server.replay.corpus import ReadCounts
 from argwatch.server.replay.run import ReplayResult
-from argwatch.server.telemetry.metrics import parse_cohort_what
+from argwatch.server.telemetry.counts import ArgumentCounts, ToolCounts
 
 UNSHAPED = "unshaped"
 
 
 @dataclass(frozen=True)
-class ArgumentFigures:
+class ArgumentReport:
     argument: str
     value_set: str
-    checks: int
-    out_of_set: int
-    out_of_set_normalised: int
-    shapes: dict[str, int]  # adds up to out_of_set (UNSHAPED for the rest)
-    problems: dict[str, int]
-    checks_not_run: int  # failed open: the set (or record source) could not be read
+    counts: ArgumentCounts
     top: list[tuple[str, int, str]]  # the most frequent offending values: (value, count, shape)
-    # (model, prompt version) -> (checks, out of set, out of set normalised), where the policy declares models
-    by_model: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    # Per (model, prompt version) with value checks, where the policy declares models.
+    by_model: dict[tuple[str, str], ArgumentCounts] = field(default_factory=dict)
 
-    @property
-    def out_of_set_rate(self) -> float:
-        return self.out_of_set / self.checks if self.checks else 0.0
-
-    @property
-    def out_of_set_normalised_rate(self) -> float:
-        return self.out_of_set_normalised / self.checks if self.checks else 0.0
+    def shapes(self) -> dict[str, int]:
+        """Out-of-set values by shape, adding up to out_of_set (UNSHAPED for the rest), largest first."""
+        shapes = {shape: count for shape, count in self.counts.shapes.items() if count}
+        rest = self.counts.out_of_set - sum(shapes.values())
+        if rest > 0:
+            shapes[UNSHAPED] = rest
+        return dict(sorted(shapes.items(), key=lambda item: -item[1]))
 
     def shape_shares(self) -> dict[str, float]:
-        return {shape: count / self.out_of_set for shape, count in self.shapes.items()} if self.out_of_set else {}
+        out_of_set = self.counts.out_of_set
+        return {shape: count / out_of_set for shape, count in self.shapes().items()} if out_of_set else {}
 
 
 @dataclass(frozen=True)
-class ToolFigures:
+class ToolReport:
     tool: str
-    calls: int
-    refused: int  # refused in the policy's mode for the tool
-    would_refuse: int  # calls with a problem: what reject mode refuses, whatever the mode
-    with_invented: int  # of those, calls with an invented value
-    problems: dict[str, int]
-    arguments: list[ArgumentFigures] = field(default_factory=list)
+    counts: ToolCounts  # `rejected`: refused in the policy's mode; `with_problems`: what reject mode refuses
+    arguments: list[ArgumentReport] = field(default_factory=list)
+
+    def problems(self) -> dict[str, int]:
+        return dict(sorted(self.counts.problems.items(), key=lambda item: -item[1]))
 
 
 @dataclass(frozen=True)
 class ReplayReport:
     read: ReadCounts
     result: ReplayResult
-    tools: list[ToolFigures]
+    tools: list[ToolReport]
 
 
 def build_report(policy: Policy, read: ReadCounts, result: ReplayResult) -> ReplayReport:
     """Per tool that was called (policy order, then tools it does not know), per argument with any count."""
-    by_row: dict[tuple[str, str], dict[str, int]] = {}
-    for (tool, argument, what), count in result.counts.items():
-        by_row.setdefault((tool, argument), {})[what] = int(count)
+    table = result.counts
     bound = {(tool.name, b.name): b.value_set for tool in policy.tools.values() for b in tool.arguments}
-    called = [tool for tool in policy.tools if by_row.get((tool, ""), {}).get("calls")]
-    called += sorted(
-        {tool for tool, _ in by_row if tool not in policy.tools and by_row.get((tool, ""), {}).get("calls")}
-    )
+    called = [tool for tool in policy.tools if table.tool(tool).calls]
+    called += sorted(tool for tool, counts in table.tools.items() if tool not in policy.tools and counts.calls)
     tools = []
     for tool in called:
-        counts = by_row[tool, ""]
         arguments = [
-            _argument(argument, bound.get((tool, argument), ""), row, result.offenders.get((tool, argument), []))
-            for (row_tool, argument), row in by_row.items()
-            if row_tool == tool and argument
-        ]
-        arguments.sort(key=lambda figures: (figures.value_set == "", -figures.checks, figures.argument))
-        problems: dict[str, int] = {}
-        for figures in arguments:
-            for code, count in figures.problems.items():
-                problems[code] = problems.get(code, 0) + count
-        tools.append(
-            ToolFigures(
-                tool,
-                calls=counts.get("calls", 0),
-                refused=counts.get("reject", 0),
-                would_refuse=counts.get("with_problems", 0),
-                with_invented=counts.get("with_invented", 0),
-                problems=dict(sorted(problems.items(), key=lambda item: -item[1])),
-                arguments=arguments,
+            ArgumentReport(
+                argument,
+                bound.get((tool, argument), ""),
+                counts,
+                result.offenders.get((tool, argument), []),
+                {
+                    cohort: split
+                    for cohort, split in sorted(table.cohorts.get((tool, argument), {}).items())
+                    if split.checks
+                },
             )
-        )
+            for (row_tool, argument), counts in table.arguments.items()
+            if row_tool == tool
+        ]
+        arguments.sort(key=lambda report: (report.value_set == "", -report.counts.checks, report.argument))
+        tools.append(ToolReport(tool, table.tool(tool), arguments))
     return ReplayReport(read, result, tools)
-
-
-def _argument(
-    argument: str, value_set: str, row: Mapping[str, int], top: list[tuple[str, int, str]]
-) -> ArgumentFigures:
-    out_of_set = row.get("out_of_set", 0)
-    shapes = {what[6:]: count for what, count in row.items() if what.startswith("shape:") and count}
-    rest = out_of_set - sum(shapes.values())
-    if rest > 0:
-        shapes[UNSHAPED] = rest
-    return ArgumentFigures(
-        argument,
-        value_set,
-        checks=row.get("checks", 0),
-        out_of_set=out_of_set,
-        out_of_set_normalised=row.get("out_of_set_normalised", 0),
-        shapes=dict(sorted(shapes.items(), key=lambda item: -item[1])),
-        problems={what[8:]: count for what, count in row.items() if what.startswith("problem:") and count},
-        checks_not_run=row.get("failed_open", 0),
-        top=top,
-        by_model=_by_model(row),
-    )
-
-
-def _by_model(row: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int, int]]:
-    split: dict[tuple[str, str], dict[str, int]] = {}
-    for what, count in row.items():
-        if (parsed := parse_cohort_what(what)) is not None:
-            model, version, kind = parsed
-            split.setdefault((model, version), {})[kind] = count
-    return {
-        key: (kinds.get("checks", 0), kinds.get("out_of_set", 0), kinds.get("out_of_set_normalised", 0))
-        for key, kinds in sorted(split.items())
-        if kinds.get("checks", 0)
-    }
 
 
 def as_json(report: ReplayReport) -> dict[str, Any]:
@@ -154,34 +104,34 @@ def as_json(report: ReplayReport) -> dict[str, Any]:
         "tools": [
             {
                 "tool": tool.tool,
-                "calls": tool.calls,
-                "refused": tool.refused,
-                "reject_would_refuse": tool.would_refuse,
-                "with_invented_values": tool.with_invented,
-                "problems": tool.problems,
+                "calls": tool.counts.calls,
+                "refused": tool.counts.rejected,
+                "reject_would_refuse": tool.counts.with_problems,
+                "with_invented_values": tool.counts.with_invented,
+                "problems": tool.problems(),
                 "arguments": [
                     {
                         "argument": figures.argument,
                         "value_set": figures.value_set,
-                        "checks": figures.checks,
-                        "out_of_set": figures.out_of_set,
-                        "out_of_set_rate": round(figures.out_of_set_rate, 6),
-                        "out_of_set_normalised": figures.out_of_set_normalised,
-                        "out_of_set_normalised_rate": round(figures.out_of_set_normalised_rate, 6),
-                        "shapes": figures.shapes,
+                        "checks": figures.counts.checks,
+                        "out_of_set": figures.counts.out_of_set,
+                        "out_of_set_rate": round(figures.counts.out_of_set_rate, 6),
+                        "out_of_set_normalised": figures.counts.out_of_set_normalised,
+                        "out_of_set_normalised_rate": round(figures.counts.out_of_set_normalised_rate, 6),
+                        "shapes": figures.shapes(),
                         "shape_shares": {shape: round(share, 6) for shape, share in figures.shape_shares().items()},
-                        "problems": figures.problems,
-                        "checks_not_run": figures.checks_not_run,
+                        "problems": {code: count for code, count in figures.counts.problems.items() if count},
+                        "checks_not_run": figures.counts.failed_open,
                         "by_model": [
                             {
                                 "model": model,
                                 "prompt_version": version,
-                                "checks": checks,
-                                "out_of_set": out,
-                                "out_of_set_rate": round(out / checks, 6),
-                                "out_of_set_normalised": normalised,
+                                "checks": split.checks,
+                                "out_of_set": split.out_of_set,
+                                "out_of_set_rate": round(split.out_of_set_rate, 6),
+                                "out_of_set_normalised": split.out_of_set_normalised,
                             }
-                            for (model, version), (checks, out, normalised) in figures.by_model.items()
+                            for (model, version), split in figures.by_model.items()
                         ],
                         "top_offending_values": [
                             {"value": value, "count": count, "shape": shape} for value, count, shape in figures.top
@@ -220,11 +170,12 @@ def as_text(report: ReplayReport) -> str:
     ]
     for tool in report.tools:
         lines.append("")
-        problems = ", ".join(f"{code} {count:,}" for code, count in tool.problems.items()) or "none"
+        counts = tool.counts
+        problems = ", ".join(f"{code} {count:,}" for code, count in tool.problems().items()) or "none"
         lines.append(
-            f"{tool.tool}: {tool.calls:,} calls; reject mode would refuse {tool.would_refuse:,} "
-            f"({_percent(tool.would_refuse, tool.calls)}), {tool.with_invented:,} with invented values; "
-            f"refused in its mode: {tool.refused:,}; problems: {problems}"
+            f"{tool.tool}: {counts.calls:,} calls; reject mode would refuse {counts.with_problems:,} "
+            f"({_percent(counts.with_problems, counts.calls)}), {counts.with_invented:,} with invented values; "
+            f"refused in its mode: {counts.rejected:,}; problems: {problems}"
         )
         if not tool.arguments:
             continue
@@ -233,11 +184,11 @@ def as_text(report: ReplayReport) -> str:
             (
                 figures.argument,
                 figures.value_set or "-",
-                f"{figures.checks:,}",
-                _percent(figures.out_of_set, figures.checks) if figures.value_set else "-",
-                _percent(figures.out_of_set_normalised, figures.checks) if figures.value_set else "-",
-                f"{figures.checks_not_run:,}",
-                ", ".join(f"{shape} {percent}%" for shape, percent in _whole_percents(figures.shapes).items()) or "-",
+                f"{figures.counts.checks:,}",
+                _percent(figures.counts.out_of_set, figures.counts.checks) if figures.value_set else "-",
+                _percent(figures.counts.out_of_set_normalised, figures.counts.checks) if figures.value_set else "-",
+                f"{figures.counts.failed_open:,}",
+                ", ".join(f"{shape} {percent}%" for shape, percent in _whole_percents(figures.shapes()).items()) or "-",
             )
             for figures in tool.arguments
         ]
@@ -251,8 +202,8 @@ def as_text(report: ReplayReport) -> str:
         for figures in tool.arguments:
             if figures.by_model:
                 split = "; ".join(
-                    f"{model} / {version} {_percent(out, checks)} of {checks:,}"
-                    for (model, version), (checks, out, _normalised) in figures.by_model.items()
+                    f"{model} / {version} {_percent(split.out_of_set, split.checks)} of {split.checks:,}"
+                    for (model, version), split in figures.by_model.items()
                 )
                 lines.append(f"    {figures.argument} by model / prompt version: {split}")
             if figures.top:

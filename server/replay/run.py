@@ -28,6 +28,7 @@ from argwatch.server.process.app import limits_of, make_fetcher, record_clients_
 from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.replay.corpus import RecordedCall
 from argwatch.server.state.shared_cache import SharedCache
+from argwatch.server.telemetry.counts import CountTable, fold
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
@@ -45,7 +46,7 @@ YIELD_EVERY = 500  # calls between yields to the event loop: the provider's own 
 class ReplayResult:
     """What the replayed calls came to: the counters' totals per (tool, argument, what), and where sets came from."""
 
-    counts: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    counts: CountTable = field(default_factory=CountTable)
     calls: int = 0
     seconds: float = 0.0
     sets_from: str = ""
@@ -116,7 +117,7 @@ async def replay(
                     on_call(index)
                 await asyncio.sleep(0)
         result.seconds = time.perf_counter() - started
-        result.counts = metrics.window_counts()
+        result.counts = fold(metrics.counts())
         result.offenders = {
             key: [(row.value, row.count, row.shape) for row in offenders.offenders(*key, OFFENDERS_KEPT).rows]
             for key in offenders.keys()  # noqa: SIM118 (an OffenderTable, not a dict)

@@ -17,8 +17,8 @@ import asyncio
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Mapping
+from typing import Generic, NamedTuple, TypeVar
 
 from argwatch.common.tasks import cancel_and_wait
 
@@ -27,8 +27,7 @@ FINE_KEEP_SECONDS = 120.0
 COARSE_SECONDS = 60.0
 KEEP_SECONDS = 3600.0
 
-Key = tuple[str, str, str]  # (tool, argument, what): argument "" for a tool-level count
-Counts = Mapping[Key, float]
+Key = TypeVar("Key", bound=Hashable)  # what a count is (the gateway's: counts.CountKey)
 
 
 class CountCopy(NamedTuple):
@@ -38,10 +37,10 @@ class CountCopy(NamedTuple):
     values: array[int]
 
 
-class CountWindows:
+class CountWindows(Generic[Key]):
     """Copies of the cumulative counts from `read`, so callers can ask for any recent window."""
 
-    def __init__(self, read: Callable[[], Counts], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, read: Callable[[], Mapping[Key, int]], clock: Callable[[], float] = time.monotonic) -> None:
         self._read = read
         self._clock = clock
         self._index: dict[Key, int] = {}
@@ -79,7 +78,7 @@ class CountWindows:
     def index_of(self, key: Key) -> int | None:
         return self._index.get(key)
 
-    def window(self, seconds: float) -> tuple[Counts, float]:
+    def window(self, seconds: float) -> tuple[dict[Key, int], float]:
         """The counts over the last `seconds` (0: since start) as a mapping, and the seconds they cover."""
         deltas, covered = self.window_values(seconds)
         return {key: value for key, value in zip(self._keys, deltas, strict=False) if value}, covered

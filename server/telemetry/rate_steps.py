@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from argwatch.server.policy.model import AttentionConfig
 from argwatch.server.telemetry.events import EventLog
-from argwatch.server.telemetry.status_windows import ArgumentFigures
+from argwatch.server.telemetry.status_windows import ArgumentWindows
 
 STEP_FACTOR = 2.0
 
@@ -24,7 +24,7 @@ class RateSteps:
         self._events = events
         self._up: set[tuple[str, str]] = set()
 
-    def look(self, rows: Iterable[ArgumentFigures], attention: AttentionConfig) -> None:
+    def look(self, rows: Iterable[ArgumentWindows], attention: AttentionConfig) -> None:
         seen = set()
         for row in rows:
             windows = {figures.window_seconds: figures for figures in row.windows}
@@ -33,13 +33,13 @@ class RateSteps:
                 continue
             key = (row.tool, row.argument)
             seen.add(key)
-            rate, before = minute.out_of_set_rate, quarter.out_of_set_rate
-            enough = minute.value_checks >= attention.min_checks
+            rate, before = minute.counts.out_of_set_rate, quarter.counts.out_of_set_rate
+            enough = minute.counts.checks >= attention.min_checks
             if key not in self._up and enough and rate > attention.out_of_set_rate and rate >= STEP_FACTOR * before:
                 self._up.add(key)
                 self._events.record(
                     "rate", f"{row.tool} {row.argument}", f"out-of-set rate up: {before:.1%} over 15 min -> "
-                    f"{rate:.1%} in the last minute ({minute.out_of_set} of {minute.value_checks})",
+                    f"{rate:.1%} in the last minute ({minute.counts.out_of_set} of {minute.counts.checks})",
                 )  # fmt: skip
             elif key in self._up and enough and rate <= attention.out_of_set_rate:
                 self._up.discard(key)

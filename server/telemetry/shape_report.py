@@ -6,15 +6,13 @@ taken in the background, so a report costs the hot path nothing).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from argwatch.server.policy.model import Policy
+from argwatch.server.telemetry.counts import CountTable
 from argwatch.server.verdict.findings import Shape
 
 SHAPES = [shape.value for shape in Shape if shape is not Shape.NONE]
-
-Counts = Mapping[tuple[str, str, str], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,16 +34,15 @@ class ShapeRow:
         return self.out_of_set_normalised / self.checks if self.checks else 0.0
 
 
-def rows_from_counts(policy: Policy, counts: Counts) -> list[ShapeRow]:
+def rows_from_counts(policy: Policy, counts: CountTable) -> list[ShapeRow]:
     """One row per bound argument with checks, in policy order."""
     rows = []
     for tool in policy.tools.values():
         for binding in tool.arguments:
-            key = (tool.name, binding.name)
-            checks = int(counts.get((*key, "checks"), 0))
-            if not checks:
+            argument = counts.argument(tool.name, binding.name)
+            if not argument.checks:
                 continue
-            by_shape = {shape: int(counts.get((*key, f"shape:{shape}"), 0)) for shape in SHAPES}
+            by_shape = {shape: argument.shapes.get(shape, 0) for shape in SHAPES}
             mismatches = sum(by_shape.values())
             shapes = tuple(
                 sorted(
@@ -58,9 +55,9 @@ def rows_from_counts(policy: Policy, counts: Counts) -> list[ShapeRow]:
                     tool=tool.name,
                     argument=binding.name,
                     value_set=binding.value_set,
-                    checks=checks,
-                    out_of_set=int(counts.get((*key, "out_of_set"), 0)),
-                    out_of_set_normalised=int(counts.get((*key, "out_of_set_normalised"), 0)),
+                    checks=argument.checks,
+                    out_of_set=argument.out_of_set,
+                    out_of_set_normalised=argument.out_of_set_normalised,
                     shapes=shapes,
                 )
             )

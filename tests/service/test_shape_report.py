@@ -6,6 +6,7 @@ import io
 
 import orjson
 
+from argwatch.server.telemetry.counts import fold
 from argwatch.tui.report import render_admin, render_samples, shares_from_samples
 from argwatch.v1 import admin_pb2
 from tests.conftest import GatewayFactory
@@ -52,8 +53,8 @@ async def test_a_recent_window_counts_only_what_happened_in_it(gateway_factory: 
         for code in MIX[80:]:
             await stub.Validate(request("refund_order", {"reason_code": code}), timeout=5)
     counts, _ = gateway.windows.window(0.000001)  # back to the last copy: only the 20 mismatching calls
-    assert counts[("refund_order", "reason_code", "checks")] == 20
-    assert counts[("refund_order", "reason_code", "out_of_set")] == 20
+    reason_code = fold(counts).argument("refund_order", "reason_code")
+    assert (reason_code.checks, reason_code.out_of_set) == (20, 20)
 
 
 def test_the_report_from_a_sampled_log_gives_shares_and_skips_bad_lines() -> None:

@@ -15,16 +15,20 @@ class Clock:
         return self.now
 
 
-def windows_over(counts: dict[tuple[str, str, str], float], clock: Clock) -> CountWindows:
+def windows_over(counts: dict[tuple[str, str, str], int], clock: Clock) -> CountWindows[tuple[str, str, str]]:
     return CountWindows(lambda: dict(counts), clock)
 
 
-def new_counts() -> dict[tuple[str, str, str], float]:
+def new_counts() -> dict[tuple[str, str, str], int]:
     return {}
 
 
 def run(
-    windows: CountWindows, clock: Clock, counts: dict[tuple[str, str, str], float], seconds: float, per_step: int
+    windows: CountWindows[tuple[str, str, str]],
+    clock: Clock,
+    counts: dict[tuple[str, str, str], int],
+    seconds: float,
+    per_step: int,
 ) -> None:
     """Advances `seconds` in sampler steps, adding `per_step` to KEY before each copy."""
     for _ in range(int(seconds / FINE_SECONDS)):

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from argwatch.server.policy.model import AttentionConfig
+from argwatch.server.telemetry.counts import ArgumentCounts
 from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.rate_steps import RateSteps
-from argwatch.server.telemetry.status_windows import ArgumentFigures, Figures
+from argwatch.server.telemetry.status_windows import ArgumentWindows, WindowFigures
 
 
-def row(minute_oos: int, minute_checks: int, quarter_oos: int, quarter_checks: int) -> ArgumentFigures:
-    def figures(seconds: int, oos: int, checks: int) -> Figures:
-        return Figures(seconds, seconds, checks / seconds, 0, 0, checks, oos, oos, {}, 0, 0, 0, 0)
+def row(minute_oos: int, minute_checks: int, quarter_oos: int, quarter_checks: int) -> ArgumentWindows:
+    def figures(seconds: int, oos: int, checks: int) -> WindowFigures:
+        counts = ArgumentCounts(checks=checks, out_of_set=oos, out_of_set_normalised=oos)
+        return WindowFigures(seconds, seconds, checks / seconds, counts)
 
     windows = (figures(60, minute_oos, minute_checks), figures(900, quarter_oos, quarter_checks))
-    return ArgumentFigures("refund_order", "reason_code", "refunds.reason_codes", windows, [], [])
+    return ArgumentWindows("refund_order", "reason_code", "refunds.reason_codes", windows, [], [])
 
 
 def test_a_jump_is_one_event_and_the_return_another() -> None:

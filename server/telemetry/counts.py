@@ -1,0 +1,159 @@
+"""One typed count model: what the gateway counts per tool and per checked argument, and the figures folded from it.
+
+Every cumulative count is a CountKey (tool, argument path, check kind, what is
+counted, its detail and the model that wrote the call) with an integer value.
+GatewayMetrics.counts() reads them from the hot path's tallies; the Admin API's
+windows (count_windows.py, status_windows.py), the shape report and replay fold
+them with `fold` into ToolCounts and ArgumentCounts. Nothing keys a figure by a
+string it builds: adding a count is one Count member, one field, and the metric
+row that feeds it (metric_table.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Count(enum.Enum):
+    """What one count counts."""
+
+    # Per tool (CountKey.argument ""):
+    CALLS = "calls"
+    ALLOWED = "allowed"
+    REJECTED = "rejected"
+    WITH_PROBLEMS = "with_problems"  # calls with any problem: what reject mode refuses
+    WITH_INVENTED = "with_invented"  # of those, calls with an invented value
+    REPAIR_STARTED = "repair_started"
+    REPAIR_SUCCEEDED = "repair_succeeded"
+    REPAIR_ABANDONED = "repair_abandoned"
+    REPEATS = "repeats"
+    UNAVAILABLE = "unavailable"  # checks not run: their set could not be read (failed open or closed)
+    # Per checked argument:
+    CHECKS = "checks"
+    OUT_OF_SET = "out_of_set"
+    OUT_OF_SET_NORMALISED = "out_of_set_normalised"
+    FAILED_OPEN = "failed_open"
+    PROBLEM = "problem"  # detail: the problem's code
+    SHAPE = "shape"  # detail: why an out-of-set value missed
+
+
+class CheckKind(enum.Enum):
+    """Which check a count is about: a dimension of every count below the tool."""
+
+    CALL = "call"  # the whole call (per-tool counts)
+    VALUE_SET = "value_set"
+    ANY = "any"  # problems, from whichever check found them
+
+
+NOT_SPLIT = ("", "")  # the cohort of a count not split by model and prompt version
+
+
+class CountKey(NamedTuple):
+    """One cumulative count's identity."""
+
+    tool: str
+    argument: str  # "" for a count of the whole call; an argument's path otherwise
+    what: Count
+    detail: str = ""  # the problem code (PROBLEM) or the shape (SHAPE)
+    check: CheckKind = CheckKind.CALL
+    cohort: tuple[str, str] = NOT_SPLIT  # (model, prompt version), as the policy declares them
+
+
+@dataclass(slots=True)
+class ArgumentCounts:
+    """One checked argument's counts (or their sum over a tool's arguments)."""
+
+    checks: int = 0
+    out_of_set: int = 0
+    out_of_set_normalised: int = 0
+    failed_open: int = 0
+    problems: dict[str, int] = field(default_factory=dict)  # by code
+    shapes: dict[str, int] = field(default_factory=dict)  # out-of-set values by shape
+
+    @property
+    def out_of_set_rate(self) -> float:
+        return self.out_of_set / self.checks if self.checks else 0.0
+
+    @property
+    def out_of_set_normalised_rate(self) -> float:
+        return self.out_of_set_normalised / self.checks if self.checks else 0.0
+
+    def add(self, count: Count, detail: str, value: int) -> None:
+        if count is Count.PROBLEM:
+            self.problems[detail] = self.problems.get(detail, 0) + value
+        elif count is Count.SHAPE:
+            self.shapes[detail] = self.shapes.get(detail, 0) + value
+        else:
+            name = count.value
+            setattr(self, name, getattr(self, name) + value)
+
+    def absorb(self, other: ArgumentCounts) -> None:
+        """Adds another argument's counts to these (a tool's row sums its arguments')."""
+        self.checks += other.checks
+        self.out_of_set += other.out_of_set
+        self.out_of_set_normalised += other.out_of_set_normalised
+        self.failed_open += other.failed_open
+        for code, value in other.problems.items():
+            self.problems[code] = self.problems.get(code, 0) + value
+        for shape, value in other.shapes.items():
+            self.shapes[shape] = self.shapes.get(shape, 0) + value
+
+
+@dataclass(slots=True)
+class ToolCounts(ArgumentCounts):
+    """One tool's counts: the whole call's, and the sum of its arguments' (ArgumentCounts' fields)."""
+
+    calls: int = 0
+    allowed: int = 0
+    rejected: int = 0
+    with_problems: int = 0
+    with_invented: int = 0
+    repair_started: int = 0
+    repair_succeeded: int = 0
+    repair_abandoned: int = 0
+    repeats: int = 0
+    unavailable: int = 0
+
+
+@dataclass(slots=True)
+class CountTable:
+    """Counts folded: per tool (arguments summed in), per (tool, argument), and per (tool, argument, cohort)."""
+
+    tools: dict[str, ToolCounts] = field(default_factory=dict)
+    arguments: dict[tuple[str, str], ArgumentCounts] = field(default_factory=dict)
+    cohorts: dict[tuple[str, str], dict[tuple[str, str], ArgumentCounts]] = field(default_factory=dict)
+
+    def tool(self, tool: str) -> ToolCounts:
+        return self.tools.get(tool) or ToolCounts()
+
+    def argument(self, tool: str, argument: str) -> ArgumentCounts:
+        return self.arguments.get((tool, argument)) or ArgumentCounts()
+
+
+def fold(counts: Mapping[CountKey, int] | Iterable[tuple[CountKey, int]]) -> CountTable:
+    """Folds cumulative (or windowed) counts into per-tool and per-argument figures."""
+    table = CountTable()
+    items = counts.items() if isinstance(counts, Mapping) else counts
+    for key, value in items:
+        if key.cohort != NOT_SPLIT:
+            if value:
+                by_cohort = table.cohorts.setdefault((key.tool, key.argument), {})
+                by_cohort.setdefault(key.cohort, ArgumentCounts()).add(key.what, key.detail, value)
+            continue
+        # A series that exists at zero is still a row (GatewayMetrics.zero_series): it gets its entry.
+        tool = table.tools.get(key.tool)
+        if tool is None:
+            tool = table.tools[key.tool] = ToolCounts()
+        argument = None
+        if key.argument:
+            argument = table.arguments.get((key.tool, key.argument))
+            if argument is None:
+                argument = table.arguments[key.tool, key.argument] = ArgumentCounts()
+        if value:
+            tool.add(key.what, key.detail, value)
+            if argument is not None:
+                argument.add(key.what, key.detail, value)
+    return table

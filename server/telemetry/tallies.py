@@ -1,0 +1,143 @@
+"""Collectors for the hot path and scrape-time values: tallies (plain ints bumped on the event loop), a
+label-less histogram, a counter read from a callable, and the value sets' health read from the provider."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+
+class ValueSetHealth(NamedTuple):
+    """One set's health at scrape time."""
+
+    name: str
+    age_seconds: float  # inf when never loaded
+    stale: bool
+    available: bool
+    version: int = -1  # -1 when never loaded
+
+
+class ValueSetHealthCollector(Collector):
+    """argwatch_value_set_{age_seconds,stale,available,version}, computed at scrape time from the provider's state."""
+
+    def __init__(self) -> None:
+        self._sources: list[Callable[[], Iterable[ValueSetHealth]]] = []
+
+    def replace(self, source: Callable[[], Iterable[ValueSetHealth]]) -> None:
+        self._sources = [source]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        age = GaugeMetricFamily(
+            "argwatch_value_set_age_seconds",
+            "Seconds since the value set's source last confirmed the copy in use (+Inf: never loaded).",
+            labels=["set"],
+        )
+        stale = GaugeMetricFamily(
+            "argwatch_value_set_stale",
+            "1 while the copy in use is stale: its source is down or has not confirmed it within the TTL.",
+            labels=["set"],
+        )
+        available = GaugeMetricFamily(
+            "argwatch_value_set_available",
+            "1 while the set can be checked against; 0 when never loaded or older than max_staleness.",
+            labels=["set"],
+        )
+        version = GaugeMetricFamily(
+            "argwatch_value_set_version",
+            "The version of the value set's copy in use (-1: never loaded); replicas should agree.",
+            labels=["set"],
+        )
+        for source in self._sources:
+            for health in source():
+                version.add_metric([health.name], float(health.version))
+                age.add_metric([health.name], health.age_seconds)
+                stale.add_metric([health.name], 1.0 if health.stale else 0.0)
+                available.add_metric([health.name], 1.0 if health.available else 0.0)
+        yield age
+        yield stale
+        yield available
+        yield version
+
+
+class Tally:
+    """A counter child for the hot path: an int bumped on the event loop thread, read at scrape time.
+
+    prometheus_client's child takes a lock and checks on every inc; this is one add (docs/performance.md).
+    Only the event loop thread increments; a scrape reads whole ints.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self, amount: int = 1) -> None:
+        self.value += amount
+
+
+class TallyFamily(Collector):
+    """A counter family (name_total) of Tally children, keyed by label values."""
+
+    def __init__(self, name: str, documentation: str, labelnames: list[str], registry: CollectorRegistry) -> None:
+        self._name, self._documentation, self._labelnames = name, documentation, labelnames
+        self._children: dict[tuple[str, ...], Tally] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> Tally:
+        return self._children.setdefault(values, Tally())
+
+    def remove(self, *values: str) -> None:
+        self._children.pop(values, None)
+
+    def children(self) -> list[tuple[tuple[str, ...], Tally]]:
+        return list(self._children.items())
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        for values, tally in list(self._children.items()):
+            family.add_metric(list(values), tally.value)
+        yield family
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+
+
+class TallyHistogram(Collector):
+    """A label-less histogram for the hot path: a bisect and two adds an observation, where
+    prometheus_client's Histogram takes a lock per observation. Only the event loop thread observes."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry) -> None:
+        self._name, self._documentation = name, documentation
+        self._bounds = tuple(sorted(buckets))
+        self._counts = [0] * (len(self._bounds) + 1)  # the last: above every bound
+        self._sum = 0.0
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self._counts[bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        cumulative, buckets = 0, []
+        for bound, count in zip((*self._bounds, float("inf")), list(self._counts), strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        yield HistogramMetricFamily(self._name, self._documentation, buckets=buckets, sum_value=self._sum)
+
+    def describe(self) -> Iterator[HistogramMetricFamily]:
+        yield HistogramMetricFamily(self._name, self._documentation)
+
+
+class CallbackCounter(Collector):
+    """A counter whose value is read from a callable at scrape time."""
+
+    def __init__(self, name: str, documentation: str, read: Callable[[], float]) -> None:
+        self._name, self._documentation, self._read = name, documentation, read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._documentation, value=self._read())
