@@ -10,7 +10,7 @@ far dearer than a dictionary look-up (docs/performance.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -121,7 +121,7 @@ class GatewayMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self._folds: list[tuple[TallyFamily, Callable[[tuple[str, ...]], Iterable[CountKey]]]] = []
+        self._folds: list[tuple[TallyFamily | Counter, Callable[[tuple[str, ...]], Iterable[CountKey]]]] = []
         for spec in METRICS:
             family: Any
             if spec.kind is Kind.TALLY:
@@ -135,6 +135,8 @@ class GatewayMetrics:
                 family = kind(spec.name, spec.documentation, spec.labels, registry=registry)
             setattr(self, spec.attribute, family)
             if spec.counts is not None:
+                if spec.kind not in (Kind.TALLY, Kind.COUNTER):
+                    raise ValueError(f"{spec.name}: only a counter can feed the count model")
                 self._folds.append((family, spec.counts))
         self._health = ValueSetHealthCollector()
         registry.register(self._health)
@@ -237,9 +239,9 @@ class GatewayMetrics:
         and the per-argument fail-opens."""
         counts: dict[CountKey, int] = {}
         for family, folds in self._folds:
-            for labels, tally in family.children():
+            for labels, value in _series_of(family):
                 for key in folds(labels):  # zeros too: a series that exists is a figure (zero_series)
-                    counts[key] = counts.get(key, 0) + tally.value
+                    counts[key] = counts.get(key, 0) + value
         for (tool, argument), count in list(self._failed_open.items()):
             key = CountKey(tool, argument, Count.FAILED_OPEN, check=CheckKind.VALUE_SET)
             counts[key] = counts.get(key, 0) + count
@@ -330,6 +332,19 @@ class GatewayMetrics:
     def tool_totals(self) -> dict[str, ToolCounts]:
         """Per tool label, the counts since start (arguments summed in)."""
         return fold(self.counts()).tools
+
+
+def _series_of(family: TallyFamily | Counter) -> Iterator[tuple[tuple[str, ...], int]]:
+    """Each series' label values and count: a tally's read directly (the hot path's families, read every few
+    seconds), a prometheus_client counter's through collect()."""
+    if isinstance(family, TallyFamily):
+        for labels, tally in family.children():
+            yield labels, tally.value
+        return
+    for collected in family.collect():
+        for sample in collected.samples:
+            if sample.name.endswith("_total"):
+                yield tuple(sample.labels.values()), int(sample.value)
 
 
 def flag_label(value: bool) -> str:
