@@ -31,6 +31,7 @@ class Count(enum.Enum):
     REPAIR_ABANDONED = "repair_abandoned"
     REPEATS = "repeats"
     UNAVAILABLE = "unavailable"  # checks not run: their set could not be read (failed open or closed)
+    STALE_CHECKS = "stale_checks"  # checks run against a stale copy of their set
     # Per checked argument:
     CHECKS = "checks"
     OUT_OF_SET = "out_of_set"
@@ -116,6 +117,7 @@ class ToolCounts(ArgumentCounts):
     repair_abandoned: int = 0
     repeats: int = 0
     unavailable: int = 0
+    stale_checks: int = 0
 
 
 @dataclass(slots=True)

@@ -301,6 +301,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "tool_argument_check_stale",
         "Checks made against a stale copy of their value set (still checked, against the last good copy).",
         labels=("tool", "set"),
+        counts=_per_tool(Count.STALE_CHECKS),
     ),
     MetricSpec(
         "admin_refused",
