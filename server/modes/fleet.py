@@ -37,7 +37,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from argwatch.common.backoff import backoff_delay
 from argwatch.common.tasks import cancel_and_wait
-from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
+from argwatch.server.modes import document as doc
+from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, ModeRequest, Target
+from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
@@ -55,6 +57,9 @@ MAX_PENDING_REFUSALS = 64
 TIMEOUT_SECONDS = 0.5
 
 T = TypeVar("T")
+# A change of the fleet's state, computed on the newest document: (the document after it, the audit
+# entries it adds, what to return).
+Change = Callable[[ModeDocument], tuple[ModeDocument, list[ModeChange], T]]
 
 
 class UncertainCommit(RedisError):
@@ -123,10 +128,17 @@ class SharedModes:
         self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
     ) -> ModeChange:
         """A mode change made for the whole fleet; ModeRefused when refused, or when Redis is unreachable."""
+        request = ModeRequest(Target(target), mode, actor, reason, expires_in)
+
+        def change(base: ModeDocument) -> tuple[ModeDocument, list[ModeChange], ModeChange]:
+            document, entry = doc.apply(base, request, self._store.policy_modes, self._store.now())
+            return document, [entry], entry
+
         try:
-            return await self._transact(
-                lambda: self._store.set_mode(target, mode, actor=actor, reason=reason, expires_in=expires_in)
-            )
+            entry = await self._transact(change)
+            if entry.refused:  # audited fleet-wide, like every refusal
+                raise ModeRefused(entry.outcome.removeprefix("refused: "))
+            return entry
         except UncertainCommit as error:
             self._down(error)
             # Not audited as refused here: it may have been made. The fleet's audit, read again, says.
@@ -153,7 +165,7 @@ class SharedModes:
 
     async def audit(self, change: ModeChange) -> None:
         try:
-            await self._transact(lambda: self._store.audit(change))
+            await self._transact(lambda base: (doc.record(base, change), [change], None))
         except (RedisError, OSError) as error:
             self._down(error)
             self._store.audit(change)  # on this replica at least; the fleet's copy catches up when Redis is back
@@ -161,8 +173,12 @@ class SharedModes:
     async def expire_due(self) -> None:
         if not self._store.has_due():
             return
+
+        def expire(base: ModeDocument) -> tuple[ModeDocument, list[ModeChange], None]:
+            return (*doc.expire(base, self._store.policy_modes, self._store.now()), None)
+
         try:
-            await self._transact(self._store.expire_due)
+            await self._transact(expire)
         except (RedisError, OSError) as error:
             self._down(error)
             self._store.expire_due()  # time-based: every replica reverts the same override by itself
@@ -196,7 +212,7 @@ class SharedModes:
             async with self._lock:
                 raw = await self._redis.get(KEY)
                 shared = self._readable(raw)
-                shared_version = int(shared["version"]) if shared else 0
+                shared_version = shared.version if shared else 0
                 uncertain, self._uncertain_from = self._uncertain_from, None
                 if shared is not None and (
                     shared_version > self._store.version or (uncertain is not None and shared_version >= uncertain)
@@ -204,78 +220,70 @@ class SharedModes:
                     self._store.adopt(shared)
                     log.info("modes: adopted the fleet's state, version %d", shared_version)
                 elif shared_version < self._store.version:
-                    await self._transact_locked(lambda: None)  # Redis is behind (restarted empty?): ours is newer
+                    # Redis is behind (restarted empty?): ours is newer, written back as it is.
+                    await self._transact_locked(lambda base: (base, [], None))
                     log.warning("modes: the shared store was behind (version %d); wrote ours back", shared_version)
             await self._publish_report()
             self._up()
         except (RedisError, OSError) as error:
             self._down(error)
 
-    def _readable(self, raw: bytes | str | None) -> dict[str, Any] | None:
+    def _readable(self, raw: bytes | str | None) -> ModeDocument | None:
         """The fleet's state as stored, if it is one: anything else in the key (not JSON, another shape) is
         counted and read as no state, so this replica writes its own back over it."""
         if not raw:
             return None
         try:
             shared = orjson.loads(raw)
-            ModeStore.check_document(shared)
+            if not isinstance(shared, dict) or not isinstance(shared.get("version"), int):
+                raise ValueError("not a mode state document")
+            return doc.from_json(shared)
         except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
             self._metrics.shared_cache_rejected("bad_mode_state")
             log.warning("modes: ignoring the shared state in Redis, which argwatch did not write (%s)", error)
             return None
-        return shared  # type: ignore[no-any-return]
 
-    async def _transact(self, change: Callable[[], T]) -> T:
+    async def _transact(self, change: Change[T]) -> T:
         async with self._lock:
             return await self._transact_locked(change)
 
-    async def _transact_locked(self, change: Callable[[], T]) -> T:
-        """The body of _transact, run with self._lock held."""
+    async def _transact_locked(self, change: Change[T]) -> T:
+        """The body of _transact, run with self._lock held: the change is computed on the newest document
+        (Redis' or ours), written back in one transaction, and only then put in force here. Nothing is
+        changed here before Redis has it, so nothing is rolled back."""
         for _ in range(10):
             async with self._redis.pipeline(transaction=True) as pipe:
                 await pipe.watch(KEY)
-                raw = await pipe.get(KEY)
-                shared = self._readable(raw)
-                before = self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
-                if shared is not None and int(shared["version"]) >= self._store.version:
-                    self._store.adopt(shared)  # apply the change on top of the fleet's latest state
-                refused: ModeRefused | None = None
-                result: Any = None
-                try:
-                    result = change()
-                except ModeRefused as error:
-                    refused = error  # the refusal is in the audit: share it too
+                shared = self._readable(await pipe.get(KEY))
+                local = self._store.document
+                base = shared if shared is not None and shared.version >= local.version else local
+                document, entries, result = change(base)
                 pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-                pipe.set(KEY, orjson.dumps(self._store.export(SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)))
-                pipe.publish(CHANNEL, str(self._store.version))
+                pipe.set(KEY, orjson.dumps(doc.to_json(document, SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)))
+                pipe.publish(CHANNEL, str(document.version))
                 try:
                     await pipe.execute()
                 except WatchError as error:
                     if isinstance(error.__context__, RedisConnectionError | RedisTimeoutError):
                         # redis-py reports a connection lost mid-transaction as a WatchError. Retrying would
                         # apply the change a second time if the first EXEC did reach Redis (a paused or slow
-                        # Redis): undone here, and the next read takes whatever Redis holds.
-                        self._store.adopt(before)
-                        self._uncertain_from = int(before["version"])  # type: ignore[call-overload]
+                        # Redis): the next read takes whatever Redis holds.
+                        self._uncertain_from = local.version
                         raise UncertainCommit(str(error.__context__)) from None
-                    # Another replica changed it meanwhile: undo ours, read again, apply again. Kept, the
-                    # tentative change made this replica look newer than Redis, and the retry then applied
-                    # it a second time on top of itself and wrote over the other replica's change.
-                    self._store.adopt(before)
-                    continue
+                    continue  # another replica changed it meanwhile: read again, compute again
                 except BaseException:
-                    self._store.adopt(before)  # not known to be shared: not made here
-                    self._uncertain_from = int(before["version"])  # type: ignore[call-overload]
+                    self._uncertain_from = local.version  # not known to be shared: not in force here
                     raise
+            # In force here: grown from ours, or from the fleet's newer document.
+            self._store.commit(document, entries, base=base)
             self._up()
-            if refused is not None:
-                raise refused
-            return result  # type: ignore[no-any-return]
+            return result
         raise RedisError("the shared mode state kept changing under us (10 attempts)")
 
     async def _record_refusal(self, actor: str, reason: str) -> None:
         try:
-            await self._transact(lambda: self._store.record_refusal(actor, reason))
+            entry = refusal_entry(self._store.now(), actor, reason)
+            await self._transact(lambda base: (doc.record(base, entry), [entry], None))
         except (RedisError, OSError) as error:
             self._down(error)
             self._store.record_refusal(actor, reason)

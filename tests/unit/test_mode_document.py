@@ -1,0 +1,77 @@
+"""The mode document's functions are pure: a change gives a new document and its audit entry, and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+
+from argwatch.server.modes import document as doc
+from argwatch.server.modes.document import GLOBAL, ModeDocument, ModeRequest, PolicyModes, Target
+from argwatch.server.policy.model import Mode
+
+TOOLS = PolicyModes(MappingProxyType({"refund_order": Mode.REJECT, "create_ticket": Mode.OBSERVE}), Mode.OBSERVE)
+NOW = 1_800_000_000.0
+
+
+def request(tool: str, mode: Mode | None, reason: str = "INC-1", expires_in: float | None = None) -> ModeRequest:
+    return ModeRequest(Target(tool), mode, "ana", reason, expires_in)
+
+
+def test_a_change_gives_a_new_document_and_leaves_the_old_one_as_it_was() -> None:
+    before = ModeDocument()
+    after, entry = doc.apply(before, request("refund_order", Mode.OBSERVE, expires_in=60), TOOLS, NOW)
+    assert before == ModeDocument() and before.overrides == {}
+    assert (after.version, entry.old, entry.new, entry.outcome, entry.expires_at) == (
+        1,
+        "reject",
+        "observe",
+        "applied",
+        NOW + 60,
+    )
+    assert after.audit == (entry,) and doc.in_force(after, TOOLS)["refund_order"] is Mode.OBSERVE
+    again, _ = doc.apply(before, request("refund_order", Mode.OBSERVE, expires_in=60), TOOLS, NOW)
+    assert again == after  # the same inputs, the same document: no hidden state
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (request("refund", Mode.OBSERVE), "the policy has no tool 'refund'"),
+        (request("refund_order", Mode.OBSERVE, reason=" "), "a reason is required"),
+        (request("refund_order", Mode.OBSERVE, expires_in=-1), "the expiry must be in the future"),
+        (ModeRequest(Target("refund_order", "reason_code"), Mode.OBSERVE, "ana", "INC"), "not supported yet"),
+    ],
+)
+def test_a_refused_change_is_audited_and_changes_no_mode(change: ModeRequest, why: str) -> None:
+    after, entry = doc.apply(ModeDocument(), change, TOOLS, NOW)
+    assert entry.refused and why in entry.outcome
+    assert after.overrides == {} and after.refused == (entry,) and after.version == 1
+
+
+def test_the_global_override_wins_and_expiry_reverts_only_what_is_due() -> None:
+    document, _ = doc.apply(ModeDocument(), request(GLOBAL, Mode.OBSERVE, expires_in=10), TOOLS, NOW)
+    document, _ = doc.apply(document, request("create_ticket", Mode.REJECT, expires_in=100), TOOLS, NOW)
+    assert set(doc.in_force(document, TOOLS).values()) == {Mode.OBSERVE}
+    assert not doc.due(document, TOOLS, NOW + 5)
+    expired, entries = doc.expire(document, TOOLS, NOW + 50)
+    assert [(e.target, e.old, e.new, e.outcome) for e in entries] == [("", "observe", "", "expired")]
+    assert doc.in_force(expired, TOOLS) == {"refund_order": Mode.REJECT, "create_ticket": Mode.REJECT}
+
+
+def test_an_override_of_another_replicas_tool_is_kept_and_never_expired_here() -> None:
+    foreign = ModeDocument(
+        overrides=MappingProxyType({Target("new_tool"): doc.Override(Mode.REJECT, "bo", "INC-9", NOW, NOW + 1)})
+    )
+    kept, entries = doc.expire(foreign, TOOLS, NOW + 3600)
+    assert entries == [] and kept is foreign
+
+
+def test_the_json_form_reads_back_to_the_same_document_checks_included() -> None:
+    document, _ = doc.apply(ModeDocument(), request("refund_order", Mode.OBSERVE, expires_in=60), TOOLS, NOW)
+    below = doc.Override(Mode.OBSERVE, "ana", "fail open on orders", NOW)
+    document = replace(document, overrides=MappingProxyType({**document.overrides, Target("t", "c"): below}))
+    assert doc.from_json(doc.to_json(document)) == document
+    with pytest.raises(TypeError, match="actor"):
+        doc.from_json({"version": 1, "overrides": {"t": {"mode": "reject", "actor": 7, "reason": "", "set_at": 1}}})
