@@ -41,7 +41,7 @@ class GatedSession:
         self._sent = replace(session, conversation_id=session.conversation_id or f"mcp-session-{uuid.uuid4().hex}")
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any
+        self, name: str, arguments: dict[str, object] | None = None, *args: Any, **kwargs: Any
     ) -> types.CallToolResult:
         """ClientSession.call_tool, checked first, with the same arguments.
 
