@@ -26,10 +26,12 @@ ProblemCode = Literal[
     "REPEATED_CALL",
     "RULE_NOT_EVALUATED",
 ]
+"""What kind of problem a Problem is: gateway.proto's ProblemCode, less its prefix."""
 Shape = Literal["UNSPECIFIED", "CASE", "SEPARATOR", "RETIRED", "INVENTED"]
+"""Why a value missed its set (for OUT_OF_SET): gateway.proto's Shape, less its prefix."""
 
-# How a tool call with side effects went, as report_outcome takes it.
 CallOutcome = Literal["succeeded", "failed", "unknown"]
+"""How a call of a tool with side effects went, as report_outcome takes it."""
 _WIRE_OUTCOMES: dict[str, pb.Outcome] = {
     "succeeded": pb.OUTCOME_SUCCEEDED,
     "failed": pb.OUTCOME_FAILED,

@@ -55,6 +55,11 @@ class ValueSetCatalog:
     """
 
     def __init__(self, incarnation: str | None = None) -> None:
+        """An empty catalog.
+
+        Args:
+            incarnation: Keep versions counting across restarts under this id; a new one each catalog without it.
+        """
         self.incarnation = uuid.uuid4().hex[:16] if incarnation is None else incarnation
         self._sets: dict[str, PublishedSet] = {}
         self._watchers: set[asyncio.Queue[sources_pb2.WatchValueSetsResponse]] = set()
@@ -192,9 +197,15 @@ def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSet
 
 
 class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
-    """Serves a ValueSetCatalog over gRPC."""
+    """Serves a ValueSetCatalog over gRPC (ValueSetSource: GetValueSet and WatchValueSets)."""
 
     def __init__(self, catalog: ValueSetCatalog, heartbeat_seconds: float = 5.0) -> None:
+        """Serves `catalog`.
+
+        Args:
+            catalog: The sets to serve.
+            heartbeat_seconds: How long a watch stream may stay quiet before a heartbeat names the versions held.
+        """
         self._catalog = catalog
         self._heartbeat = heartbeat_seconds
 
@@ -203,6 +214,12 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         request: sources_pb2.GetValueSetRequest,
         context: grpc.aio.ServicerContext[sources_pb2.GetValueSetRequest, sources_pb2.GetValueSetResponse],
     ) -> sources_pb2.GetValueSetResponse:
+        """ValueSetSource.GetValueSet: the whole set as it is now; NOT_FOUND for one never published.
+
+        Args:
+            request: The set's name.
+            context: gRPC's context of the call.
+        """
         published = self._catalog.get(request.name)
         if published is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no value set {request.name!r}")
@@ -214,6 +231,12 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         request: sources_pb2.WatchValueSetsRequest,
         context: grpc.aio.ServicerContext[sources_pb2.WatchValueSetsRequest, sources_pb2.WatchValueSetsResponse],
     ) -> AsyncIterator[sources_pb2.WatchValueSetsResponse]:
+        """ValueSetSource.WatchValueSets: a snapshot of each set, then every change, with heartbeats between.
+
+        Args:
+            request: The sets to watch; every set the catalog serves when it names none.
+            context: gRPC's context of the call.
+        """
         wanted = set(request.names) or set(self._catalog.names())
         queue = self._catalog.subscribe()
         try:
