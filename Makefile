@@ -38,7 +38,7 @@ lock: $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/python examples/run_demo.py
 
-# The import tree as installed (argwatch.server -> server/, ...), for mypy.
+# The import tree as installed (argwatch.server -> server/, ...), for mypy and the docs' API reference (griffe).
 $(VENV)/typecheck/argwatch: $(BIN)/python Makefile
 	mkdir -p $@
 	ln -sfn $(CURDIR)/proto/argwatch/__init__.py $@/__init__.py
@@ -174,7 +174,7 @@ typecheck: $(VENV)/.installed $(VENV)/typecheck/argwatch
 	$(BIN)/mypy
 
 # The documentation site (docs/, mkdocs.yml) into .site/; --strict fails on a broken link or anchor.
-docs: $(VENV)/.installed
+docs: $(VENV)/.installed $(VENV)/typecheck/argwatch
 	$(BIN)/mkdocs build --strict --site-dir .site
 
 clean:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar
+
+from argwatch.client._errors import InvalidInput
 
 
 # What each adapter reads, as Protocols: the SDKs' objects match them as they are (no SDK is imported
@@ -68,24 +70,87 @@ class MCPRequest(Protocol):
 JSONObject = Mapping[str, Any]
 
 
+# What each adapter's tool_error returns: the tool result that hands the message back, in its provider's shape.
+class OpenAIToolMessage(TypedDict):
+    """A Chat Completions tool message: {"role": "tool", "tool_call_id", "content"}."""
+
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str
+
+
+class OpenAIFunctionCallOutput(TypedDict):
+    """A Responses API input item: {"type": "function_call_output", "call_id", "output"}."""
+
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str
+
+
+class AnthropicToolResult(TypedDict):
+    """A Messages API content block: {"type": "tool_result", "tool_use_id", "content", "is_error": True}."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str
+    is_error: bool
+
+
+class MCPTextContent(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class MCPToolResult(TypedDict):
+    content: list[MCPTextContent]
+    isError: bool
+
+
+class MCPToolError(TypedDict):
+    """A JSON-RPC response to tools/call whose result is the tool's error (isError), not a protocol error."""
+
+    jsonrpc: Literal["2.0"]
+    id: str | int
+    result: MCPToolResult
+
+
+E = TypeVar("E", covariant=True)  # the provider's shape of a tool result
+
+
 @dataclass(frozen=True, slots=True)
-class ProviderToolCall:
-    """One tool call the model made, and how to answer it in its provider's shape."""
+class ProviderToolCall(Generic[E]):
+    """One tool call the model made, and how to answer it in its provider's shape.
+
+    Attributes:
+        tool: The tool's name.
+        arguments_json: The arguments as the model wrote them: the raw JSON text where the provider gives
+            text (OpenAI), so the gateway sees exactly what the model emitted, malformed or not.
+        call_id: The provider's id for this call (tool_call_id, tool_use_id, JSON-RPC id).
+    """
 
     tool: str
-    # The arguments as the model wrote them: the raw JSON text where the provider gives text
-    # (OpenAI), so the gateway sees exactly what the model emitted, malformed or not.
     arguments_json: bytes
-    call_id: str  # the provider's id for this call (tool_call_id, tool_use_id, JSON-RPC id)
-    _error: Callable[[str], dict[str, Any]]
+    call_id: str
+    _error: Callable[[str], E]
 
-    def tool_error(self, message: str) -> dict[str, Any]:
-        """The tool result that hands `message` (Repair's) back to the model, in the provider's shape."""
+    def tool_error(self, message: str) -> E:
+        """The tool result that hands `message` (Repair's) back to the model, in the provider's shape.
+
+        Args:
+            message: What the model should read: `Outcome.tool_error`.
+        """
         return self._error(message)
 
 
-def from_openai(tool_call: OpenAIToolCall | JSONObject) -> ProviderToolCall:
-    """A Chat Completions tool call: {"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}."""
+def from_openai(tool_call: OpenAIToolCall | JSONObject) -> ProviderToolCall[OpenAIToolMessage]:
+    """A Chat Completions tool call: {"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}.
+
+    Args:
+        tool_call: openai's ChatCompletionMessageFunctionToolCall, or the same as a dict.
+
+    Raises:
+        InvalidInput: It has no function, or names no tool.
+    """
     function = _object(_field(tool_call, "function"), "function")
     call_id = str(_field(tool_call, "id", ""))
     return ProviderToolCall(
@@ -96,8 +161,15 @@ def from_openai(tool_call: OpenAIToolCall | JSONObject) -> ProviderToolCall:
     )
 
 
-def from_openai_responses(item: OpenAIFunctionCallItem | JSONObject) -> ProviderToolCall:
-    """A Responses API output item: {"type": "function_call", "call_id", "name", "arguments": "<JSON text>"}."""
+def from_openai_responses(item: OpenAIFunctionCallItem | JSONObject) -> ProviderToolCall[OpenAIFunctionCallOutput]:
+    """A Responses API output item: {"type": "function_call", "call_id", "name", "arguments": "<JSON text>"}.
+
+    Args:
+        item: openai's ResponseFunctionToolCall, or the same as a dict.
+
+    Raises:
+        InvalidInput: It names no tool.
+    """
     call_id = str(_field(item, "call_id", ""))
     return ProviderToolCall(
         _name(_field(item, "name")),
@@ -107,8 +179,15 @@ def from_openai_responses(item: OpenAIFunctionCallItem | JSONObject) -> Provider
     )
 
 
-def from_anthropic(block: AnthropicToolUse | JSONObject) -> ProviderToolCall:
-    """A Messages API content block: {"type": "tool_use", "id", "name", "input": {...}}."""
+def from_anthropic(block: AnthropicToolUse | JSONObject) -> ProviderToolCall[AnthropicToolResult]:
+    """A Messages API content block: {"type": "tool_use", "id", "name", "input": {...}}.
+
+    Args:
+        block: anthropic's ToolUseBlock, or the same as a dict.
+
+    Raises:
+        InvalidInput: It names no tool.
+    """
     call_id = str(_field(block, "id", ""))
     return ProviderToolCall(
         _name(_field(block, "name")),
@@ -118,11 +197,18 @@ def from_anthropic(block: AnthropicToolUse | JSONObject) -> ProviderToolCall:
     )
 
 
-def from_mcp(request: MCPRequest | JSONObject) -> ProviderToolCall:
-    """An MCP tools/call request: {"jsonrpc": "2.0", "id", "method": "tools/call", "params": {"name", "arguments"}}."""
+def from_mcp(request: MCPRequest | JSONObject) -> ProviderToolCall[MCPToolError]:
+    """An MCP tools/call request: {"jsonrpc": "2.0", "id", "method": "tools/call", "params": {"name", "arguments"}}.
+
+    Args:
+        request: The MCP SDK's JSONRPCRequest, or the same as a dict.
+
+    Raises:
+        InvalidInput: It is not a tools/call request, has no params, or names no tool.
+    """
     method = _field(request, "method")
     if method != "tools/call":
-        raise ValueError(f"not an MCP tools/call request: method {method!r}")
+        raise InvalidInput(f"not an MCP tools/call request: method {method!r}")
     params = _object(_field(request, "params"), "params")
     request_id = _field(request, "id")
     return ProviderToolCall(
@@ -147,13 +233,13 @@ def _field(value: object, name: str, default: Any = None) -> Any:
 
 def _object(value: object, what: str) -> object:
     if value is None or isinstance(value, str | int | float | bool | list | tuple):
-        raise ValueError(f"the tool call has no {what} object")
+        raise InvalidInput(f"the tool call has no {what} object")
     return value
 
 
 def _name(value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise ValueError("the tool call names no tool")
+        raise InvalidInput("the tool call names no tool")
     return value
 
 

@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Any
 
-from argwatch.client import Gateway, from_openai
+from argwatch.client import Gateway, Session, from_openai
 
 MAX_TURNS = 6
 ORDER = "ord_000001"  # in the demo owning service's records (examples/demo_data.py), paid 153.23
@@ -101,6 +101,7 @@ async def run(target: str, conversation_id: str, refund_times_out: bool = False)
     service = RefundsService(lose_first_answer=refund_times_out)
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"My order {ORDER} arrived broken."}]
     happened: list[dict[str, Any]] = []
+    session = Session(conversation_id=conversation_id, customer_id=CUSTOMER)
     async with Gateway(target) as gateway:
         for _ in range(MAX_TURNS):
             message = model.reply(messages)
@@ -110,7 +111,7 @@ async def run(target: str, conversation_id: str, refund_times_out: bool = False)
                 return happened
             for tool_call in message["tool_calls"]:
                 call = from_openai(tool_call)
-                outcome = await gateway.check(call, conversation_id=conversation_id, customer_id=CUSTOMER)
+                outcome = await gateway.check(call, session)
                 if not outcome.go_ahead:
                     messages.append(call.tool_error(outcome.tool_error))
                     happened.append({"call_id": call.call_id, "ran": False, "tool_error": outcome.tool_error})

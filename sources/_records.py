@@ -12,13 +12,30 @@ from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 
 class RecordStore(sources_pb2_grpc.RecordSourceServicer):
-    """Records by (kind, id); `put` and `delete` change them while serving."""
+    """Records by (kind, id), for the gateway's existence and ownership look-ups; `put` changes them while serving.
+
+    Attributes:
+        lookups: How many look-ups it has answered.
+    """
 
     def __init__(self, records: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> None:
+        """Holds `records` in memory.
+
+        Args:
+            records: (kind, id) -> the record's attributes, as the policy's rules and ownership checks read them
+                ({("order", "ord_1"): {"customer_id": "cus_7"}}).
+        """
         self._records: dict[tuple[str, str], Mapping[str, Any]] = dict(records or {})
         self.lookups = 0
 
     def put(self, kind: str, record_id: str, attributes: Mapping[str, Any]) -> None:
+        """Adds or replaces one record; the next look-up sees it.
+
+        Args:
+            kind: The record's kind, as the policy names it ("order").
+            record_id: The record's id.
+            attributes: Its attributes (JSON values).
+        """
         self._records[kind, record_id] = dict(attributes)
 
     async def Lookup(
@@ -26,6 +43,12 @@ class RecordStore(sources_pb2_grpc.RecordSourceServicer):
         request: sources_pb2.LookupRequest,
         context: grpc.aio.ServicerContext[sources_pb2.LookupRequest, sources_pb2.LookupResponse],
     ) -> sources_pb2.LookupResponse:
+        """RecordSource.Lookup: the record's attributes, or found=False.
+
+        Args:
+            request: The kind and id asked for.
+            context: gRPC's context of the call.
+        """
         self.lookups += 1
         found = self._records.get((request.kind, request.id))
         if found is None:

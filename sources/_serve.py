@@ -13,7 +13,12 @@ from argwatch.v1 import sources_pb2_grpc
 
 
 class Serving(NamedTuple):
-    """A started owner's server and the port it bound (the real one when `listen` ended in `:0`)."""
+    """A started owner's server and the port it bound.
+
+    Attributes:
+        server: The running gRPC server: stop it with `server.stop(grace)`.
+        port: The port it bound (the real one when `listen` ended in `:0`).
+    """
 
     server: grpc.aio.Server
     port: int
@@ -26,9 +31,20 @@ async def serve(
     records: RecordStore | None = None,
     credentials: grpc.ServerCredentials | None = None,
 ) -> Serving:
-    """Starts a server for `catalog` (ValueSetSource) and `records` (RecordSource) on `listen`.
+    """Starts a server for `catalog` (ValueSetSource) and `records` (RecordSource), with the health service.
 
-    Without `credentials` the port is plaintext, as for a sidecar on loopback. Stop it with `server.stop(grace)`.
+    Args:
+        listen: The address to bind, "host:port" ("127.0.0.1:0" for any free port).
+        catalog: The value sets to serve.
+        records: The records to serve.
+        credentials: For TLS (`grpc.ssl_server_credentials(...)`); without them the port is plaintext, as
+            for a sidecar on loopback.
+
+    Returns:
+        The server and the port it bound.
+
+    Raises:
+        ValueError: Neither a catalog nor records were given.
     """
     if catalog is None and records is None:
         raise ValueError("serve() needs a catalog, records, or both")

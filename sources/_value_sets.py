@@ -1,7 +1,7 @@
 """ValueSetCatalog and its servicer: the sets an owning service publishes, streamed to every gateway that watches.
 
 The bundled demo owning service and the tests run it. `publish` replaces a set,
-bumps its version and pushes a delta (added, removed) to every watcher;
+bumps its version and pushes a delta (added, removed, what replaced the removed) to every watcher;
 watchers get a snapshot of each set first and a heartbeat when nothing changes.
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -21,7 +22,17 @@ from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 @dataclass(frozen=True, slots=True)
 class PublishedSet:
-    """One version of a set as its owner publishes it."""
+    """One version of a set as its owner publishes it.
+
+    Attributes:
+        name: The set's name, "<owner>.<set>" by convention.
+        version: Counts from 1 in each catalog, one more with every publish.
+        members: The legal values.
+        retired: Values the set held once and no longer does.
+        updated_at: When it was published, in seconds since the epoch.
+        incarnation: The catalog's incarnation (see ValueSetCatalog).
+        replaced_by: For retired values that were replaced: the retired value -> the legal value that replaced it.
+    """
 
     name: str
     version: int
@@ -29,6 +40,8 @@ class PublishedSet:
     retired: frozenset[str]
     updated_at: float
     incarnation: str = ""
+    # A read-only view: the dataclass is frozen, and the mapping must not change under it.
+    replaced_by: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
 
 class ValueSetCatalog:
@@ -42,15 +55,42 @@ class ValueSetCatalog:
     """
 
     def __init__(self, incarnation: str | None = None) -> None:
+        """An empty catalog.
+
+        Args:
+            incarnation: Keep versions counting across restarts under this id; a new one each catalog without it.
+        """
         self.incarnation = uuid.uuid4().hex[:16] if incarnation is None else incarnation
         self._sets: dict[str, PublishedSet] = {}
         self._watchers: set[asyncio.Queue[sources_pb2.WatchValueSetsResponse]] = set()
 
-    def publish(self, name: str, members: Iterable[str], retired: Iterable[str] = ()) -> PublishedSet:
-        """Replaces the set's members; removed members become retired. Returns the new version."""
+    def publish(
+        self,
+        name: str,
+        members: Iterable[str],
+        retired: Iterable[str] = (),
+        *,
+        replaced_by: Mapping[str, str] | None = None,
+    ) -> PublishedSet:
+        """Replaces the set's members and pushes the change to every watching gateway.
+
+        Args:
+            name: The set's name, "<owner>.<set>" by convention ("refunds.reason_codes").
+            members: The legal values, each exactly as the owning service compares it.
+            retired: Values the set held once, besides those this publish removes (which become retired too):
+                a model that sends one is told it is retired, not that it was invented.
+            replaced_by: Retired value -> the legal value that replaced it ({"CUSTOMER_UNHAPPY": "OTHER"});
+                a value named here is retired. Repair messages name the replacement. Watching gateways
+                get it with the value's removal (or with a snapshot); it is kept for later versions until the
+                value becomes a member again.
+
+        Returns:
+            The new version of the set.
+        """
         previous = self._sets.get(name)
         member_set = frozenset(members)
-        retired_set = frozenset(retired)
+        replacements = {**(previous.replaced_by if previous else {}), **(replaced_by or {})}
+        retired_set = frozenset(retired) | replacements.keys()
         if previous is not None:
             retired_set |= previous.retired | (previous.members - member_set)
         published = PublishedSet(
@@ -60,11 +100,13 @@ class ValueSetCatalog:
             retired=retired_set - member_set,
             updated_at=time.time(),
             incarnation=self.incarnation,
+            replaced_by=MappingProxyType({old: new for old, new in replacements.items() if old not in member_set}),
         )
         self._sets[name] = published
         if previous is None:
             updates = snapshot_messages(published)
         else:
+            removed = previous.members - member_set
             updates = [
                 sources_pb2.WatchValueSetsResponse(
                     delta=sources_pb2.ValueSetDelta(
@@ -72,7 +114,8 @@ class ValueSetCatalog:
                         from_version=previous.version,
                         to_version=published.version,
                         added=sorted(member_set - previous.members),
-                        removed=sorted(previous.members - member_set),
+                        removed=sorted(removed),
+                        replaced_by={old: new for old, new in published.replaced_by.items() if old in removed},
                         incarnation=self.incarnation,
                     )
                 )
@@ -83,17 +126,29 @@ class ValueSetCatalog:
         return published
 
     def get(self, name: str) -> PublishedSet | None:
+        """The set's current version, or None if it was never published.
+
+        Args:
+            name: The set's name.
+        """
         return self._sets.get(name)
 
     def names(self) -> list[str]:
+        """Every set published so far."""
         return list(self._sets)
 
     def subscribe(self) -> asyncio.Queue[sources_pb2.WatchValueSetsResponse]:
+        """A queue that gets every change from now on, as watch messages (the servicer's side)."""
         queue: asyncio.Queue[sources_pb2.WatchValueSetsResponse] = asyncio.Queue()
         self._watchers.add(queue)
         return queue
 
     def unsubscribe(self, queue: asyncio.Queue[sources_pb2.WatchValueSetsResponse]) -> None:
+        """Stops `queue` getting changes.
+
+        Args:
+            queue: What subscribe() returned.
+        """
         self._watchers.discard(queue)
 
 
@@ -107,9 +162,14 @@ def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
         version=published.version,
         members=sorted(published.members),
         retired=sorted(published.retired),
+        retired_values=_retired_values(published),
         updated_at=_timestamp(published.updated_at),
         incarnation=published.incarnation,
     )
+
+
+def _retired_values(published: PublishedSet) -> list[sources_pb2.RetiredValue]:
+    return [sources_pb2.RetiredValue(value=old, replaced_by=new) for old, new in sorted(published.replaced_by.items())]
 
 
 def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSetsResponse]:
@@ -130,15 +190,22 @@ def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSet
         )
         if index == 0:
             value_set.retired.extend(sorted(published.retired))
+            value_set.retired_values.extend(_retired_values(published))
             value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
         messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
     return messages
 
 
 class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
-    """Serves a ValueSetCatalog over gRPC."""
+    """Serves a ValueSetCatalog over gRPC (ValueSetSource: GetValueSet and WatchValueSets)."""
 
     def __init__(self, catalog: ValueSetCatalog, heartbeat_seconds: float = 5.0) -> None:
+        """Serves `catalog`.
+
+        Args:
+            catalog: The sets to serve.
+            heartbeat_seconds: How long a watch stream may stay quiet before a heartbeat names the versions held.
+        """
         self._catalog = catalog
         self._heartbeat = heartbeat_seconds
 
@@ -147,6 +214,12 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         request: sources_pb2.GetValueSetRequest,
         context: grpc.aio.ServicerContext[sources_pb2.GetValueSetRequest, sources_pb2.GetValueSetResponse],
     ) -> sources_pb2.GetValueSetResponse:
+        """ValueSetSource.GetValueSet: the whole set as it is now; NOT_FOUND for one never published.
+
+        Args:
+            request: The set's name.
+            context: gRPC's context of the call.
+        """
         published = self._catalog.get(request.name)
         if published is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no value set {request.name!r}")
@@ -158,6 +231,12 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         request: sources_pb2.WatchValueSetsRequest,
         context: grpc.aio.ServicerContext[sources_pb2.WatchValueSetsRequest, sources_pb2.WatchValueSetsResponse],
     ) -> AsyncIterator[sources_pb2.WatchValueSetsResponse]:
+        """ValueSetSource.WatchValueSets: a snapshot of each set, then every change, with heartbeats between.
+
+        Args:
+            request: The sets to watch; every set the catalog serves when it names none.
+            context: gRPC's context of the call.
+        """
         wanted = set(request.names) or set(self._catalog.names())
         queue = self._catalog.subscribe()
         try:

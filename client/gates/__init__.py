@@ -10,6 +10,7 @@ A refused call never runs: the model gets the gateway's repair message through t
 channel for a tool error, and its corrected call goes ahead. docs/frameworks.md has an example each.
 """
 
-from argwatch.client.gates._shared import GatewayUnavailable
+from argwatch.client._errors import GatewayUnavailable
 
+# Also argwatch.client.GatewayUnavailable, where the rest of the exception tree is; kept here for existing imports.
 __all__ = ["GatewayUnavailable"]

@@ -1,7 +1,7 @@
 """The LangGraph gate: a ToolNode whose calls of LangChain tools are checked at the gateway first.
 
     from argwatch.client.gates.langgraph import gated_tool_node
-    tools = gated_tool_node([refund_order], gateway, customer_id="cus_7")
+    tools = gated_tool_node([refund_order], gateway, session=Session(customer_id="cus_7"))
 
 A call the gateway refuses never runs: the ToolNode answers it with a
 ToolMessage (status "error") holding the repair message, which the model reads
@@ -13,11 +13,11 @@ would run them unwrapped.
 The conversation id is the run's `thread_id` (`config["configurable"]`), else
 the id of the conversation's first message (LangGraph's message reducer gives
 each one). The model name comes from the AIMessage that made the call
-(`response_metadata`, as the chat model integrations fill it). Each value may
-be given instead: a string, or a function of the tool's `ToolRuntime` (the
-customer, say: `lambda runtime: runtime.context.customer_id`). An unreachable
-gateway raises GatewayUnavailable: the call is neither run nor let through
-unchecked.
+(`response_metadata`, as the chat model integrations fill it). A `Session`
+given, or one from a function of the tool's `ToolRuntime` (the customer, say:
+`lambda runtime: Session(customer_id=runtime.context.customer_id)`), takes
+their place where it has its own. A gateway that gives no verdict raises
+GatewayUnavailable: the call is neither run nor let through unchecked.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.types import Command
 
-from argwatch.client._adapters import ProviderToolCall, from_openai
+from argwatch.client._adapters import OpenAIToolMessage, ProviderToolCall, from_openai
 from argwatch.client._gateway import Gateway
-from argwatch.client.gates._shared import CallFor, Given, check, run_allowed
+from argwatch.client.gates._shared import GivenSession, check, run_allowed, session_for
 
 Answer = ToolMessage | Command[Any]
 Execute = Callable[[ToolCallRequest], Awaitable[Answer]]
@@ -44,42 +44,35 @@ def gated_tool_node(
     tools: Sequence[Any],
     gateway: Gateway,
     *,
-    conversation_id: Given[ToolRuntime] = None,
-    customer_id: Given[ToolRuntime] = None,
-    tenant: Given[ToolRuntime] = None,
-    model: Given[ToolRuntime] = None,
-    prompt_version: Given[ToolRuntime] = None,
+    session: GivenSession[ToolRuntime] = None,
     **tool_node_options: Any,
 ) -> ToolNode:
-    """A ToolNode for `tools`, every call checked first; `tool_node_options` are ToolNode's own."""
-    gate = argwatch_tool_calls(
-        gateway,
-        conversation_id=conversation_id,
-        customer_id=customer_id,
-        tenant=tenant,
-        model=model,
-        prompt_version=prompt_version,
-    )
+    """A ToolNode for `tools`, every call checked first.
+
+    Args:
+        tools: ToolNode's tools.
+        gateway: The gateway that checks each call.
+        session: Who and what each call is for, or a function of the tool's ToolRuntime that says so per
+            call. The run's thread (else its first message) and the calling message's model fill what it leaves empty.
+        **tool_node_options: ToolNode's own options (`handle_tool_errors`, ...).
+    """
+    gate = argwatch_tool_calls(gateway, session=session)
     return ToolNode(tools, awrap_tool_call=gate, wrap_tool_call=refuse_sync_calls, **tool_node_options)
 
 
-def argwatch_tool_calls(
-    gateway: Gateway,
-    *,
-    conversation_id: Given[ToolRuntime] = None,
-    customer_id: Given[ToolRuntime] = None,
-    tenant: Given[ToolRuntime] = None,
-    model: Given[ToolRuntime] = None,
-    prompt_version: Given[ToolRuntime] = None,
-) -> Wrapper:
-    """The wrapper alone, for `ToolNode(..., awrap_tool_call=..., wrap_tool_call=refuse_sync_calls)`."""
-    call_for: CallFor[ToolRuntime] = CallFor(conversation_id, customer_id, tenant, model, prompt_version)
+def argwatch_tool_calls(gateway: Gateway, *, session: GivenSession[ToolRuntime] = None) -> Wrapper:
+    """The wrapper alone, for `ToolNode(..., awrap_tool_call=..., wrap_tool_call=refuse_sync_calls)`.
+
+    Args:
+        gateway: The gateway that checks each call.
+        session: As gated_tool_node's.
+    """
 
     async def argwatch(request: ToolCallRequest, execute: Execute) -> Answer:
         runtime = request.runtime
         call = _as_provider_call(request.tool_call)
-        found = call_for.resolve(
-            runtime, conversation_id=_conversation(runtime), model=_model_name(runtime, call.call_id)
+        found = session_for(
+            session, runtime, conversation_id=_conversation(runtime), model=_model_name(runtime, call.call_id)
         )
         outcome = await check(gateway, call, found)
         if not outcome.go_ahead:
@@ -102,7 +95,7 @@ def _an_error(answer: Answer) -> bool:
     return isinstance(answer, ToolMessage) and answer.status == "error"
 
 
-def _as_provider_call(tool_call: Any) -> ProviderToolCall:
+def _as_provider_call(tool_call: Any) -> ProviderToolCall[OpenAIToolMessage]:
     """LangChain's parsed tool call ({"name", "args", "id"}) in the Chat Completions shape the adapters read."""
     arguments = tool_call.get("args", {})
     return from_openai(

@@ -1,7 +1,7 @@
 """The MCP gate: a ClientSession whose tools/call requests are checked at the gateway before they leave.
 
     from argwatch.client.gates.mcp import GatedSession
-    session = GatedSession(session, gateway, conversation_id="conv-42", customer_id="cus_7", model="gpt-4.1-mini")
+    gated = GatedSession(session, gateway, session=Session(conversation_id="conv-42", customer_id="cus_7"))
 
 A call argwatch refuses never reaches the MCP server: the caller gets a
 CallToolResult with `isError` and the gateway's repair message, as if the tool
@@ -14,42 +14,49 @@ raises GatewayUnavailable: the call is neither sent nor let through unchecked.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from mcp import ClientSession, types
 
 from argwatch.client._adapters import from_mcp
 from argwatch.client._gateway import Gateway
+from argwatch.client._session import NO_SESSION, Session
 from argwatch.client.gates._shared import check, run_allowed
 
 
 class GatedSession:
     """An MCP client session whose tool calls are checked by argwatch first."""
 
-    def __init__(
-        self,
-        session: ClientSession,
-        gateway: Gateway,
-        *,
-        conversation_id: str = "",
-        customer_id: str = "",
-        tenant: str = "",
-        model: str = "",
-        prompt_version: str = "",
-    ) -> None:
-        self._session, self._gateway = session, gateway
-        # Without one, the session is the conversation: attempts and repairs are counted per conversation.
-        conversation_id = conversation_id or f"mcp-session-{uuid.uuid4().hex}"
-        self._sent = {
-            "conversation_id": conversation_id,
-            "customer_id": customer_id,
-            "tenant": tenant,
-            "model": model,
-            "prompt_version": prompt_version,
-        }
+    def __init__(self, client_session: ClientSession, gateway: Gateway, /, *, session: Session = NO_SESSION) -> None:
+        """Wraps `client_session`; nothing is sent until a call.
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
-        """ClientSession.call_tool, checked first; the same arguments."""
+        Args:
+            client_session: The MCP SDK's session whose tool calls are checked.
+            gateway: The gateway that checks each call.
+            session: Who and what the calls are for. Without a conversation id, this MCP session is the conversation.
+        """
+        self._session, self._gateway = client_session, gateway
+        # Without one, the session is the conversation: attempts and repairs are counted per conversation.
+        self._sent = replace(session, conversation_id=session.conversation_id or f"mcp-session-{uuid.uuid4().hex}")
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, object] | None = None, *args: Any, **kwargs: Any
+    ) -> types.CallToolResult:
+        """ClientSession.call_tool, checked first, with the same arguments.
+
+        Args:
+            name: The tool's name.
+            arguments: The tool's arguments.
+            *args: ClientSession.call_tool's other arguments, passed on.
+            **kwargs: ClientSession.call_tool's other keyword arguments, passed on.
+
+        Returns:
+            The server's result; for a refused call, a result marked `is_error` with the repair message.
+
+        Raises:
+            GatewayUnavailable: No verdict: the call was not sent.
+        """
         # The request as it would go on the wire; check() gives it an id no other session's call has.
         request = types.JSONRPCRequest(
             jsonrpc="2.0",

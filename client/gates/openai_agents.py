@@ -1,7 +1,7 @@
 """The OpenAI Agents SDK gate: a tool input guardrail that checks each function tool call at the gateway.
 
     from argwatch.client.gates.openai_agents import gate_agent
-    agent = gate_agent(Agent(name="support", tools=[refund_order]), gateway, customer_id="cus_7")
+    agent = gate_agent(Agent(name="support", tools=[refund_order]), gateway, session=Session(customer_id="cus_7"))
 
 The guardrail runs before the tool. A call the gateway refuses never runs: the
 SDK hands the model the repair message as the tool's output (its
@@ -13,12 +13,13 @@ place would give one request's customer to another's calls.
 
 The conversation id is the run's `group_id` (the SDK's "chat thread ID"), else
 its trace id, else an id minted for the run. The model name is the run
-config's or the agent's, where it is a name. `customer_id`, `tenant` and the
-other two take a string or a function of the tool's context. An unreachable
-gateway raises GatewayUnavailable: the call is neither run nor let through
-unchecked. An agent's MCP servers are not gated here: `gate_agent` refuses an
-agent that has them (put `argwatch_guardrail(...)` in each server's
-`tool_input_guardrails`, with per-request values as functions of the context).
+config's or the agent's, where it is a name. A `Session` given, or one from
+a function of the tool's context, takes their place where it has its own. A
+gateway that gives no verdict raises GatewayUnavailable: the call is neither
+run nor let through unchecked. An agent's MCP servers are not gated here:
+`gate_agent` refuses an agent that has them (put `argwatch_guardrail(...)` in
+each server's `tool_input_guardrails`, with a per-request session as a
+function of the context).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 import weakref
-from typing import Any
+from typing import Any, TypeVar
 
 from agents import Agent, FunctionTool, ToolGuardrailFunctionOutput, ToolInputGuardrail, ToolInputGuardrailData
 from agents.tool_context import ToolContext
@@ -34,58 +35,49 @@ from agents.tracing import get_current_trace
 
 from argwatch.client._adapters import from_openai_responses
 from argwatch.client._gateway import Gateway
-from argwatch.client.gates._shared import CallFor, Given, check
+from argwatch.client.gates._shared import GivenSession, check, session_for
 
 Context = ToolContext[Any]
+T = TypeVar("T")  # the agent's own context type, kept by its gated copy
 NAME = "argwatch"
 
 
-def argwatch_guardrail(
-    gateway: Gateway,
-    *,
-    conversation_id: Given[Context] = None,
-    customer_id: Given[Context] = None,
-    tenant: Given[Context] = None,
-    model: Given[Context] = None,
-    prompt_version: Given[Context] = None,
-) -> ToolInputGuardrail[Any]:
-    """A guardrail to put in a function tool's (or an MCP server's) `tool_input_guardrails`."""
-    call_for: CallFor[Context] = CallFor(conversation_id, customer_id, tenant, model, prompt_version)
+def argwatch_guardrail(gateway: Gateway, *, session: GivenSession[Context] = None) -> ToolInputGuardrail[Any]:
+    """A guardrail to put in a function tool's (or an MCP server's) `tool_input_guardrails`.
+
+    Args:
+        gateway: The gateway that checks each call.
+        session: Who and what each call is for, or a function of the tool's context that says so per call.
+            The run's group id (else its trace or an id of its own) and the model's name fill what it leaves empty.
+    """
 
     async def argwatch(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
         call = from_openai_responses(
             {"call_id": context.tool_call_id, "name": context.tool_name, "arguments": context.tool_arguments}
         )
-        found = call_for.resolve(context, conversation_id=_conversation(context), model=_model_name(data))
+        found = session_for(session, context, conversation_id=_conversation(context), model=_model_name(data))
         outcome = await check(gateway, call, found)
         if outcome.go_ahead:
-            return ToolGuardrailFunctionOutput.allow(output_info=outcome.verdict.call_id)
-        return ToolGuardrailFunctionOutput.reject_content(outcome.tool_error, output_info=outcome.verdict.call_id)
+            return ToolGuardrailFunctionOutput.allow(output_info=outcome.call_id)
+        return ToolGuardrailFunctionOutput.reject_content(outcome.tool_error, output_info=outcome.call_id)
 
     return ToolInputGuardrail(guardrail_function=argwatch, name=NAME)
 
 
-def gate_agent(
-    agent: Agent[Any],
-    gateway: Gateway,
-    *,
-    conversation_id: Given[Context] = None,
-    customer_id: Given[Context] = None,
-    tenant: Given[Context] = None,
-    model: Given[Context] = None,
-    prompt_version: Given[Context] = None,
-) -> Agent[Any]:
+def gate_agent(agent: Agent[T], gateway: Gateway, *, session: GivenSession[Context] = None) -> Agent[T]:
     """A copy of `agent`, and of every agent it hands off to, whose function tools are copies carrying the
-    argwatch guardrail first (their own guardrails run too). `agent` and its tools are left unchanged."""
-    guardrail = argwatch_guardrail(
-        gateway,
-        conversation_id=conversation_id,
-        customer_id=customer_id,
-        tenant=tenant,
-        model=model,
-        prompt_version=prompt_version,
-    )
+    argwatch guardrail first (their own guardrails run too). `agent` and its tools are left unchanged.
+
+    Args:
+        agent: The agent to gate.
+        gateway: The gateway that checks each call.
+        session: As argwatch_guardrail's.
+
+    Raises:
+        ValueError: The agent, or one it hands off to, has MCP servers or a Handoff object, out of the gate's reach.
+    """
+    guardrail = argwatch_guardrail(gateway, session=session)
     copies: dict[int, Agent[Any]] = {}
 
     def gated(original: Agent[Any]) -> Agent[Any]:

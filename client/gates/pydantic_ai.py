@@ -9,11 +9,12 @@ corrected call is checked and runs (each tool's retry limit, `retries=`, caps
 the attempts as for any ModelRetry). The gateway sees the arguments as the
 model wrote them (the call's raw JSON), not as pydantic coerced them. The
 conversation id is the run's `conversation_id` and the model name the run's
-model; each may be given instead, as a string or a function of the RunContext
-(the customer, say: `customer_id=lambda ctx: ctx.deps.customer_id`). Calls
+model. A `Session` given, or one from a function of the RunContext (the
+customer, say: `session=lambda ctx: Session(customer_id=ctx.deps.customer_id)`),
+takes their place where it has its own. Calls
 pydantic-ai itself refuses (arguments that do not validate against the tool's
 signature) are retried by pydantic-ai before they reach the gate, so the
-gateway does not count them. An unreachable gateway raises GatewayUnavailable:
+gateway does not count them. A gateway that gives no verdict raises GatewayUnavailable:
 the call is neither run nor let through unchecked.
 """
 
@@ -30,29 +31,29 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from argwatch.client._adapters import from_openai
 from argwatch.client._gateway import Gateway
-from argwatch.client.gates._shared import CallFor, Given, check, run_allowed
+from argwatch.client.gates._shared import GivenSession, check, run_allowed, session_for
 
 Context = RunContext[Any]
 
 
 @dataclass
 class ArgwatchToolset(WrapperToolset[Any]):
-    """`wrapped`'s tools, each call checked by argwatch first."""
+    """`wrapped`'s tools, each call checked by argwatch first.
+
+    Attributes:
+        wrapped: The toolset whose calls are checked (WrapperToolset's own field).
+        gateway: The gateway that checks each call.
+        session: Who and what each call is for, or a function of the RunContext that says so per call.
+            The run's conversation id and model fill what it leaves empty.
+    """
 
     gateway: Gateway = field(kw_only=True)
-    conversation_id: Given[Context] = field(default=None, kw_only=True)
-    customer_id: Given[Context] = field(default=None, kw_only=True)
-    tenant: Given[Context] = field(default=None, kw_only=True)
-    model: Given[Context] = field(default=None, kw_only=True)
-    prompt_version: Given[Context] = field(default=None, kw_only=True)
+    session: GivenSession[Context] = field(default=None, kw_only=True)
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Context, tool: ToolsetTool[Any]) -> Any:
         call_id = ctx.tool_call_id or ""
         call = from_openai({"id": call_id, "function": {"name": name, "arguments": _as_written(ctx, tool_args)}})
-        call_for: CallFor[Context] = CallFor(
-            self.conversation_id, self.customer_id, self.tenant, self.model, self.prompt_version
-        )
-        found = call_for.resolve(ctx, conversation_id=ctx.conversation_id or "", model=ctx.model.model_name)
+        found = session_for(self.session, ctx, conversation_id=ctx.conversation_id or "", model=ctx.model.model_name)
         outcome = await check(self.gateway, call, found)
         if not outcome.go_ahead:
             raise ModelRetry(outcome.tool_error)

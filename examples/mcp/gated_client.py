@@ -21,7 +21,7 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from argwatch.client import Gateway
+from argwatch.client import Gateway, Session
 from argwatch.client.gates.mcp import GatedSession
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "refunds_server.py")
@@ -37,7 +37,7 @@ async def run(target: str) -> list[dict[str, Any]]:
         ClientSession(read, write) as session,
     ):
         await session.initialize()
-        gated = GatedSession(session, gateway, conversation_id="mcp-demo", model="scripted")
+        gated = GatedSession(session, gateway, session=Session(conversation_id="mcp-demo", model="scripted"))
         for reason in ("ITEM_DEFECTIVE", "DAMAGED_ITEM"):
             result = await gated.call_tool("refund_order", {"order_id": "ord_0012345678", "reason_code": reason})
             text = " ".join(block.text for block in result.content if isinstance(block, types.TextContent))

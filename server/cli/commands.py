@@ -49,17 +49,14 @@ def _unchecked_formats(policy: Policy) -> list[str]:
 
 
 def export_tools(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    import grpc
-
-    from argwatch.client import tool_definitions
+    from argwatch.client import GatewayError, tool_definitions
     from argwatch.common.tls_flags import security_from
 
     security = security_from(args)
     try:
         exported = tool_definitions(args.gateway, args.format, args.tool, security=security)
-    except grpc.RpcError as error:
-        code, details = error.code(), error.details()
-        print(f"argwatch tools export: {args.gateway}: {code.name}: {details}", file=sys.stderr)
+    except GatewayError as error:
+        print(f"argwatch tools export: {args.gateway}: {error.code}: {error.details}", file=sys.stderr)
         return 1
     except OSError as error:
         print(f"argwatch tools export: {error.filename}: {error.strerror}", file=sys.stderr)

@@ -14,8 +14,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from argwatch.client import Gateway
-from argwatch.client.gates import GatewayUnavailable
+from argwatch.client import Gateway, GatewayUnavailable, Session
 from argwatch.client.gates.langgraph import gated_tool_node
 from argwatch.server.process.app import RunningGateway
 from tests.frameworks.expectations import (
@@ -80,7 +79,7 @@ async def test_an_invented_code_is_refused_the_model_repairs_it_and_the_tool_run
     capture_samples(caplog)
     runs: list[dict[str, object]] = []
     async with Gateway(owned_gateway.target) as gateway:
-        tools = gated_tool_node([refunds(runs)], gateway, customer_id=CUSTOMER)  # the one line
+        tools = gated_tool_node([refunds(runs)], gateway, session=Session(customer_id=CUSTOMER))  # the one line
         app = agent_graph(GenericFakeChatModel(messages=scripted(INVENTED, CORRECTED)), tools)
         final = await app.ainvoke(
             {"messages": [HumanMessage("refund my order")]}, {"configurable": {"thread_id": "thread-42"}}
@@ -111,7 +110,7 @@ async def test_without_a_thread_id_the_conversation_is_its_first_message(
 ) -> None:
     capture_samples(caplog)
     async with Gateway(owned_gateway.target) as gateway:
-        tools = gated_tool_node([refunds([])], gateway, customer_id=CUSTOMER)
+        tools = gated_tool_node([refunds([])], gateway, session=Session(customer_id=CUSTOMER))
         app = agent_graph(GenericFakeChatModel(messages=scripted(INVENTED, CORRECTED)), tools)
         final = await app.ainvoke({"messages": [HumanMessage("refund my order")]})
     first = final["messages"][0]
@@ -124,7 +123,9 @@ async def test_a_tool_that_raised_is_reported_unknown_not_succeeded(owned_gatewa
     runs: list[dict[str, object]] = []
     async with Gateway(owned_gateway.target) as gateway:
         # handle_tool_errors: the ToolNode answers the model with the error instead of raising.
-        tools = gated_tool_node([refunds(runs, fail=True)], gateway, customer_id=CUSTOMER, handle_tool_errors=True)
+        tools = gated_tool_node(
+            [refunds(runs, fail=True)], gateway, session=Session(customer_id=CUSTOMER), handle_tool_errors=True
+        )
         app = agent_graph(GenericFakeChatModel(messages=scripted(CORRECTED)), tools)
         await app.ainvoke({"messages": [HumanMessage("refund")]}, {"configurable": {"thread_id": "t"}})
     assert len(runs) == 1

@@ -6,7 +6,7 @@ import pytest
 from mcp import Client, types
 from mcp.server.mcpserver import MCPServer
 
-from argwatch.client import Gateway
+from argwatch.client import Gateway, Session
 from argwatch.client.gates.mcp import GatedSession
 from argwatch.server.process.app import RunningGateway
 from tests.frameworks.expectations import (
@@ -46,7 +46,7 @@ async def test_a_session_without_a_conversation_id_is_one_and_the_repair_is_trac
     capture_samples(caplog)
     runs: list[dict[str, object]] = []
     async with Gateway(owned_gateway.target) as gateway, Client(refunds_server(runs)) as client:
-        session = GatedSession(client.session, gateway, customer_id=CUSTOMER, model="gpt-4.1-mini")
+        session = GatedSession(client.session, gateway, session=Session(customer_id=CUSTOMER, model="gpt-4.1-mini"))
         refused = await session.call_tool("refund_order", {"order_id": ORDER, "reason_code": INVENTED})
         done = await session.call_tool("refund_order", {"order_id": ORDER, "reason_code": CORRECTED})
         assert (await session.list_tools()).tools[0].name == "refund_order"  # the rest is the session's own
@@ -60,7 +60,7 @@ async def test_a_session_without_a_conversation_id_is_one_and_the_repair_is_trac
 async def test_a_tool_error_from_the_server_is_reported_unknown(owned_gateway: RunningGateway) -> None:
     runs: list[dict[str, object]] = []
     async with Gateway(owned_gateway.target) as gateway, Client(refunds_server(runs, fail=True)) as client:
-        session = GatedSession(client.session, gateway, conversation_id="c", customer_id=CUSTOMER)
+        session = GatedSession(client.session, gateway, session=Session(conversation_id="c", customer_id=CUSTOMER))
         result = await session.call_tool("refund_order", {"order_id": ORDER, "reason_code": CORRECTED})
     assert result.is_error and len(runs) == 1
     registry = owned_gateway.registry

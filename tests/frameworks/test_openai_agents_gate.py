@@ -20,7 +20,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
 from openai import AsyncOpenAI
 
-from argwatch.client import Gateway
+from argwatch.client import Gateway, Session
 from argwatch.client.gates.openai_agents import _model_name, gate_agent
 from argwatch.server.process.app import RunningGateway
 from tests.conftest import GatewayFactory
@@ -66,8 +66,7 @@ async def test_an_invented_code_is_refused_the_model_repairs_it_and_the_tool_run
         agent = gate_agent(
             Agent(name="support", model=model, tools=[refund_order]),
             gateway,
-            customer_id=CUSTOMER,
-            model="gpt-4.1-mini",  # the ScriptedModel has no name of its own
+            session=Session(customer_id=CUSTOMER, model="gpt-4.1-mini"),  # the ScriptedModel has no name of its own
         )
         result = await Runner.run(agent, "refund my order", run_config=RunConfig(group_id="thread-42"))
 
@@ -105,8 +104,12 @@ async def test_agents_sharing_a_tool_each_keep_their_own_customer(owned_gateway:
 
     async with Gateway(owned_gateway.target) as gateway:
         # One module-level tool, two requests' agents: the second must not take the first's customer.
-        owners = gate_agent(Agent(name="a", model=legal_call(), tools=[refund_order]), gateway, customer_id=CUSTOMER)
-        others = gate_agent(Agent(name="b", model=legal_call(), tools=[refund_order]), gateway, customer_id="cus_other")
+        owners = gate_agent(
+            Agent(name="a", model=legal_call(), tools=[refund_order]), gateway, session=Session(customer_id=CUSTOMER)
+        )
+        others = gate_agent(
+            Agent(name="b", model=legal_call(), tools=[refund_order]), gateway, session=Session(customer_id="cus_other")
+        )
         assert refund_order.tool_input_guardrails is None  # the tool itself is left as it was
         await Runner.run(owners, "refund", run_config=RunConfig(tracing_disabled=True))
         assert runs == [ORDER]

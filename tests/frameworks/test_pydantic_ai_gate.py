@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from argwatch.client import Gateway
+from argwatch.client import Gateway, Session
 from argwatch.client.gates.pydantic_ai import ArgwatchToolset
 from argwatch.server.process.app import RunningGateway
 from tests.frameworks.expectations import (
@@ -55,7 +55,7 @@ async def test_an_invented_code_is_refused_the_model_repairs_it_and_the_tool_run
         return f"refunded {order_id} ({reason_code})"
 
     async with Gateway(running.target) as gateway:
-        gated = ArgwatchToolset(toolset, gateway=gateway, customer_id=lambda ctx: ctx.deps.customer_id)
+        gated = ArgwatchToolset(toolset, gateway=gateway, session=lambda ctx: Session(customer_id=ctx.deps.customer_id))
         agent = Agent(FunctionModel(script, model_name="gpt-4.1-mini"), deps_type=Deps, toolsets=[gated])
         result = await agent.run("refund my order", deps=Deps(CUSTOMER), conversation_id="thread-42")
 
