@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from importlib import metadata
+from typing import Any
 
 from argwatch.common.durations import duration
 from argwatch.common.tls_flags import add_tls_arguments
@@ -23,6 +25,44 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return text + " (default: %(default)s)"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser that names an unknown option given before its command as such, and lists the commands.
+
+    argparse sets an unknown option aside and then complains that the command is missing, which sends the
+    reader looking for the wrong mistake (`argwatch --bogus` said "the following arguments are required:
+    COMMAND"). A command's own parser (serve, policy check, ...) has no command below it: it parses as usual.
+    """
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # the overloads of argparse's, as one
+        if not self._commands():
+            return super().parse_known_args(args, namespace)
+        for token in sys.argv[1:] if args is None else list(args):
+            if token == "--" or not token.startswith("-"):
+                break  # the command: what follows is its own to parse
+            if not self._known_option(token):
+                self.error(f"unrecognized option {token}; {self._commands_sentence()}")
+        return super().parse_known_args(args, namespace)
+
+    def _known_option(self, token: str) -> bool:
+        name = token.split("=", 1)[0]
+        if name in self._option_string_actions:
+            return True
+        # argparse also takes an unambiguous prefix of a long option (--vers for --version).
+        return name.startswith("--") and any(known.startswith(name) for known in self._option_string_actions)
+
+    def _commands(self) -> list[str]:
+        return [
+            name
+            for action in self._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices
+        ]
+
+    def _commands_sentence(self) -> str:
+        listed = ", ".join(self._commands())
+        return f"the commands are {listed} (a command's options go after it: {self.prog} COMMAND --help)"
+
+
 def _version() -> str:
     try:
         return metadata.version("argwatch")
@@ -36,7 +76,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     # package nowhere else, and only here, when the command line is built.
     from argwatch.tui.run import add_admin_arguments, add_tui_arguments
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="argwatch",
         description="A gRPC gateway that checks LLM agents' tool-call arguments before the call runs.",
         formatter_class=HelpFormatter,

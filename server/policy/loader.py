@@ -1,4 +1,4 @@
-"""Reads a policy YAML file into a Policy, listing every error with its file, key path and expectation.
+"""Reads a policy YAML file into a Policy, listing every error with its file, line, key path and expectation.
 
 The gateway refuses to start on any error: a half-configured gateway would
 check some tools and silently not others.
@@ -6,6 +6,7 @@ check some tools and silently not others.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -44,7 +45,7 @@ from argwatch.server.policy.model import (
     ToolPolicy,
     ValueSetConfig,
 )
-from argwatch.server.policy.strict_yaml import DuplicateKeys, load_yaml
+from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
 from argwatch.server.verdict.linear_regex import cannot_run, patterns_in
 from argwatch.server.verdict.schema_checks import compile_schema, schema_error_location
@@ -61,9 +62,13 @@ class PolicyIssue:
 
     path: str  # the key path, such as "tools.refund_order.arguments.reason_code.value_set"
     message: str
+    line: int = 0  # where the path (or its nearest written parent) starts, from 1; 0: nowhere in the file
+    column: int = 0
 
     def render(self, file: str) -> str:
-        return f"{file}: {self.path or '<top>'}: {self.message}"
+        """`file:line:column: path: message`, the shape editors and terminals turn into a link."""
+        where = f"{file}:{self.line}:{self.column}" if self.line else file
+        return ": ".join(part for part in (where, self.path, self.message) if part)
 
 
 class PolicyError(Exception):
@@ -79,10 +84,12 @@ class PolicyError(Exception):
 class _Reader:
     """Walks the parsed YAML, recording issues instead of stopping at the first."""
 
+    marks: Marks = field(default_factory=dict)
     issues: list[PolicyIssue] = field(default_factory=list)
 
     def fail(self, path: str, message: str) -> None:
-        self.issues.append(PolicyIssue(path, message))
+        line, column = _place(self.marks, path)
+        self.issues.append(PolicyIssue(path, message, line, column))
 
     def mapping(self, node: object, path: str, allowed: set[str]) -> Mapping[str, Any]:
         """The node as a mapping with string keys, with unknown keys reported."""
@@ -95,7 +102,9 @@ class _Reader:
             if not isinstance(key, str):
                 self.fail(path, f"expected string keys, got {key!r}")
             elif allowed and key not in allowed:
-                self.fail(_join(path, key), f"unknown key; expected one of {', '.join(sorted(allowed))}")
+                close = difflib.get_close_matches(key, allowed, n=1)
+                guess = f"did you mean {close[0]!r}? " if close else ""
+                self.fail(_join(path, key), f"unknown key; {guess}expected one of {', '.join(sorted(allowed))}")
         return node
 
     def named_entries(self, node: object, path: str) -> Mapping[str, Any]:
@@ -132,6 +141,17 @@ class _Reader:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _place(marks: Marks, path: str) -> tuple[int, int]:
+    """Where `path` is written, else its nearest parent that is (a required key that is missing: its
+    mapping's line); (0, 0) when none is."""
+    while path:
+        if path in marks:
+            return marks[path]
+        cut = max(path.rfind("."), path.rfind("["))
+        path = path[:cut] if cut > 0 else ""
+    return 0, 0
 
 
 def _kind(node: object) -> str:
@@ -200,12 +220,23 @@ def load_policy(path: str) -> Policy:
 def parse_policy(raw: bytes, path: str) -> Policy:
     """Validates policy text; `path` names it in errors and anchors relative file sources."""
     try:
-        document = load_yaml(raw)
+        document, marks = load_yaml_marked(raw)
     except yaml.YAMLError as error:
-        raise PolicyError(path, [PolicyIssue("", f"not valid YAML: {_yaml_error(error)}")]) from None
+        problem, line, column = _yaml_error(error)
+        raise PolicyError(path, [PolicyIssue("", f"not valid YAML: {problem}", line, column)]) from None
     except DuplicateKeys as error:  # YAML would keep the last silently: a tool or a binding lost
-        raise PolicyError(path, [PolicyIssue("", f"a key given twice: {found}") for found in error.found]) from None
-    reader = _Reader()
+        issues = [
+            PolicyIssue(
+                found.path,
+                f"{found.key!r} given again at line {found.line} (first at line {found.first_line}); "
+                "YAML would keep only the last",
+                found.line,
+                found.column,
+            )
+            for found in error.duplicates
+        ]
+        raise PolicyError(path, issues) from None
+    reader = _Reader(marks)
     top = reader.mapping(
         document,
         "",
@@ -261,12 +292,11 @@ def _version(raw: bytes, definitions: object, base: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def _yaml_error(error: yaml.YAMLError) -> str:
-    """The parser's complaint on one line, with where it happened."""
+def _yaml_error(error: yaml.YAMLError) -> tuple[str, int, int]:
+    """The parser's complaint on one line, and its line and column (0, 0 when it has none)."""
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + str(problem)
+    return str(problem), (mark.line + 1 if mark else 0), (mark.column + 1 if mark else 0)
 
 
 def _read_sources(reader: _Reader, node: object, base: str) -> dict[str, SourceConfig]:

@@ -139,8 +139,8 @@ def test_serve_refuses_an_invalid_policy_with_every_error(tmp_path) -> None:
     policy.write_text("tools:\n  t:\n    arguments:\n      a: {value_set: nowhere}\n    mood: happy\n")
     result = subprocess.run([ARGWATCH, "serve", "--policy", str(policy)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert f"{policy}: tools.t.mood: unknown key" in result.stderr
-    assert f"{policy}: tools.t.arguments.a.value_set: undefined value set 'nowhere'" in result.stderr
+    assert f"{policy}:5:5: tools.t.mood: unknown key; did you mean 'mode'?" in result.stderr
+    assert f"{policy}:4:11: tools.t.arguments.a.value_set: undefined value set 'nowhere'" in result.stderr
     assert "refusing to start" in result.stderr
 
 

@@ -107,3 +107,36 @@ def test_the_tui_without_its_extra_says_how_to_install_it() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "pip install 'argwatch[tui]'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "named"),
+    [
+        (["--bogus"], "usage: argwatch [", "argwatch: error: unrecognized option --bogus;"),
+        (["--bogus", "serve"], "usage: argwatch [", "argwatch: error: unrecognized option --bogus;"),
+        (["policy", "--bogus"], "usage: argwatch policy", "argwatch policy: error: unrecognized option --bogus;"),
+    ],
+)
+def test_an_unknown_option_before_the_command_is_named_and_the_commands_listed(
+    argv: list[str], usage: str, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not "the following arguments are required: COMMAND", which blamed a command that was there."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and named in err and "required" not in err
+    commands = "serve, policy, tui, watch, report, tools, health, replay, sets, coverage"
+    assert (commands if argv[0] != "policy" else "the commands are check") in err
+
+
+def test_known_options_and_their_prefixes_still_work_before_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version (and --vers, as argparse abbreviates) still work; after the command, its own error names it."""
+    for option in ("--version", "--vers"):
+        with pytest.raises(SystemExit) as exited:
+            main([option])
+        assert exited.value.code == 0 and capsys.readouterr().out.startswith("argwatch ")
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--bogus"])  # after the command: that command's own error, as before
+    assert exited.value.code == 2
+    assert "argwatch serve: error: unrecognized arguments: --bogus" in capsys.readouterr().err

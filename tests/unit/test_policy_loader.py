@@ -1,4 +1,4 @@
-"""Policy files: the demo policy loads; every error names the file, the key path and what was expected."""
+"""Policy files: the demo policy loads; every error names the file, its line, the key path and what was expected."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ tools:
 def errors_of(text: str) -> list[str]:
     with pytest.raises(PolicyError) as raised:
         parse_policy(textwrap.dedent(text).encode(), "/etc/argwatch/policy.yaml")
-    assert all(line.startswith("/etc/argwatch/policy.yaml: ") for line in str(raised.value).splitlines())
+    assert all(line.startswith("/etc/argwatch/policy.yaml") for line in str(raised.value).splitlines())
     return [f"{issue.path}: {issue.message}" for issue in raised.value.issues]
 
 
@@ -69,7 +69,7 @@ def test_a_good_policy_is_read_with_its_settings_and_defaults() -> None:
 def test_an_unknown_key_is_named_with_its_path_and_the_keys_expected() -> None:
     errors = errors_of(GOOD.replace("mode: reject", "mode: reject\n    modes: reject"))
     assert errors == [
-        "tools.refund_order.modes: unknown key; expected one of "
+        "tools.refund_order.modes: unknown key; did you mean 'mode'? expected one of "
         "arguments, description, formats, mode, records, rules, schema, side_effect"
     ]
 
@@ -131,7 +131,7 @@ def test_malformed_documents_get_a_clear_error(text: str, expected: str) -> None
 
 def test_a_missing_file_is_a_policy_error_naming_it(tmp_path: os.PathLike[str]) -> None:
     missing = os.path.join(str(tmp_path), "nope.yaml")
-    with pytest.raises(PolicyError, match=r"nope\.yaml: <top>: cannot read the file"):
+    with pytest.raises(PolicyError, match=r"nope\.yaml: cannot read the file"):
         load_policy(missing)
 
 
@@ -147,7 +147,10 @@ def test_a_missing_file_is_a_policy_error_naming_it(tmp_path: os.PathLike[str]) 
             "models: {prompt_versions: [" + ", ".join(f"v{i}" for i in range(17)) + "]}",
             "models.prompt_versions: at most 16 names (each is a label value of every split series)",
         ),
-        ("models: {name: [a]}", "models.name: unknown key; expected one of names, prompt_versions"),
+        (
+            "models: {name: [a]}",
+            "models.name: unknown key; did you mean 'names'? expected one of names, prompt_versions",
+        ),
         ('models: {names: ["gpt\\x1f4"]}', "models.names: 'gpt\\x1f4': a name has no control characters"),
     ],
 )
@@ -163,3 +166,61 @@ def test_declared_models_are_label_values_and_anything_else_is_other_or_none() -
     assert cohorts.labels("gpt-4.1-mini ", "V13") == ("_other", "_other")  # names are matched exactly
     assert cohorts.labels("", "") == ("_none", "_none")
     assert not parse_policy(GOOD.encode(), "p.yaml").cohorts.declared
+
+
+def rendered(text: str) -> list[str]:
+    with pytest.raises(PolicyError) as raised:
+        parse_policy(textwrap.dedent(text).encode(), "policy.yaml")
+    return str(raised.value).splitlines()
+
+
+def test_every_error_names_its_line_and_column_in_the_shape_editors_link() -> None:
+    """file:line:column: path: message, the line being where the key is written."""
+    assert rendered(GOOD.replace("ttl: 2m", "ttl: soon")) == [
+        "policy.yaml:7:42: value_sets.refunds.reason_codes.ttl: expected a duration such as "
+        "300, '30s', '250ms', '5m' or '1h30m', got 'soon'"
+    ]
+    assert rendered(GOOD.replace("      reason_code:\n", "      reason_code:\n        requird: false\n")) == [
+        "policy.yaml:14:9: tools.refund_order.arguments.reason_code.requird: unknown key; did you mean 'required'? "
+        "expected one of hint, normalise, required, value_set"
+    ]
+
+
+def test_a_missing_key_is_placed_at_the_mapping_that_lacks_it_and_a_list_item_at_the_item() -> None:
+    text = """
+    tools:
+      t:
+        arguments:
+          a: {normalise: {}}
+        rules:
+          - {expr: "args.x >", types: {x: integer}}
+    """
+    located = [line.split(": ", 2)[:2] for line in rendered(text) if line.startswith("policy.yaml")]
+    assert located == [
+        ["policy.yaml:5:7", "tools.t.arguments.a.value_set"],  # `a:`, which has no value_set
+        ["policy.yaml:7:10", "tools.t.rules[0].expr"],  # the CEL error (its message runs over three lines)
+    ]
+
+
+def test_an_unknown_key_with_no_close_match_gets_no_guess() -> None:
+    (found,) = errors_of(GOOD.replace("mode: reject", "mode: reject\n    colour: blue"))
+    assert "did you mean" not in found and found.startswith("tools.refund_order.colour: unknown key; expected")
+
+
+def test_a_syntax_error_names_its_line_and_column() -> None:
+    assert rendered("tools:\n  t: [unclosed\n") == [
+        "policy.yaml:3:1: not valid YAML: expected ',' or ']', but got '<stream end>'"
+    ]
+
+
+def test_a_key_given_twice_names_its_real_path_and_both_lines() -> None:
+    """Not `<top>`: the path of the key itself, at the second line, naming the first."""
+    text = GOOD.replace("  transfer_stock:\n", "  transfer_stock:\n    mode: observe\n    mode: reject\n")
+    assert rendered(text) == [
+        "policy.yaml:18:5: tools.transfer_stock.mode: 'mode' given again at line 18 (first at line 17); "
+        "YAML would keep only the last"
+    ]
+    twice = GOOD + "  refund_order: {mode: observe}\n"
+    assert rendered(twice)[0].startswith(
+        "policy.yaml:19:3: tools.refund_order: 'refund_order' given again at line 19 (first at line 10)"
+    )
