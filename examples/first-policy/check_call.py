@@ -3,7 +3,7 @@
 import json
 import sys
 
-from argwatch.client import SyncGateway, from_openai
+from argwatch.client import Session, SyncGateway, from_openai
 
 reason_code = sys.argv[1] if len(sys.argv) > 1 else "ITEM_DEFECTIVE"  # a code the refunds service never defined
 tool_call = {
@@ -15,9 +15,9 @@ tool_call = {
     },
 }
 with SyncGateway("127.0.0.1:50051") as gateway:
-    outcome = gateway.check(from_openai(tool_call), conversation_id="first-policy", customer_id="cus_1")
+    outcome = gateway.check(from_openai(tool_call), Session(conversation_id="first-policy", customer_id="cus_1"))
 print("go ahead:", outcome.go_ahead)
-for problem in outcome.verdict.problems:
+for problem in outcome.problems:
     print("problem:", problem.message)
 if not outcome.go_ahead:
     print(outcome.tool_error)
