@@ -36,9 +36,9 @@ from bench_server import ECHO_METHOD
 from refresh import Source, rss_bytes, started_provider
 from validate import payload, start_bench_server
 
-from argwatch.server.valuesets.compact_index import CompactIndex
+from argwatch.server.sets.compact_index import CompactIndex
+from argwatch.server.sets.sharded import ShardedSet
 from argwatch.server.valuesets.provider import ValueSetProvider
-from argwatch.server.valuesets.sharded import ShardedSet
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")

@@ -17,8 +17,9 @@ from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
 from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.state.call_scope import CallRef, conversation_scope
-from argwatch.server.state.operations import OperationLog, OperationRecord, Outcome, Sighting, operation_key
+from argwatch.server.state.operations import OperationLog, operation_key
 from argwatch.server.telemetry.metrics import (
     CALL_LEVEL_ARGUMENT,
     UNKNOWN_LABEL,
@@ -29,9 +30,9 @@ from argwatch.server.telemetry.metrics import (
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
-from argwatch.server.valuesets.snapshot import SetReading
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape
+from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Sighting
 from argwatch.server.verdict.rule_checks import check_rules
 from argwatch.server.verdict.schema_checks import schema_problems
 from argwatch.server.verdict.set_checks import (
@@ -224,7 +225,7 @@ class Validator:
             self._metrics.repeat_retry(label, sighting.retry.value)
         return sighting
 
-    async def report_outcome(self, call: CallRef, outcome: Outcome) -> OperationRecord | None:
+    async def report_outcome(self, call: CallRef, outcome: OperationOutcome) -> OperationRecord | None:
         """Stores how a call of a tool with side effects turned out; None when the gateway does not know it
         in the conversation and session named."""
         if self._operations is None:
@@ -356,7 +357,9 @@ def _unknown_tool(name: str) -> Problem:
 def _repeated(sighting: Sighting) -> Problem:
     earlier = sighting.earlier
     assert earlier is not None
-    outcome = "never reported" if earlier.outcome is Outcome.UNREPORTED else f"reported {earlier.outcome.value}"
+    outcome = (
+        "never reported" if earlier.outcome is OperationOutcome.UNREPORTED else f"reported {earlier.outcome.value}"
+    )
     return Problem(
         code=ProblemCode.REPEATED_CALL,
         message=f"repeats call {earlier.call_id} of the same operation (its outcome {outcome}): it may have happened",

@@ -6,15 +6,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
+from argwatch.server.edge.reloading import Reloader
 from argwatch.server.edge.request_limits import MAX_REASON, MAX_TOOL
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
+from argwatch.server.modes.document import POLICY_TARGET
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.coverage import (
     PolicyCoverage,
@@ -26,7 +28,6 @@ from argwatch.server.policy.coverage import (
     policy_surface,
 )
 from argwatch.server.policy.model import Failure, Policy
-from argwatch.server.process.reload import AUDIT_TARGET
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey, ToolCounts, fold
 from argwatch.server.telemetry.events import MAX_EVENTS, Event, EventLog
@@ -38,9 +39,6 @@ from argwatch.server.telemetry.status_windows import StatusWindows, WindowFigure
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.set_state import SetStatus
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
-
-if TYPE_CHECKING:
-    from argwatch.server.process.reload import PolicyReloader
 
 MIN_WATCH_INTERVAL = 0.2
 # What one Admin answer lists at most, so that each stays under gRPC's 4 MiB whatever the policy's size: the
@@ -110,14 +108,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
-        self._reloader: PolicyReloader | None = None
+        self._reloader: Reloader | None = None
         self.events = events if events is not None else EventLog(clock)
         self._rate_steps = RateSteps(self.events)
         self._generation = 0  # bumped by each reload (use)
         # GetCoverage's walk of the policy in use: done, or under way (the calls meanwhile await the same one).
         self._coverage_surface: tuple[Policy, asyncio.Task[PolicySurface]] | None = None
 
-    def attach_reloader(self, reloader: PolicyReloader) -> None:
+    def attach_reloader(self, reloader: Reloader) -> None:
         self._reloader = reloader
 
     def use(self, policy: Policy, provider: ValueSetProvider) -> None:
@@ -346,7 +344,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         limit = min(request.limit or 100, MAX_EVENTS)
         recorded = self.events.newest(limit)
         audited = [
-            Event(change.at, "policy" if change.target == AUDIT_TARGET else "mode", change.target or "<global>",
+            Event(change.at, "policy" if change.target == POLICY_TARGET else "mode", change.target or "<global>",
                   f"{change.old or '-'} -> {change.new or '-'} by {change.actor} ({change.reason}): {change.outcome}")
             for change in self._modes.changes(limit)
         ]  # fmt: skip

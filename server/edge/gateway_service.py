@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission, peer_host
 from argwatch.server.edge.request_limits import TooLong, check_call_ref, check_validate
-from argwatch.server.policy.tool_export import export_tools
+from argwatch.server.repair.tool_export import export_tools
 from argwatch.server.state.call_scope import CallRef
 from argwatch.server.validator import Validator
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc

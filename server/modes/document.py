@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from argwatch.server.policy.model import Mode
 
 GLOBAL = ""  # the tool of the global override
+POLICY_TARGET = "@policy"  # the target of an audit entry about the policy (a reload), not a mode
 AUDIT_KEEP = 10_000  # changes (applied, cleared, expired)
 REFUSED_KEEP = 1_000  # refused attempts, kept apart: they can never push a change out
 MAX_TEXT = 4096  # a saved string longer than this was not written by argwatch

@@ -22,6 +22,7 @@ from jsonschema.exceptions import SchemaError
 from argwatch.common.durations import parse_duration
 from argwatch.common.files import DEFINITIONS_BYTES, POLICY_BYTES, read_file
 from argwatch.server.policy.cel_flatten import flatten
+from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
     MAX_COHORT_NAMES,
     ArgumentBinding,
@@ -45,10 +46,9 @@ from argwatch.server.policy.model import (
     ToolPolicy,
     ValueSetConfig,
 )
+from argwatch.server.policy.schema_compile import compile_schema, schema_error_location
 from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
-from argwatch.server.verdict.linear_regex import cannot_run, patterns_in
-from argwatch.server.verdict.schema_checks import compile_schema, schema_error_location
 
 T = TypeVar("T")
 

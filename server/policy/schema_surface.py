@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from argwatch.server.verdict.schema_checks import FORMATS
+from argwatch.server.policy.schema_compile import FORMATS
 
 MAX_DEPTH = 4  # property names walked (an array's `*` is not one); a deeper object is one leaf, judged whole
 MAX_HOPS = 16  # $refs followed in a row to find an object's properties (each one a node of the budget)

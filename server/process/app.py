@@ -23,20 +23,22 @@ from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, 
 from argwatch.server.edge.admin_service import AdminServicer
 from argwatch.server.edge.admission import Admission, Limits
 from argwatch.server.edge.gateway_service import GatewayServicer, add_gateway_to_server
-from argwatch.server.edge.listener_options import gateway_server_options, rpc_ceiling
 from argwatch.server.edge.probes import CappedHealth, add_capped_reflection
+from argwatch.server.edge.reloading import ReloadResult
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.fleet import SharedModes
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
+from argwatch.server.process.listener_options import gateway_server_options, rpc_ceiling
 from argwatch.server.process.metrics_listener import MetricsListener
-from argwatch.server.process.reload import PolicyReloader, ReloadResult
+from argwatch.server.process.reload import PolicyReloader
 from argwatch.server.process.settings import Settings
 from argwatch.server.process.tls import check_tls_settings, server_credentials
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.sets.payload import SetFetcher
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
@@ -49,7 +51,6 @@ from argwatch.server.telemetry.samples import SampledValueLog, dropped_sample_re
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.file_source import FileSetFetcher
 from argwatch.server.valuesets.grpc_source import GrpcSetFetcher
-from argwatch.server.valuesets.payload import SetFetcher
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 

@@ -21,10 +21,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from argwatch.common.tasks import cancel_and_wait
+from argwatch.server.edge.reloading import ReloadResult, ReloadState
+from argwatch.server.modes.document import POLICY_TARGET as AUDIT_TARGET
 from argwatch.server.modes.store import ModeChange
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.policy.model import Policy
@@ -36,33 +37,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("argwatch.reload")
 
-AUDIT_TARGET = "@policy"
 # A reloaded policy waits this long at most for sets it adds (as start-up waits for every set).
 NEW_SETS_WAIT_SECONDS = 5.0
 # Reading and validating the policy file may take this long (thousands of tools take seconds); past it the
 # reload is refused and the policy in use keeps serving.
 LOAD_SECONDS = 120.0
-
-
-@dataclass(frozen=True, slots=True)
-class ReloadResult:
-    """What a reload did."""
-
-    outcome: str  # "reloaded", "unchanged", "refused: <why>"
-    policy_version: str
-    previous_version: str
-    tools_added: tuple[str, ...] = ()
-    tools_removed: tuple[str, ...] = ()
-    tools_changed: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class PolicyState:
-    """When the policy in use was loaded, and the last reload refused (for GetStatus)."""
-
-    loaded_at: float
-    refused: str = ""
-    refused_at: float = 0.0
 
 
 class PolicyReloader:
@@ -72,7 +51,7 @@ class PolicyReloader:
         self._gateway = gateway
         self._clock = clock
         self._lock = asyncio.Lock()
-        self.state = PolicyState(loaded_at=clock())
+        self.state = ReloadState(loaded_at=clock())
         self._retiring: dict[asyncio.Task[None], Mapping[str, RecordClient]] = {}
         self._running: set[asyncio.Task[ReloadResult]] = set()
 
@@ -95,7 +74,7 @@ class PolicyReloader:
             self.state.refused, self.state.refused_at = result.outcome.removeprefix("refused: "), self._clock()
             log.error("policy reload refused; still serving %s: %s", result.previous_version, result.outcome)
         elif result.outcome == "reloaded":
-            self.state = PolicyState(loaded_at=self._clock())
+            self.state = ReloadState(loaded_at=self._clock())
             log.warning(
                 "policy reloaded: %s -> %s (tools added %s, removed %s, changed %s)",
                 result.previous_version,

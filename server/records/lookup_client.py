@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import grpc
 
 from argwatch.common.channels import QUICK_RECONNECT_OPTIONS, ChannelSecurity, aio_channel
-from argwatch.server.edge.wire import struct_to_dict
+from argwatch.common.struct_values import struct_to_dict
 from argwatch.server.policy.model import GrpcSourceConfig
 from argwatch.server.state.ttl_store import TtlStore
 from argwatch.v1 import sources_pb2, sources_pb2_grpc

@@ -18,10 +18,10 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 from argwatch.server.policy.model import Disclosure, Policy, RepairConfig
-from argwatch.server.state.operations import OperationRecord, Outcome
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
-from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord
 from argwatch.server.verdict.set_checks import retirement_note
 
 _loose = normaliser(LOOSE)
@@ -162,13 +162,13 @@ def repeat_message(tool: str, policy: Policy, earlier: OperationRecord, give_up_
         f"- The earlier call: {earlier.call_id}, at {when}; idempotency key {earlier.key}; "
         f"{earlier.calls} calls of this operation so far, this one included.",
     ]
-    if earlier.outcome is Outcome.SUCCEEDED:
+    if earlier.outcome is OperationOutcome.SUCCEEDED:
         lines.append(
             f"- It succeeded: its effect has already happened. Running {tool} again would do it a second time."
         )
         lines.append(f"What to do: do not call {tool} again for this. Tell the user it is already done.")
         return "\n".join(lines)
-    known = "was reported unknown" if earlier.outcome is Outcome.UNKNOWN else "was never reported"
+    known = "was reported unknown" if earlier.outcome is OperationOutcome.UNKNOWN else "was never reported"
     lines.append(
         f"- Its outcome {known}: it may have succeeded (a timeout does not mean it failed), so running "
         f"{tool} again could do it twice."

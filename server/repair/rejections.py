@@ -19,8 +19,8 @@ from argwatch.server.policy.model import RepairConfig
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.call_scope import call_key, scoped_name
 from argwatch.server.state.codec import shared_value
-from argwatch.server.state.operations import OperationRecord
 from argwatch.server.verdict.findings import Problem
+from argwatch.server.verdict.repeats import OperationRecord
 
 _CALL_KEY = "argwatch:rejected:"
 _ATTEMPTS_KEY = "argwatch:attempts:"

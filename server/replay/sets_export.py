@@ -16,11 +16,11 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.policy.model import Policy
 from argwatch.server.process.app import limits_of, make_fetcher
+from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.state.atomic_file import write_atomically
 from argwatch.server.state.shared_cache import SharedCache
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.valuesets.provider import ValueSetProvider
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 
 async def export_sets(

@@ -18,11 +18,10 @@ operation of its own scope.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import orjson
 
@@ -30,6 +29,7 @@ from argwatch.server.policy.model import SideEffect
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.call_scope import call_key, scoped_name
 from argwatch.server.state.codec import shared_value
+from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Retry, Sighting
 from argwatch.server.verdict.set_checks import as_json_text
 
 KEY_PREFIX = "aw1_"  # versioned: a change in how keys are derived must not collide with old ones
@@ -41,52 +41,8 @@ _SUCCEEDED = "argwatch:operation-succeeded:"
 _MAX_DEPTH = 32  # numbers deeper than this are hashed as written (no model needs them as identity)
 
 
-class Outcome(enum.Enum):
-    """How a call turned out, as the agent reported it; the value is the `outcome` metric label."""
-
-    UNREPORTED = "unreported"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    UNKNOWN = "unknown"
-
-
-class Retry(enum.Enum):
-    """Why a repeat is let through; the value is the `reason` metric label."""
-
-    NO = ""
-    AFTER_FAILURE = "after_failure"
-    AFTER_STATUS_CHECK = "after_status_check"
-
-
-@shared_value("operation")
-@dataclass(frozen=True, slots=True)
-class OperationRecord:
-    """The shared memory of one operation (a declared shape: it is stored in Redis as JSON)."""
-
-    key: str
-    tool: str
-    conversation_id: str  # the scope (state/call_scope.py)
-    call_id: str  # the call that may have done it: the first, or the last genuine retry
-    seen_at: float  # epoch seconds: replicas compare it
-    outcome: Outcome
-    calls: int  # calls of the operation seen in the window, repeats included
-    window: float  # seconds it is remembered after its last call or report
-
-
-@dataclass(frozen=True, slots=True)
-class Sighting:
-    """What the gateway knows of a call's operation when the call arrives."""
-
-    key: str
-    earlier: OperationRecord | None  # None: the first call of the operation in the window
-    retry: Retry
-    shared: bool  # the shared cache answered (or there is none): every replica's calls were seen
-    status_tool: str = ""  # the policy's tool for learning whether the earlier call took effect
-
-    @property
-    def is_repeat(self) -> bool:
-        """A repeat that may do the operation twice: refused in reject mode."""
-        return self.earlier is not None and self.retry is Retry.NO
+# The operation record is stored in the shared cache (Redis) as JSON, in this declared shape.
+shared_value("operation")(OperationRecord)
 
 
 def operation_key(
@@ -130,7 +86,7 @@ class OperationLog:
         (observe mode), so its outcome may be reported too."""
         now = self._clock()
         window = side_effect.window_seconds
-        first = OperationRecord(key, tool, conversation_id, call_id, now, Outcome.UNREPORTED, 1, window)
+        first = OperationRecord(key, tool, conversation_id, call_id, now, OperationOutcome.UNREPORTED, 1, window)
         retry = Retry.NO
         # The operation, and the call id ReportOutcome will name, in one round trip; the call id only if
         # this is the first call (a refused repeat must never be reportable).
@@ -143,12 +99,15 @@ class OperationLog:
             await self._cache.set(call, key, ttl=window)
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier = replace(earlier, calls=earlier.calls + 1)
-        if earlier.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key, bool) is not None:
+        if (
+            earlier.outcome is not OperationOutcome.SUCCEEDED
+            and await self._cache.get(_SUCCEEDED + key, bool) is not None
+        ):
             # A success reported while another replica rewrote the record (a read, then a write) is kept here.
-            earlier = replace(earlier, outcome=Outcome.SUCCEEDED)
-        if earlier.outcome is Outcome.FAILED:
+            earlier = replace(earlier, outcome=OperationOutcome.SUCCEEDED)
+        if earlier.outcome is OperationOutcome.FAILED:
             retry = Retry.AFTER_FAILURE
-        elif earlier.outcome is not Outcome.SUCCEEDED and side_effect.status_tool:
+        elif earlier.outcome is not OperationOutcome.SUCCEEDED and side_effect.status_tool:
             checked: float | None = await self._cache.get(_status_key(conversation_id, tool), float)
             if checked is not None and checked >= earlier.seen_at:
                 retry = Retry.AFTER_STATUS_CHECK
@@ -160,7 +119,7 @@ class OperationLog:
             await self._cache.set(call, key, ttl=window)
         return Sighting(key, earlier, retry, self._shared, side_effect.status_tool)
 
-    async def report(self, scope: str, call_id: str, outcome: Outcome) -> OperationRecord | None:
+    async def report(self, scope: str, call_id: str, outcome: OperationOutcome) -> OperationRecord | None:
         """Stores a call's outcome on its operation; None when the call is unknown in `scope` (another
         conversation's or session's call id included) or its window passed.
 
@@ -173,11 +132,14 @@ class OperationLog:
         record: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
         if record is None:
             return None
-        if outcome is Outcome.SUCCEEDED:
+        if outcome is OperationOutcome.SUCCEEDED:
             await self._cache.set(_SUCCEEDED + key, True, ttl=record.window)
-        elif record.outcome is not Outcome.SUCCEEDED and await self._cache.get(_SUCCEEDED + key, bool) is not None:
-            record = replace(record, outcome=Outcome.SUCCEEDED)
-        if record.outcome is not Outcome.SUCCEEDED:
+        elif (
+            record.outcome is not OperationOutcome.SUCCEEDED
+            and await self._cache.get(_SUCCEEDED + key, bool) is not None
+        ):
+            record = replace(record, outcome=OperationOutcome.SUCCEEDED)
+        if record.outcome is not OperationOutcome.SUCCEEDED:
             record = replace(record, outcome=outcome)
             await self._cache.set(_OPERATION + key, record, ttl=record.window)
         return record

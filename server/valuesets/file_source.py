@@ -23,7 +23,7 @@ import yaml
 
 from argwatch.common.files import SETS_FILE_BYTES, read_file
 from argwatch.server.policy.strict_yaml import DuplicateKeys, load_yaml
-from argwatch.server.valuesets.payload import NotServed, Retirement, SetPayload, SourceUnavailable
+from argwatch.server.sets.payload import NotServed, Retirement, SetPayload, SourceUnavailable
 
 
 @dataclass(frozen=True, slots=True)

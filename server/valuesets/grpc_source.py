@@ -10,8 +10,7 @@ import grpc
 
 from argwatch.common.channels import QUICK_RECONNECT_OPTIONS, ChannelSecurity, aio_channel
 from argwatch.server.policy.model import GrpcSourceConfig
-from argwatch.server.valuesets.parts import MemberParts
-from argwatch.server.valuesets.payload import (
+from argwatch.server.sets.payload import (
     DeltaUpdate,
     HeartbeatUpdate,
     NotServed,
@@ -24,6 +23,7 @@ from argwatch.server.valuesets.payload import (
     Update,
     WatchUnsupported,
 )
+from argwatch.server.valuesets.parts import MemberParts
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 log = logging.getLogger("argwatch.valuesets")

@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from argwatch.common.files import SAVED_COPY_BYTES, read_file
+from argwatch.server.sets.payload import Retirement, SetPayload
+from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.state.atomic_file import remove_leftovers, write_atomically
-from argwatch.server.valuesets.payload import Retirement, SetPayload
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 log = logging.getLogger("argwatch.valuesets")
 

@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable, Mapping
 
 from argwatch.server.policy.model import Policy
+from argwatch.server.sets.payload import SetFetcher
+from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.state.cache import Cache
 from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.valuesets.freshness import RefreshResult
-from argwatch.server.valuesets.payload import SetFetcher
 from argwatch.server.valuesets.set_state import SetStatus
 from argwatch.server.valuesets.set_table import SetTable
-from argwatch.server.valuesets.snapshot import SetReading
 from argwatch.server.valuesets.source_follower import WATCH_IDLE_SECONDS, SourceFollower
 
 

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass, field
 
 from argwatch.server.policy.model import Normalisation, Policy, ValueSetConfig
+from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot
 from argwatch.server.valuesets.freshness import Refusal, StaleCause
-from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot
 
 
 @dataclass(eq=False)

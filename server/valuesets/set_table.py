@@ -22,17 +22,17 @@ from collections.abc import Callable
 
 from argwatch.common.tasks import TaskSet
 from argwatch.server.policy.model import Policy
+from argwatch.server.sets.overlay import OverlaySet
+from argwatch.server.sets.payload import SetPayload
+from argwatch.server.sets.retired import RetiredKeep, ValueTooLong
+from argwatch.server.sets.sharded import SHARD_ABOVE
+from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot, make_snapshot_async
 from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
 from argwatch.server.valuesets import persist
 from argwatch.server.valuesets.freshness import Refusal, StaleCause, refusal_words
-from argwatch.server.valuesets.overlay import OverlaySet
-from argwatch.server.valuesets.payload import SetPayload
 from argwatch.server.valuesets.release_memory import release_free_memory
-from argwatch.server.valuesets.retired import RetiredKeep, ValueTooLong
 from argwatch.server.valuesets.set_state import CARRIED_OVER, SetState, SetStatus, cause_now, rules_by_set
-from argwatch.server.valuesets.sharded import SHARD_ABOVE
-from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot, make_snapshot_async
 
 log = logging.getLogger("argwatch.valuesets")
 

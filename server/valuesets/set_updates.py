@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from argwatch.server.valuesets.freshness import RefreshOutcome, RefreshResult, StaleCause
-from argwatch.server.valuesets.overlay import with_delta
-from argwatch.server.valuesets.payload import (
+from argwatch.server.sets.overlay import with_delta
+from argwatch.server.sets.payload import (
     DeltaUpdate,
     HeartbeatUpdate,
     OversizedDelta,
@@ -22,9 +21,10 @@ from argwatch.server.valuesets.payload import (
     SnapshotUpdate,
     Update,
 )
+from argwatch.server.sets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
+from argwatch.server.valuesets.freshness import RefreshOutcome, RefreshResult, StaleCause
 from argwatch.server.valuesets.set_state import SetState
 from argwatch.server.valuesets.set_table import SetTable
-from argwatch.server.valuesets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 
 # Asks for a set to be fetched whole from its source, with the reason (a metric label).
 Resync = Callable[[SetState, str], None]

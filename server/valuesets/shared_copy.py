@@ -5,9 +5,9 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import NamedTuple
 
+from argwatch.server.sets.payload import Retirement, SetPayload
+from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.state.codec import shared_value
-from argwatch.server.valuesets.payload import Retirement, SetPayload
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
 
 SHARED_KEY_PREFIX = "argwatch:valueset:"
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from argwatch.common.backoff import backoff_delay
 from argwatch.common.tasks import TaskSet
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig
+from argwatch.server.sets.payload import NotServed, SetFetcher, SetWatcher, SourceUnavailable, WatchUnsupported
 from argwatch.server.state.cache import Cache
 from argwatch.server.valuesets.freshness import RefreshOutcome, RefreshResult, StaleCause
-from argwatch.server.valuesets.payload import NotServed, SetFetcher, SetWatcher, SourceUnavailable, WatchUnsupported
 from argwatch.server.valuesets.set_state import SetState
 from argwatch.server.valuesets.set_table import SetTable
 from argwatch.server.valuesets.set_updates import SetUpdates

@@ -6,9 +6,9 @@ import enum
 from typing import NamedTuple
 
 from argwatch.server.policy.model import Mode
-from argwatch.server.state.operations import Sighting
-from argwatch.server.valuesets.snapshot import SetReading
+from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.verdict.findings import Problem, SkippedCheck
+from argwatch.server.verdict.repeats import Sighting
 
 
 class Decision(enum.Enum):

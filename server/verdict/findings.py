@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from argwatch.server.valuesets.snapshot import SetReading
+    from argwatch.server.sets.snapshot import SetReading
 
 
 class ProblemCode(enum.Enum):

@@ -1,8 +1,8 @@
 """JSON Schema (draft 2020-12) checks of a tool's arguments, as problems in argwatch's vocabulary.
 
 Two validators, each for what it does best:
-- jsonschema-rs (Rust) answers "is this call clean?" in ~1 us, against ~50 us for
-  the pure-Python jsonschema on the bench's schema. Clean calls are the common
+- jsonschema-rs (Rust) answers "is this call clean?" many times faster than the
+  pure-Python jsonschema (docs/performance.md). Clean calls are the common
   case, so most calls stop there. It implements 2020-12 in full (prefixItems,
   unevaluatedProperties, $dynamicRef), which MCP `inputSchema` uses; the
   compiled Python validators stop at draft 07 and ignore those keywords.
@@ -20,26 +20,21 @@ not count it. One case goes the
 other way: it computes multipleOf exactly (0.07 is a multiple of 0.01), where
 Python's float division says it is not; there the exact answer stands. On
 patterns they agree: both search with the Rust regex engine, in time linear in
-the text (linear_regex.py), so `\\d` and `\\w` are ASCII and `$` matches only at
+the text (policy/linear_regex.py). The schemas are compiled with the policy
+(policy/schema_compile.py), so `\\d` and `\\w` are ASCII and `$` matches only at
 the very end.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
 
-import jsonschema_rs
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import ValidationError
 
+from argwatch.server.policy.schema_compile import CompiledSchema
 from argwatch.server.verdict.findings import Problem, ProblemCode
-from argwatch.server.verdict.linear_regex import LINEAR, cannot_run, is_regex, use_in_jsonschema
-
-log = logging.getLogger(__name__)
 
 _CODES = {
     "required": ProblemCode.MISSING_REQUIRED,
@@ -50,79 +45,6 @@ _CODES = {
     "const": ProblemCode.OUT_OF_SET,
 }
 _QUOTED = re.compile(r"'([^']*)'")
-
-
-def _a_linear_regex(instance: object) -> bool:
-    return not isinstance(instance, str) or is_regex(instance)
-
-
-FORMATS = copy.copy(Draft202012Validator.FORMAT_CHECKER)
-FORMATS.checkers = dict(FORMATS.checkers)  # our own table: the library's stays as it is
-FORMATS.checks("regex")(_a_linear_regex)
-_POLICY_FORMATS = copy.copy(FORMATS)
-_POLICY_FORMATS.checkers = dict(FORMATS.checkers)
-_POLICY_FORMATS.checks("regex")(lambda instance: not isinstance(instance, str) or not cannot_run(instance))
-
-
-class CompiledSchema(NamedTuple):
-    """A tool's schema, compiled for both validators (read-only after load)."""
-
-    full: Draft202012Validator  # lists problems, and decides
-    fast: Any  # jsonschema_rs.Draft202012Validator, or None where it cannot take the schema
-
-
-def compile_schema(schema: Mapping[str, Any] | bool, *, assert_formats: bool = True) -> CompiledSchema:
-    """Both validators for `schema`; raises SchemaError (with .json_path) when the schema itself is invalid.
-
-    With `assert_formats` (the policy's `formats: assert`) a value that breaks its `format` is a
-    problem; without, `format` is the annotation 2020-12 makes it by default, and checks nothing.
-    """
-    # "Is this a regex?" is asked of the engine that will run it: Python's re would refuse \p{Letter},
-    # which the linear engine runs, and accept lookarounds, which it cannot.
-    # The schema's own patterns ("is this a regex?") are the policy's: the compiled cache may keep them.
-    Draft202012Validator.check_schema(schema, format_checker=_POLICY_FORMATS)
-    use_in_jsonschema()  # the full check's regex searches run in linear time too (linear_regex.py)
-    full = Draft202012Validator(_located_falses(schema), format_checker=FORMATS if assert_formats else None)
-    try:
-        # offline: a remote $ref is never fetched, at load or per call; LINEAR: patterns never backtrack.
-        fast = jsonschema_rs.Draft202012Validator(
-            schema if isinstance(schema, bool) else dict(schema),
-            validate_formats=assert_formats,
-            offline=True,
-            pattern_options=LINEAR,
-        )
-    except Exception as error:  # a pattern its regex engine rejects, a reference it cannot resolve offline
-        log.info("schema: the fast check cannot take it (%s); every call uses the full check", error)
-        fast = None
-    return CompiledSchema(full, fast)
-
-
-# Keywords whose values are subschemas. jsonschema (4.26) reports a nested `false` with no path, so
-# the full check sees each as its equal `{"not": {}}`, whose errors say where. additionalProperties
-# and unevaluatedProperties stay `false`: their errors name the unexpected keys already.
-_ONE_SCHEMA = {"items", "contains", "propertyNames", "not", "if", "then", "else", "unevaluatedItems"}
-_SCHEMA_LISTS = {"prefixItems", "allOf", "anyOf", "oneOf"}
-_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "dependentSchemas"}
-_FALSE: dict[str, Any] = {"not": {}}
-
-
-def _located_falses(schema: object) -> Any:
-    if not isinstance(schema, dict):
-        return schema
-    copied: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _ONE_SCHEMA:
-            value = _FALSE if value is False else _located_falses(value)
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            value = [_FALSE if item is False else _located_falses(item) for item in value]
-        elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            value = {name: _FALSE if sub is False else _located_falses(sub) for name, sub in value.items()}
-        copied[key] = value
-    return copied
-
-
-def schema_error_location(error: SchemaError) -> str:
-    return f"{error.message} (at {error.json_path})"
 
 
 def schema_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> list[Problem]:

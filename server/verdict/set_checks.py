@@ -17,9 +17,9 @@ from typing import NamedTuple, cast
 import orjson
 
 from argwatch.server.policy.model import ArgumentBinding, Failure, ToolPolicy
-from argwatch.server.valuesets.snapshot import SetReading, ValueSetSnapshot
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
-from argwatch.server.verdict.normalise import LOOSE, normaliser
 from argwatch.server.verdict.tool_call import json_kind
 
 MAX_VALUE_CHARS = 200

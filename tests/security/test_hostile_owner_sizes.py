@@ -72,6 +72,10 @@ async def _refusal_names(gateway: RunningGateway, words: str) -> bool:
     return words in (await _status(gateway)).last_error
 
 
+async def _last_refused(gateway: RunningGateway, reason: str) -> bool:
+    return (await _status(gateway)).last_refused_reason == reason
+
+
 def _version(gateway: RunningGateway) -> int:
     reading = gateway.provider.read("s.handles")
     return reading.snapshot.version if reading is not None else 0
@@ -168,15 +172,17 @@ async def test_a_delta_of_more_values_than_one_delta_may_carry_is_refused_unread
     source, gateway = owned
     fetched = source.fetches
     source.send_delta("s.handles", 1, 2, added=[f"n{n}" for n in range(100_001)])
-    await _until_refused(gateway, "oversized_delta")
+    # The refusal's reason, which stays on record: its cause is over as soon as the resync confirms the set,
+    # which may be before the first look.
+    await eventually(lambda: _last_refused(gateway, "oversized_delta"), seconds=20)
     await eventually(lambda: source.fetches > fetched, seconds=20)  # the resync
     await _still_checked(gateway)
 
 
 def test_the_age_rule_drops_every_expired_value_not_only_those_in_front() -> None:
     """A value with no date (or an out-of-order date) in front of expired ones does not keep them."""
-    from argwatch.server.valuesets.payload import Retirement
-    from argwatch.server.valuesets.retired import RetiredHistory, RetiredKeep
+    from argwatch.server.sets.payload import Retirement
+    from argwatch.server.sets.retired import RetiredHistory, RetiredKeep
 
     history = RetiredHistory(
         [("plain", Retirement(None, "")), ("expired", Retirement(0.0, "")), ("recent", Retirement(10_000.0, ""))]

@@ -163,7 +163,7 @@ async def test_health_watches_and_reflection_streams_are_capped_and_check_still_
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
     from argwatch.server.edge import probes
-    from argwatch.server.edge.listener_options import rpc_ceiling
+    from argwatch.server.process.listener_options import rpc_ceiling
 
     gateway = await gateway_on(tmp_path, "tools:\n  t:\n    schema: {type: object}\n")
     try:

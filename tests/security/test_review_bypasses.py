@@ -109,7 +109,7 @@ async def test_a_2019_09_subschema_and_format_regex_stay_linear_and_uncached(tmp
     import jsonschema._legacy_keywords
     import jsonschema._utils
 
-    from argwatch.server.verdict import linear_regex
+    from argwatch.server.policy import linear_regex
 
     gateway = await gateway_on(tmp_path, STALL_2019)
     assert all(module.re is not re for module in (jsonschema._keywords, jsonschema._legacy_keywords, jsonschema._utils))

@@ -18,8 +18,8 @@ import orjson
 from google.protobuf import json_format
 
 from argwatch.server.policy.loader import parse_policy
-from argwatch.server.policy.tool_export import export_tools
-from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
+from argwatch.server.repair.tool_export import export_tools
+from argwatch.server.sets.snapshot import SetReading, make_snapshot
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import gateway_on

@@ -53,7 +53,7 @@ def test_settings_refuse_a_stream_cap_that_leaves_unary_calls_no_room() -> None:
 
 
 def test_the_limit_and_keepalive_policy_are_stated_not_left_to_defaults() -> None:
-    from argwatch.server.edge.listener_options import gateway_server_options
+    from argwatch.server.process.listener_options import gateway_server_options
     from argwatch.server.process.settings import Settings
 
     options = dict(gateway_server_options(Settings(policy="p.yaml")))

@@ -257,7 +257,7 @@ async def test_a_large_snapshot_sent_in_parts_arrives_whole(tmp_path, source: So
 async def test_a_snapshot_sent_in_parts_is_let_go_once_handed_over(tmp_path, source: SourceServer) -> None:
     """The parts are the set's whole wire copy (~66 bytes a member): held after the hand-over,
     a million-member set cost its size twice until the next snapshot (found by bench/memory.py)."""
-    from argwatch.server.valuesets.payload import SnapshotUpdate
+    from argwatch.server.sets.payload import SnapshotUpdate
     from argwatch.sources import PART_MEMBERS
 
     source.catalog.publish("identity.handles", [f"user{i:07d}" for i in range(2 * PART_MEMBERS + 1)])

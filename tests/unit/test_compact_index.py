@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from argwatch.server.policy.model import CaseRule, Normalisation
-from argwatch.server.valuesets.compact_index import CompactIndex
-from argwatch.server.valuesets.sharded import SHARD_ABOVE
-from argwatch.server.valuesets.snapshot import make_snapshot
-from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.sets.compact_index import CompactIndex
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.sharded import SHARD_ABOVE
+from argwatch.server.sets.snapshot import make_snapshot
 from argwatch.server.verdict.set_checks import classify_shape
 
 STRICT_CASE = Normalisation(case=CaseRule.SENSITIVE)

@@ -23,6 +23,7 @@ from argwatch.server.policy.coverage import (
 )
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.policy.model import Policy
+from argwatch.server.policy.schema_compile import FORMATS
 from argwatch.server.policy.schema_surface import (
     MAX_CONSTRAINTS,
     MAX_DEPTH,
@@ -33,7 +34,6 @@ from argwatch.server.policy.schema_surface import (
     Surface,
     schema_surface,
 )
-from argwatch.server.verdict.schema_checks import FORMATS
 
 E, C, T, U = Coverage.ENUMERATED, Coverage.CHECKED, Coverage.TYPED, Coverage.UNCONSTRAINED
 

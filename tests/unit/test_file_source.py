@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from argwatch.server.sets.payload import SourceUnavailable
 from argwatch.server.valuesets.file_source import FileSetFetcher
-from argwatch.server.valuesets.payload import SourceUnavailable
 
 
 async def test_reads_a_set_and_rereads_after_an_edit(tmp_path) -> None:

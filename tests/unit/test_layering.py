@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 
 def loaded_after(code: str) -> set[str]:
@@ -70,3 +72,53 @@ def test_the_client_loads_no_framework_and_each_gate_only_its_own() -> None:
         loaded = _frameworks_in(loaded_after(f"import argwatch.client.gates.{gate}"))
         assert gate.split("_")[0] in {name.split("_")[0] for name in loaded}, gate
         assert loaded <= allowed, f"argwatch.client.gates.{gate} loads {sorted(loaded - allowed)}"
+
+
+# The server's packages, lowest first: each may import only those before it (and argwatch.common, the
+# generated argwatch.v1). docs/developing.md draws the same order.
+SERVER_LAYERS = (
+    "policy",  # the policy: its model, loading and compiling it
+    "sets",  # a value set's copy as the checker reads it: index, layers, retired history (pure)
+    "verdict",  # the checks: a pure function of policy, call, set readings and records
+    "telemetry",  # counts, metrics, the sampled log, events
+    "state",  # caches and stores: memory and Redis, operations, atomic files
+    "valuesets",  # following the owners' sources and holding the sets
+    "records",  # look-ups in the systems of record
+    "modes",  # the mode document and its stores (file, Redis)
+    "repair",  # what the model is told: repair messages, tool definitions, repair tracking
+    "validator",  # one call judged: every check, counted
+    "edge",  # the gRPC services and what they put on the wire
+    "process",  # the gateway process: settings, listeners, reloads, start and stop
+    "replay",  # the gateway's checks over recorded calls, offline
+    "cli",  # the argwatch command
+)
+SERVER = Path(__file__).resolve().parents[2] / "server"
+
+
+def _server_imports(path: Path) -> set[str]:
+    """The server packages a module imports (at any depth: a deferred import counts too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            if name.startswith("argwatch.server."):
+                found.add(name.split(".")[2])
+    return found
+
+
+def test_server_packages_import_each_other_in_one_direction() -> None:
+    rank = {package: position for position, package in enumerate(SERVER_LAYERS)}
+    modules = sorted(SERVER.rglob("*.py"))
+    packages = {path.relative_to(SERVER).parts[0].removesuffix(".py") for path in modules} - {"__init__"}
+    assert packages == set(SERVER_LAYERS), "a new package: give it its place in SERVER_LAYERS"
+    upward = []
+    for path in modules:
+        own = path.relative_to(SERVER).parts[0].removesuffix(".py")
+        if own == "__init__":
+            continue
+        upward += [
+            f"{path.relative_to(SERVER)} imports {other}" for other in _server_imports(path) if rank[other] > rank[own]
+        ]
+    assert upward == []

@@ -10,7 +10,8 @@ import pytest
 from argwatch.server.policy.loader import PolicyError, parse_policy
 from argwatch.server.policy.model import SideEffect
 from argwatch.server.repair.message import repeat_message
-from argwatch.server.state.operations import OperationRecord, Outcome, operation_key
+from argwatch.server.state.operations import operation_key
+from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord
 
 POLICY = """
 tools:
@@ -99,7 +100,9 @@ def test_every_argument_is_identity_without_a_list_and_odd_values_still_get_a_ke
 
 def test_the_repeat_message_says_what_happened_what_is_known_and_what_to_do() -> None:
     policy = parse(POLICY)
-    earlier = OperationRecord("aw1_k", "refund_order", "conv-1", "call-1", 1_764_470_000.0, Outcome.UNREPORTED, 2, 300)
+    earlier = OperationRecord(
+        "aw1_k", "refund_order", "conv-1", "call-1", 1_764_470_000.0, OperationOutcome.UNREPORTED, 2, 300
+    )
     unknown = repeat_message("refund_order", policy, earlier, "")
     assert unknown.splitlines() == [
         "The call to refund_order was not executed: it repeats an earlier call of the same operation "
@@ -112,7 +115,7 @@ def test_the_repeat_message_says_what_happened_what_is_known_and_what_to_do() ->
         "call refund_order again; tell the user it is done. If it did not, you may then call refund_order again "
         "with the same arguments.",
     ]
-    done = repeat_message("refund_order", policy, replace(earlier, outcome=Outcome.SUCCEEDED), "")
+    done = repeat_message("refund_order", policy, replace(earlier, outcome=OperationOutcome.SUCCEEDED), "")
     assert "It succeeded" in done and "get_refund_status" not in done
     credit = repeat_message("issue_credit", policy, earlier, "")
     assert "the same arguments" in credit and "do not call issue_credit again" in credit
@@ -134,13 +137,13 @@ async def test_a_success_survives_a_racing_rewrite_of_the_record() -> None:
     refund = SideEffect(("order_id",), 300.0, "get_refund_status")
     first = await log.sight("aw1_k", "refund_order", "c", "call-1", refund, runs=False)
     stale_copy = await cache.get("argwatch:operation:aw1_k")  # what replica B read
-    assert first.earlier is None and stale_copy.outcome is Outcome.UNREPORTED
+    assert first.earlier is None and stale_copy.outcome is OperationOutcome.UNREPORTED
 
-    await log.report("c", "call-1", Outcome.SUCCEEDED)  # replica A
+    await log.report("c", "call-1", OperationOutcome.SUCCEEDED)  # replica A
     await cache.set("argwatch:operation:aw1_k", stale_copy, ttl=300)  # replica B writes back its read
     await log.status_checked("c", (("refund_order", 300.0),))  # a status check would let an unknown through
 
     repeat = await log.sight("aw1_k", "refund_order", "c", "call-2", refund, runs=False)
-    assert repeat.is_repeat and repeat.earlier is not None and repeat.earlier.outcome is Outcome.SUCCEEDED
-    late = await log.report("c", "call-1", Outcome.FAILED)
-    assert late is not None and late.outcome is Outcome.SUCCEEDED
+    assert repeat.is_repeat and repeat.earlier is not None and repeat.earlier.outcome is OperationOutcome.SUCCEEDED
+    late = await log.report("c", "call-1", OperationOutcome.FAILED)
+    assert late is not None and late.outcome is OperationOutcome.SUCCEEDED

@@ -8,10 +8,10 @@ from types import MappingProxyType
 
 import pytest
 
-from argwatch.server.valuesets.overlay import COMPACT_MIN, OverlaySet, with_delta
-from argwatch.server.valuesets.payload import DeltaUpdate
-from argwatch.server.valuesets.sharded import SHARD_ABOVE
-from argwatch.server.valuesets.snapshot import make_snapshot
+from argwatch.server.sets.overlay import COMPACT_MIN, OverlaySet, with_delta
+from argwatch.server.sets.payload import DeltaUpdate
+from argwatch.server.sets.sharded import SHARD_ABOVE
+from argwatch.server.sets.snapshot import make_snapshot
 
 SIZE = SHARD_ABOVE + 1000
 

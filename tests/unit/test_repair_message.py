@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.repair.message import build_advice
-from argwatch.server.valuesets.snapshot import make_snapshot
+from argwatch.server.sets.snapshot import make_snapshot
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
 
 POLICY = parse_policy(
@@ -102,7 +102,7 @@ def test_an_unknown_tool_names_the_tools_that_exist() -> None:
 
 
 def test_a_retired_value_says_when_and_what_replaced_it() -> None:
-    from argwatch.server.valuesets.payload import Retirement
+    from argwatch.server.sets.payload import Retirement
 
     codes = make_snapshot(
         "small",

@@ -11,7 +11,7 @@ import pytest
 
 from argwatch.server.policy.loader import PolicyError, parse_policy
 from argwatch.server.policy.model import Policy
-from argwatch.server.policy.tool_export import export_tool
+from argwatch.server.repair.tool_export import export_tool
 from argwatch.server.verdict.findings import ProblemCode
 from argwatch.server.verdict.schema_checks import schema_problems
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from argwatch.server.verdict.schema_checks import CompiledSchema, compile_schema, schema_problems
+from argwatch.server.policy.schema_compile import CompiledSchema, compile_schema
+from argwatch.server.verdict.schema_checks import schema_problems
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 

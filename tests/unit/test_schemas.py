@@ -7,9 +7,10 @@ import os
 import pytest
 
 from argwatch.server.policy.loader import PolicyError, parse_policy
+from argwatch.server.policy.schema_compile import compile_schema
 from argwatch.server.policy.tool_import import DefinitionError, parse_definitions
 from argwatch.server.verdict.findings import ProblemCode
-from argwatch.server.verdict.schema_checks import compile_schema, schema_problems
+from argwatch.server.verdict.schema_checks import schema_problems
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 REFUND = {

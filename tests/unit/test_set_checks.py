@@ -12,7 +12,7 @@ from argwatch.server.policy.model import (
     Normalisation,
     ToolPolicy,
 )
-from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
+from argwatch.server.sets.snapshot import SetReading, make_snapshot
 from argwatch.server.verdict.findings import ProblemCode, Shape
 from argwatch.server.verdict.set_checks import all_in_sets, check_arguments, classify_shape, members_plan
 
@@ -160,7 +160,7 @@ def test_long_values_are_truncated_in_problems() -> None:
 
 
 def test_a_retired_value_names_when_and_what_replaced_it_where_the_source_said() -> None:
-    from argwatch.server.valuesets.payload import Retirement
+    from argwatch.server.sets.payload import Retirement
 
     snap = make_snapshot(
         "refunds.reason_codes",

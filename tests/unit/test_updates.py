@@ -7,9 +7,9 @@ from types import MappingProxyType
 import pytest
 
 from argwatch.common.backoff import backoff_delay
-from argwatch.server.valuesets.payload import DeltaUpdate, SetPayload
-from argwatch.server.valuesets.snapshot import make_snapshot
-from argwatch.server.valuesets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
+from argwatch.server.sets.payload import DeltaUpdate, SetPayload
+from argwatch.server.sets.snapshot import make_snapshot
+from argwatch.server.sets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 
 CURRENT = make_snapshot("s", 5, ["A", "B"], ["Z"], received_at=0.0)
 
@@ -74,7 +74,7 @@ def test_backoff_grows_to_the_cap_with_full_jitter() -> None:
 
 
 def test_a_member_longer_than_the_limit_fails_the_whole_build() -> None:
-    from argwatch.server.valuesets.retired import ValueTooLong
+    from argwatch.server.sets.retired import ValueTooLong
 
     with pytest.raises(ValueTooLong):
         make_snapshot("s", 6, ["A", "x" * 2000], received_at=0.0)

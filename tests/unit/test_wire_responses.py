@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from argwatch.server.edge import wire
 from argwatch.server.policy.model import Mode
-from argwatch.server.valuesets.snapshot import SetReading, make_snapshot
+from argwatch.server.sets.snapshot import SetReading, make_snapshot
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import Problem, ProblemCode
 from argwatch.v1 import gateway_pb2 as pb
+
+
+def response(verdict: Verdict) -> pb.ValidateResponse:
+    return pb.ValidateResponse.FromString(wire.verdict_to_wire(verdict))
 
 
 def verdict(call_id: str, reading: SetReading) -> Verdict:
@@ -17,22 +21,22 @@ def verdict(call_id: str, reading: SetReading) -> Verdict:
 def test_two_calls_get_their_own_ids_and_the_same_versions() -> None:
     reading = SetReading(make_snapshot("codes", 4, ["A", "B"], received_at=100.0), 100.0, False)
     first, second = (
-        wire.verdict_to_response(verdict("call-1", reading)),
-        wire.verdict_to_response(verdict("call-2", reading)),
+        response(verdict("call-1", reading)),
+        response(verdict("call-2", reading)),
     )
     assert (first.call_id, second.call_id) == ("call-1", "call-2")
     assert [(v.name, v.version, v.stale) for v in second.value_sets] == [("codes", 4, False)]
     first.value_sets[0].version = 99  # a caller changing its response changes no other
-    assert wire.verdict_to_response(verdict("call-3", reading)).value_sets[0].version == 4
+    assert response(verdict("call-3", reading)).value_sets[0].version == 4
 
 
 def test_a_new_version_or_a_stale_copy_is_reported_as_it_is() -> None:
     old = SetReading(make_snapshot("codes", 4, ["A"], received_at=100.0), 100.0, False)
-    wire.verdict_to_response(verdict("call-1", old))
+    response(verdict("call-1", old))
     newer = SetReading(make_snapshot("codes", 5, ["A", "C"], received_at=200.0), 200.0, False)
     stale = newer._replace(stale=True)
-    assert wire.verdict_to_response(verdict("call-2", newer)).value_sets[0].version == 5
-    assert wire.verdict_to_response(verdict("call-3", stale)).value_sets[0].stale is True
+    assert response(verdict("call-2", newer)).value_sets[0].version == 5
+    assert response(verdict("call-3", stale)).value_sets[0].stale is True
 
 
 def test_the_serialized_prototype_is_the_message_built_in_full() -> None:

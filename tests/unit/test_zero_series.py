@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.state.operations import Outcome, Retry
 from argwatch.server.telemetry.metrics import GatewayMetrics
+from argwatch.server.verdict.repeats import OperationOutcome, Retry
 
 
 def test_every_series_a_tool_can_name_exists_at_zero_before_any_call() -> None:
@@ -32,6 +32,6 @@ def test_every_series_a_tool_can_name_exists_at_zero_before_any_call() -> None:
     assert at_zero("argwatch_repeat_check_degraded_total", tool="refund_order")
     for retry in (r for r in Retry if r.value):  # Retry.NO is not a reason
         assert at_zero("argwatch_repeat_retries_total", tool="refund_order", reason=retry.value)
-    for outcome in (Outcome.SUCCEEDED, Outcome.FAILED, Outcome.UNKNOWN):
+    for outcome in (OperationOutcome.SUCCEEDED, OperationOutcome.FAILED, OperationOutcome.UNKNOWN):
         assert at_zero("argwatch_outcome_reports_total", tool="refund_order", outcome=outcome.value)
     assert registry.get_sample_value("tool_call_repeat_total", {"tool": "create_ticket"}) is None  # no side effects

@@ -17,8 +17,8 @@ from collections.abc import Generator, Iterable, Mapping, Sequence, Set
 from itertools import chain, islice
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from argwatch.server.valuesets.payload import Retirement
-from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.payload import Retirement
 
 CHUNK = 1024
 MAX_VALUE_CHARS = 1024

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from argwatch.server.policy.model import Disclosure, Policy, ToolPolicy
-from argwatch.server.valuesets.snapshot import SetReading
+from argwatch.server.sets.snapshot import SetReading
 
 FORMATS = ("mcp", "openai", "anthropic")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from argwatch.server.valuesets.payload import DeltaUpdate, Retirement, SetPayload
-from argwatch.server.valuesets.retired import MAX_VALUE_CHARS, RetiredHistory
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
+from argwatch.server.sets.payload import DeltaUpdate, Retirement, SetPayload
+from argwatch.server.sets.retired import MAX_VALUE_CHARS, RetiredHistory
+from argwatch.server.sets.snapshot import ValueSetSnapshot
 
 
 class UpdateAction(enum.Enum):

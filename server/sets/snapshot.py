@@ -22,9 +22,10 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from argwatch.server.policy.model import Normalisation
-from argwatch.server.valuesets.compact_index import CompactIndex
-from argwatch.server.valuesets.payload import Retirement
-from argwatch.server.valuesets.retired import (
+from argwatch.server.sets.compact_index import CompactIndex
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.payload import Retirement
+from argwatch.server.sets.retired import (
     CHUNK,
     KEEP_ALL,
     MAX_VALUE_CHARS,
@@ -33,8 +34,7 @@ from argwatch.server.valuesets.retired import (
     ValueTooLong,
     history_steps,
 )
-from argwatch.server.valuesets.sharded import SHARD_ABOVE, ShardedSet
-from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.sets.sharded import SHARD_ABOVE, ShardedSet
 
 # Sets up to this size keep a sorted list (they can be listed whole in repair messages).
 SORT_UP_TO = 10_000

@@ -18,12 +18,12 @@ from itertools import chain
 from types import MappingProxyType
 
 from argwatch.server.policy.model import Normalisation
-from argwatch.server.valuesets.payload import DeltaUpdate
-from argwatch.server.valuesets.retired import KEEP_ALL, RetiredKeep
-from argwatch.server.valuesets.sharded import SHARD_ABOVE
-from argwatch.server.valuesets.snapshot import ValueSetSnapshot
-from argwatch.server.valuesets.updates import retired_after
-from argwatch.server.verdict.normalise import LOOSE, normaliser
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.payload import DeltaUpdate
+from argwatch.server.sets.retired import KEEP_ALL, RetiredKeep
+from argwatch.server.sets.sharded import SHARD_ABOVE
+from argwatch.server.sets.snapshot import ValueSetSnapshot
+from argwatch.server.sets.updates import retired_after
 
 COMPACT_MIN = 4096
 COMPACT_RATIO = 64
