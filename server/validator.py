@@ -16,10 +16,10 @@ from argwatch.server.records.checks import check_records
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
-from argwatch.server.repair.tracker import RepairTracker
+from argwatch.server.repair.tracker import NoRepairTracking, RepairTracking
 from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.state.call_scope import CallRef, conversation_scope
-from argwatch.server.state.operations import OperationLog, operation_key
+from argwatch.server.state.operations import NoOperations, Operations, operation_key
 from argwatch.server.telemetry.metrics import (
     CALL_LEVEL_ARGUMENT,
     UNKNOWN_LABEL,
@@ -60,11 +60,14 @@ class Validator:
         metrics: GatewayMetrics,
         samples: SampledValueLog,
         rejections: RejectionLog,
-        record_clients: Mapping[str, RecordClient] | None = None,
-        repairs: RepairTracker | None = None,
-        offenders: OffenderTable | None = None,
-        operations: OperationLog | None = None,
+        record_clients: Mapping[str, RecordClient],
+        offenders: OffenderTable,
+        *,
+        repairs: RepairTracking | None = None,
+        operations: Operations | None = None,
     ) -> None:
+        """`repairs` and `operations` are left out offline (replay): nothing is tracked, every call is an
+        operation's first."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -72,8 +75,8 @@ class Validator:
         self.metrics = metrics  # the servicers count what they refuse before a call reaches here
         self._samples = samples
         self._rejections = rejections
-        self._record_clients = record_clients or {}
-        self._repairs = repairs
+        self._record_clients = record_clients
+        self._repairs: RepairTracking = repairs if repairs is not None else NoRepairTracking()
         self._offenders = offenders
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
@@ -94,7 +97,7 @@ class Validator:
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
         self._redact = policy.sampling.redact
-        self._operations = operations
+        self._operations: Operations = operations if operations is not None else NoOperations()
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
         for name, tool in policy.tools.items():
@@ -147,7 +150,6 @@ class Validator:
             tool is not None
             and tool.side_effect is not None
             and call.arguments is not None
-            and self._operations is not None
             and (not problems or mode is Mode.OBSERVE)  # only a call that would run is an operation
         ):
             sighting = await self._sight(tool, call, scope, mode, meters.tool)
@@ -157,7 +159,7 @@ class Validator:
         self._record(meters, mode, decision, problems, result, call, all_in_set)
         if self._undisclosed and problems:  # counted with their shapes above; the caller is told no more
             problems = self._hidden(problems)
-        if decision is Decision.ALLOW and call.tool in self._status_for and self._operations is not None:
+        if decision is Decision.ALLOW and call.tool in self._status_for:
             await self._operations.status_checked(scope, self._status_for[call.tool])
         give_up, attempt = False, 0
         if decision is Decision.REJECT:
@@ -175,9 +177,9 @@ class Validator:
             # and must not count as a repair started, or later abandoned.
             if rejected.repeat_of is None:
                 meters.repair_started.inc()
-                if self._repairs is not None and tool is not None and call.conversation_id:
+                if tool is not None and call.conversation_id:
                     await self._repairs.rejected(scope, call.tool, meters.tool, attempt)
-        elif not problems and tool is not None and self._repairs is not None and call.conversation_id:
+        elif not problems and tool is not None and call.conversation_id:
             await self._repairs.passed(scope, call.tool)
         return Verdict(
             call.call_id,
@@ -212,7 +214,7 @@ class Validator:
 
     async def _sight(self, tool: ToolPolicy, call: ToolCall, scope: str, mode: Mode, label: str) -> Sighting:
         """Mints the operation's key and records the call, in `scope`, in the shared memory of operations."""
-        assert tool.side_effect is not None and call.arguments is not None and self._operations is not None
+        assert tool.side_effect is not None and call.arguments is not None
         key = operation_key(call.tool, scope, call.arguments, call.raw_arguments, tool.side_effect)
         sighting = await self._operations.sight(
             key, call.tool, scope, call.call_id, tool.side_effect, runs=mode is Mode.OBSERVE
@@ -228,8 +230,6 @@ class Validator:
     async def report_outcome(self, call: CallRef, outcome: OperationOutcome) -> OperationRecord | None:
         """Stores how a call of a tool with side effects turned out; None when the gateway does not know it
         in the conversation and session named."""
-        if self._operations is None:
-            return None
         record = await self._operations.report(call.scope, call.call_id, outcome)
         if record is not None:
             self._metrics.outcome_reported(record.tool, outcome.value)
@@ -323,10 +323,9 @@ class Validator:
             elif problem.value:
                 if problem.argument in self._redact:  # never written where people read it
                     problem = replace(problem, value=REDACTED)
-                if self._offenders is not None:
-                    # Under the label the status rows use: a call-level problem (an invented tool's name,
-                    # say) is the `_call` row's offender, not kept under "" where no detail looks.
-                    self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
+                # Under the label the status rows use: a call-level problem (an invented tool's name, say)
+                # is the `_call` row's offender, not kept under "" where no detail looks.
+                self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
 
 

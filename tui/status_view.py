@@ -215,11 +215,6 @@ def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[Ro
     return sources
 
 
-def build_rows(status: admin_pb2.GetStatusResponse, window: int, query: str = "") -> list[Row]:
-    """Every row's cells for `window` seconds (the TUI computes only the rows in view: see row_cells)."""
-    return [row_cells(source, window) for source in row_sources(status, query)]
-
-
 def health_flags(source: RowSource, window: int) -> list[str]:
     """What on-call must act on for this row, in words, worst first."""
     tool, argument, value_set = source.tool, source.argument, source.value_set

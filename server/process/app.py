@@ -69,7 +69,7 @@ def make_fetcher(config: SourceConfig, max_members: Mapping[str, int] | None = N
 
 
 @dataclass
-class Serving:
+class ServedPolicy:
     """The policy in use and what is built from it. A reload replaces every field at once (no await between),
     so whoever holds this object (the fleet report, the gateway) sees the new policy whole."""
 
@@ -84,7 +84,7 @@ class RunningGateway:
     """A started gateway: its bound ports and the parts tests look at."""
 
     settings: Settings
-    serving: Serving
+    serving: ServedPolicy
     port: int
     admin_port: int
     metrics_port: int
@@ -99,7 +99,7 @@ class RunningGateway:
     health: health.aio.HealthServicer
     admin: AdminServicer
     gateway_servicer: GatewayServicer
-    rebuild: Callable[[Policy], Serving]  # what depends on the policy, built for another one (a reload)
+    rebuild: Callable[[Policy], ServedPolicy]  # what depends on the policy, built for another one (a reload)
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
     _metrics_listener: MetricsListener
@@ -197,7 +197,7 @@ async def build_gateway(
     operations = OperationLog(cache, clock)
     events = EventLog(clock)  # the incident timeline, kept across reloads
 
-    def rebuild(chosen: Policy, given: Mapping[str, SetFetcher] | None = None) -> Serving:
+    def rebuild(chosen: Policy, given: Mapping[str, SetFetcher] | None = None) -> ServedPolicy:
         """Everything that depends on the policy: at start, and again for a reload."""
         provider = ValueSetProvider(
             chosen,
@@ -213,9 +213,18 @@ async def build_gateway(
         samples = SampledValueLog(chosen.sampling.rate, chosen.sampling.max_value_chars, clock=clock)
         rejections = RejectionLog(cache, chosen.repair, lambda: metrics.shared_cache_rejected("cut_to_limits"))
         validator = Validator(
-            chosen, provider, modes, metrics, samples, rejections, record_clients, repairs, offenders, operations
+            chosen,
+            provider,
+            modes,
+            metrics,
+            samples,
+            rejections,
+            record_clients,
+            offenders,
+            repairs=repairs,
+            operations=operations,
         )
-        return Serving(chosen, provider, record_clients, validator)
+        return ServedPolicy(chosen, provider, record_clients, validator)
 
     serving = rebuild(policy, fetchers)
     provider, record_clients, validator = serving.provider, serving.record_clients, serving.validator
@@ -392,7 +401,7 @@ async def _expire_overrides(modes: ModeControl) -> None:
         await modes.expire_due()
 
 
-def _replica_report(serving: Serving, modes: ModeStore) -> Callable[[], dict[str, Any]]:
+def _replica_report(serving: ServedPolicy, modes: ModeStore) -> Callable[[], dict[str, Any]]:
     """This replica's report for the fleet view: what it enforces and what it holds (after a reload, the new)."""
 
     def report() -> dict[str, Any]:

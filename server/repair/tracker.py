@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from redis.exceptions import RedisError
 
@@ -50,6 +50,24 @@ class OpenRepair(NamedTuple):
     tool_label: str
     attempts: int
     expires_at: float  # epoch seconds
+
+
+class RepairTracking(Protocol):
+    """What the validator tells of repairs: a rejection opens one, a passing call closes it."""
+
+    async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None: ...
+
+    async def passed(self, conversation: str, tool: str) -> None: ...
+
+
+class NoRepairTracking:
+    """Repairs not tracked (an offline replay has no later calls to close them)."""
+
+    async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None:
+        return None
+
+    async def passed(self, conversation: str, tool: str) -> None:
+        return None
 
 
 class RepairTracker:

@@ -86,7 +86,7 @@ async def replay(
         SampledValueLog(0.0, 1),  # nothing is sampled: the report keeps the offending values itself
         RejectionLog(cache, policy.repair),
         record_clients,
-        offenders=offenders,
+        offenders,
     )
     result = ReplayResult(sets_from=sets_file or "the policy's sources")
     try:

@@ -94,27 +94,6 @@ class SetReading(NamedTuple):
     stale: bool
 
 
-def make_snapshot(
-    name: str,
-    version: int,
-    members: Iterable[str],
-    retired: Iterable[str] = (),
-    *,
-    received_at: float,
-    rules: Iterable[Normalisation] = (),
-    retirements: Mapping[str, Retirement] | None = None,
-    excluded: Set[str] = frozenset(),
-    keep: RetiredKeep = KEEP_ALL,
-) -> ValueSetSnapshot:
-    """Builds a snapshot in one go (small sets, tests). A member is never also retired."""
-    steps = _build(name, version, _sequence(members), retired, received_at, rules, retirements, excluded, keep)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as built:
-            return built.value  # type: ignore[no-any-return]
-
-
 async def make_snapshot_async(
     name: str,
     version: int,
@@ -128,7 +107,7 @@ async def make_snapshot_async(
     keep: RetiredKeep = KEEP_ALL,
 ) -> ValueSetSnapshot:
     """Builds a snapshot CHUNK members (and retired values) at a time, letting the event loop run between."""
-    steps = _build(name, version, members, retired, received_at, rules, retirements, excluded, keep)
+    steps = snapshot_steps(name, version, members, retired, received_at, rules, retirements, excluded, keep)
     while True:
         try:
             next(steps)
@@ -141,11 +120,7 @@ def _read_only(index: dict[str, str] | CompactIndex) -> Mapping[str, str]:
     return index if isinstance(index, CompactIndex) else MappingProxyType(index)
 
 
-def _sequence(members: Iterable[str]) -> Sequence[str]:
-    return members if isinstance(members, Sequence) else tuple(members)
-
-
-def _build(
+def snapshot_steps(
     name: str,
     version: int,
     members: Sequence[str],
@@ -156,6 +131,7 @@ def _build(
     excluded: Set[str],
     keep: RetiredKeep,
 ) -> Generator[None, None, ValueSetSnapshot]:
+    """The builder, one chunk a step: make_snapshot_async lets the event loop run between steps."""
     other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
     if len(members) > SHARD_ABOVE:
         return (

@@ -22,6 +22,7 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Protocol
 
 import orjson
 
@@ -70,6 +71,33 @@ def _canonical(value: object, depth: int) -> object:
     if isinstance(value, list):
         return [_canonical(item, depth + 1) for item in value]
     return value
+
+
+class Operations(Protocol):
+    """What the validator keeps of operations: each call of one sighted, outcomes, status checks."""
+
+    async def sight(
+        self, key: str, tool: str, conversation_id: str, call_id: str, side_effect: SideEffect, *, runs: bool
+    ) -> Sighting: ...
+
+    async def report(self, scope: str, call_id: str, outcome: OperationOutcome) -> OperationRecord | None: ...
+
+    async def status_checked(self, conversation_id: str, tools: tuple[tuple[str, float], ...]) -> None: ...
+
+
+class NoOperations:
+    """No memory of operations (an offline replay): every call is an operation's first, no outcome is known."""
+
+    async def sight(
+        self, key: str, tool: str, conversation_id: str, call_id: str, side_effect: SideEffect, *, runs: bool
+    ) -> Sighting:
+        return Sighting(key, None, Retry.NO, True, side_effect.status_tool)
+
+    async def report(self, scope: str, call_id: str, outcome: OperationOutcome) -> OperationRecord | None:
+        return None
+
+    async def status_checked(self, conversation_id: str, tools: tuple[tuple[str, float], ...]) -> None:
+        return None
 
 
 class OperationLog:

@@ -19,10 +19,11 @@ from google.protobuf import json_format
 
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.repair.tool_export import export_tools
-from argwatch.server.sets.snapshot import SetReading, make_snapshot
+from argwatch.server.sets.snapshot import SetReading
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
 from tests.conftest import gateway_on
+from tests.snapshots import make_snapshot
 
 HANDLES = sorted({"".join(random.Random(seed).choices(string.ascii_lowercase, k=8)) for seed in range(2000)})
 DESKS = [f"DESK-{n}" for n in range(10)]

@@ -11,8 +11,8 @@ from argwatch.server.policy.model import CaseRule, Normalisation
 from argwatch.server.sets.compact_index import CompactIndex
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.sharded import SHARD_ABOVE
-from argwatch.server.sets.snapshot import make_snapshot
 from argwatch.server.verdict.set_checks import classify_shape
+from tests.snapshots import make_snapshot
 
 STRICT_CASE = Normalisation(case=CaseRule.SENSITIVE)
 

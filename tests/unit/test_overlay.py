@@ -11,7 +11,7 @@ import pytest
 from argwatch.server.sets.overlay import COMPACT_MIN, OverlaySet, with_delta
 from argwatch.server.sets.payload import DeltaUpdate
 from argwatch.server.sets.sharded import SHARD_ABOVE
-from argwatch.server.sets.snapshot import make_snapshot
+from tests.snapshots import make_snapshot
 
 SIZE = SHARD_ABOVE + 1000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.repair.message import build_advice
-from argwatch.server.sets.snapshot import make_snapshot
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
+from tests.snapshots import make_snapshot
 
 POLICY = parse_policy(
     b"""

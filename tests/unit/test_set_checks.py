@@ -12,9 +12,10 @@ from argwatch.server.policy.model import (
     Normalisation,
     ToolPolicy,
 )
-from argwatch.server.sets.snapshot import SetReading, make_snapshot
+from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.verdict.findings import ProblemCode, Shape
 from argwatch.server.verdict.set_checks import all_in_sets, check_arguments, classify_shape, members_plan
+from tests.snapshots import make_snapshot
 
 CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM")
 LOOSE_RULE = Normalisation()

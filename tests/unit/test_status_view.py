@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from argwatch.tui.status_view import COLUMNS, build_rows, sparkline
+from argwatch.tui.status_view import COLUMNS, Row, row_cells, row_sources, sparkline
+from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.tui.recorded_admin import recorded_status
+
+
+def build_rows(status: admin_pb2.GetStatusResponse, window: int, query: str = "") -> list[Row]:
+    """Every row's cells for `window` seconds (the TUI computes only the rows in view)."""
+    return [row_cells(source, window) for source in row_sources(status, query)]
+
 
 COLUMN = {key: index for index, (_label, key, _width) in enumerate(COLUMNS)}
 

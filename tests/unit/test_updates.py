@@ -8,8 +8,8 @@ import pytest
 
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.sets.payload import DeltaUpdate, SetPayload
-from argwatch.server.sets.snapshot import make_snapshot
 from argwatch.server.sets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
+from tests.snapshots import make_snapshot
 
 CURRENT = make_snapshot("s", 5, ["A", "B"], ["Z"], received_at=0.0)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from argwatch.server.edge import wire
 from argwatch.server.policy.model import Mode
-from argwatch.server.sets.snapshot import SetReading, make_snapshot
+from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import Problem, ProblemCode
 from argwatch.v1 import gateway_pb2 as pb
+from tests.snapshots import make_snapshot
 
 
 def response(verdict: Verdict) -> pb.ValidateResponse:
