@@ -61,7 +61,7 @@ _COLUMN_KEYS = [key for _label, key, _width in COLUMNS]
 _COLUMN_INDEX = {key: index for index, key in enumerate(_COLUMN_KEYS)}
 _LABELS = {key: label for label, key, _width in COLUMNS}
 PINNED_COLUMNS = 3  # the flag, tool and argument stay in view when the table scrolls sideways
-# Worst-first moves rows as figures change; re-sorting rebuilds the table (~0.5 s at 1,000 rows), so the
+# Worst-first moves rows as figures change; re-sorting rebuilds the table (slow at 1,000 rows), so the
 # order is kept this long unless the rows, the sort or the filter change.
 RESORT_SECONDS = 5.0
 FILTER_PAUSE_SECONDS = 0.25
@@ -308,7 +308,7 @@ class ArgwatchApp(App[None]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        # Rebuilding 1000 rows takes ~0.5 s: apply the filter once typing pauses, not on every key.
+        # Rebuilding 1000 rows is slow: apply the filter once typing pauses, not on every key.
         self.query_text = event.value
         if self._filter_timer is not None:
             self._filter_timer.stop()

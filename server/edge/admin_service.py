@@ -168,7 +168,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def _shared_status(self, max_age: float) -> list[admin_pb2.GetStatusResponse]:
         """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
-        costs ~70-140 ms of the event loop (bench/status_tui.py), so ten TUIs must not cost ten times that."""
+        costs tens of milliseconds of the event loop (bench/status_tui.py), so ten TUIs must not cost ten
+        times that."""
         async with self._status_lock:  # watchers arriving together wait for one build
             max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
             if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
@@ -221,7 +222,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             response.tools.append(unknown)
         for count, row in enumerate(figures.arguments, start=1):
             if count % ROWS_PER_SLICE == 0:
-                # Let calls in: a snapshot of 1000 rows is ~100 ms of work, and Validate must not wait for it.
+                # Let calls in: a snapshot of 1000 rows is a long pass, and Validate must not wait for all of it.
                 await clock.pause()
             argument = response.arguments.add(
                 tool=row.tool,
@@ -400,7 +401,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     def _coverage_walk(self, policy: Policy) -> asyncio.Task[PolicySurface]:
         """The walk of the policy's schemas, one per policy: the calls that come while it runs await that one.
         In a thread, so the calls this loop judges meanwhile are not held up for all of it: each tool's walk
-        is bounded (schema_surface.MAX_NODES, ~0.1 s), a policy's is not. A walk that failed is tried again."""
+        is bounded (schema_surface.MAX_NODES), a policy's is not. A walk that failed is tried again."""
         cached = self._coverage_surface
         if cached is not None and cached[0] is policy and not _failed(cached[1]):
             return cached[1]

@@ -33,8 +33,8 @@ async def split_status(
     snapshot: admin_pb2.GetStatusResponse, budget: int = PAGE_BYTES
 ) -> list[admin_pb2.GetStatusResponse]:
     """`snapshot` in pages of at most `budget` bytes each (one item larger than a page gets a page of its own).
-    Each item is measured and copied once; the event loop runs every ITEMS_PER_SLICE items (26,000 rows are
-    ~0.2 s of this)."""
+    Each item is measured and copied once; the event loop runs every ITEMS_PER_SLICE items (a large snapshot
+    is a long pass: docs/performance.md)."""
     header = admin_pb2.GetStatusResponse()
     for field, value in snapshot.ListFields():  # the single fields only: the lists are not copied twice
         if field.name in PAGED_FIELDS:

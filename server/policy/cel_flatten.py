@@ -2,8 +2,8 @@
 
 The CEL library converts its variables from Python objects on every call, and a
 map costs far more than a scalar: building the context for `args` and a record
-as nested maps took ~16 us a call on the bench's gate, against ~1 us for the
-same values as scalars. So `args.amount_cents <= record.order.paid_cents` is
+as nested maps cost many times more than the same values as scalars
+(docs/performance.md, "Design choices, measured"). So `args.amount_cents <= record.order.paid_cents` is
 compiled, in addition, as `_args_12amount_cents <= _record_5order_10paid_cents`,
 both variables read from the call's arguments and the found record. The two
 programs compute the same thing. A rule this rewrite cannot take whole (a bare

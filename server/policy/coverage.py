@@ -161,7 +161,7 @@ def policy_coverage(policy: Policy, samples: Mapping[SampleKey, SampledValues] |
 
 def policy_surface(policy: Policy) -> PolicySurface:
     """Each tool's arguments and counts, and each argument a binding could be suggested for. It walks every
-    schema, each tool's walk bounded (schema_surface.MAX_NODES: ~0.1 s at most): a gateway keeps it for the
+    schema, each tool's walk bounded (schema_surface.MAX_NODES): a gateway keeps it for the
     policy it serves."""
     tools: list[ToolCoverage] = []
     candidates: dict[SampleKey, _Candidate] = {}

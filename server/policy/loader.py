@@ -382,7 +382,7 @@ def _retired_keep(value: object) -> tuple[int, float | None]:
 
 
 def _keep_count(value: object) -> int:
-    # At most 100,000: every delta copies the history kept (in C, ~1 ms per 100,000), and a larger one would
+    # At most 100,000: every delta copies the history kept (in C, docs/performance.md), and a larger one would
     # make each delta a long pass on the event loop.
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
         raise ValueError(f"expected a count of retired values from 0 to 100000, got {value!r}")

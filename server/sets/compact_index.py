@@ -9,7 +9,7 @@ table at most half full: 24 bytes a slot pair, ~24-48 bytes a member, with no
 Python object per entry (so the cycle collector has nothing to traverse).
 
 A look-up hashes the key, walks the probe sequence comparing hashes, and
-confirms a hash match by normalising the candidate member again (~1 us in all).
+confirms a hash match by normalising the candidate member again.
 That is fine here: the index is read only after a value missed the set itself,
 never on the path of a passing call. The table is sized once, from the member
 count, so it never rehashes (no long C call while a million members go in).

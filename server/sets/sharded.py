@@ -1,10 +1,10 @@
 """The member set type for very large value sets, split into shards by hash (their indexes: compact_index.py).
 
 CPython grows a set or dict by rehashing every entry in one C call: at a
-million members that is a 20-60 ms stall of the event loop, several times
+million members that is a stall of the event loop (docs/performance.md), several times
 while a set is built. Split into SHARDS tables, each resize touches 1/SHARDS of
-the entries. A look-up pays one hash (cached on str) and a method call, about
-0.1 us more than a plain set, so sets below SHARD_ABOVE members stay plain.
+the entries. A look-up pays one hash (cached on str) and a method call more
+than a plain set, so sets below SHARD_ABOVE members stay plain.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class ShardedSet(Set[str]):
 
         A set grown one add at a time quadruples its table while small, so a shard may
         end up to 4x its entries; a copy sizes the table at 2-4x (e.g. 84 -> 42 bytes a
-        member at 100k members). ~0.3 ms a shard at a million members.
+        member at 100k members).
         """
         for index, shard in enumerate(self._shards):
             self._shards[index] = set(shard)

@@ -4,13 +4,12 @@ A set may have a million members. Everything here is built in chunks of
 CHUNK members (`make_snapshot_async` yields to the event loop between chunks,
 so calls keep being served while a large set is applied), in the order the
 source sent the members, and without sorting large sets: sorting a million
-strings is one 0.7 s C call that no thread can interleave with.
+strings is one long C call that no thread can interleave with.
 
-A chunk is ~2.5 ms of work. Larger is worse than it looks: a callback that
-becomes ready during a chunk runs only after the next one, so what waits is
-about two chunks, not one (8,192-member chunks measured 76-133 ms stalls at a
-million members, 2,048 29-57 ms, 1,024 24-36 ms). Each chunk costs a loop turn
-(~3 us), so a million members pay ~3 ms in all for it.
+Larger chunks are worse than they look: a callback that becomes ready during a
+chunk runs only after the next one, so what waits is about two chunks, not one.
+Each chunk costs a loop turn. docs/performance.md has the stalls measured per
+chunk size, and why CHUNK is what it is.
 """
 
 from __future__ import annotations

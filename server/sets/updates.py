@@ -94,7 +94,7 @@ def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> Se
     """The payload after the delta: removed members become retired (now, with their replacement), the newest
     last, so that the history kept (snapshot.RetiredKeep) drops the oldest.
 
-    Costs one list copy of the members (~10 ms at a million) and one of the retired history (bounded by the
+    Costs one list copy of the members (C-level, O(set)) and one of the retired history (bounded by the
     policy's retired_keep); dropping the removed members happens while the snapshot is indexed, a chunk at a time.
     """
     return SetPayload(

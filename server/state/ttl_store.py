@@ -1,8 +1,8 @@
 """The one bounded TTL store: keys with a lifetime, in this process, at a dictionary's cost, never past a size.
 
 It is the shared cache's local half and the record client's cache. aiocache's
-SimpleMemoryCache did the first job at ~5 us a read and ~10 us a write with a
-lifetime (this store: ~0.5 and ~1.5 us): every call passes its decorators (one
+SimpleMemoryCache did the first job at about ten times this store's cost
+(docs/performance.md): every call passes its decorators (one
 reads an environment variable), and every lifetime is a loop.call_later timer.
 So each key keeps its expiry time instead: a read past it is a miss, and
 expired keys are swept from a heap as later writes come in. Nothing here awaits.

@@ -32,7 +32,7 @@ log = logging.getLogger("argwatch.valuesets")
 MAX_SET_MESSAGE_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_MEMBERS = 5_000_000  # value_sets.<name>.max_members' default, for a fetcher given no limits
 # The most values one delta may add, remove or replace: a larger change comes as a snapshot. A delta is
-# converted and judged in one pass on the event loop, so this bounds that pass (~25 ms).
+# converted and judged in one pass on the event loop, so this bounds that pass (docs/performance.md).
 MAX_DELTA_VALUES = 100_000
 
 

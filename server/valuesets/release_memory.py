@@ -4,7 +4,7 @@ A million-member snapshot arrives as ~50 MB of protobuf arenas, allocated with
 malloc and freed once the set is indexed. glibc keeps most of that freed memory
 in its heap instead of returning it, so the gateway's resident size would stay
 ~50 bytes a member higher than what it holds (measured by bench/memory.py).
-`malloc_trim(0)` returns it: ~2 ms at 1M members, run in a thread (ctypes
+`malloc_trim(0)` returns it, run in a thread (ctypes
 releases the GIL), so the event loop does not wait for it.
 """
 

@@ -12,7 +12,7 @@ class ToolCall(NamedTuple):
     """One call to check. `arguments` is None when the arguments could not be decoded.
 
     A NamedTuple, not a frozen dataclass: one is built per call, and a frozen
-    dataclass costs ~2 us to build here against ~0.7 us (see findings.py).
+    dataclass costs about three times as much to build (see findings.py).
     """
 
     tool: str
