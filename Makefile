@@ -1,6 +1,6 @@
 # The two commands: `make run` (gateway + demo owning service + traffic, with the TUI on it)
 # and `make test` (the whole suite). Both set up everything they need first.
-# `make check` is the quick loop: lint and the unit tests, in well under a minute.
+# `make check` is the quick loop: lint and the unit tests not marked slow, in under 20 s.
 
 PYTHON ?= python3
 VENV := .venv
@@ -122,7 +122,7 @@ test: system-deps $(VENV)/.installed lint typecheck ts-client go-client java-cli
 	$(BIN)/python -m pytest
 
 check: lint
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -m "not slow" tests/unit
 
 # h2load (Debian's nghttp2-client) drives gRPC natively for bench/h2load.py.
 bench-deps:

@@ -97,6 +97,7 @@ def test_a_usage_error_prints_the_commands_usage_and_exits_2(
     assert capsys.readouterr().err.startswith(usage)
 
 
+@pytest.mark.slow
 def test_the_tui_without_its_extra_says_how_to_install_it() -> None:
     """The server's image has no Textual: `argwatch tui` there says what to install and exits 1."""
     code = (

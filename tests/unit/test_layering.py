@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def loaded_after(code: str) -> set[str]:
     out = subprocess.run(
@@ -18,11 +20,13 @@ def loaded_after(code: str) -> set[str]:
     return set(out.split())
 
 
+@pytest.mark.slow
 def test_the_server_does_not_import_textual_or_the_tui() -> None:
     modules = loaded_after("import argwatch.server.process.app, argwatch.server.cli")
     assert not any(m == "textual" or m.startswith(("textual.", "argwatch.tui")) for m in modules)
 
 
+@pytest.mark.slow
 def test_the_tui_does_not_import_the_server() -> None:
     modules = loaded_after(
         "import argwatch.tui.app, argwatch.tui.run, argwatch.tui.status_line, argwatch.tui.admin_client"
@@ -30,6 +34,7 @@ def test_the_tui_does_not_import_the_server() -> None:
     assert not any(m.startswith("argwatch.server") for m in modules)
 
 
+@pytest.mark.slow
 def test_the_verdict_core_works_without_wire_network_or_storage() -> None:
     """Every module of argwatch.server.verdict (and the policy loader and repair message) loads without gRPC,
     generated code, Redis, the cache library or metrics: the core is a pure function of plain values."""
@@ -44,6 +49,7 @@ def test_the_verdict_core_works_without_wire_network_or_storage() -> None:
     assert not [m for m in modules if m.startswith(forbidden)]
 
 
+@pytest.mark.slow
 def test_what_every_side_shares_imports_none_of_the_sides() -> None:
     """argwatch.common is imported by the gateway, the TUI and the client alike, so it loads none of them."""
     modules = loaded_after("import argwatch.common.durations, argwatch.common.backoff, argwatch.common.channels")
@@ -58,6 +64,7 @@ def _frameworks_in(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules if m.split(".")[0] in FRAMEWORKS}
 
 
+@pytest.mark.slow
 def test_the_client_loads_no_framework_and_each_gate_only_its_own() -> None:
     """The base install takes no agent framework, so `argwatch.client` may import none; each gate (an extra)
     imports its framework and no other's."""

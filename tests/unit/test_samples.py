@@ -102,6 +102,7 @@ def test_records_dropped_by_a_writer_that_fell_behind_are_counted() -> None:
     assert dropped_sample_records() == before + 2
 
 
+@pytest.mark.slow
 def test_a_sink_that_blocks_never_blocks_the_calls_and_what_it_cannot_take_is_counted(tmp_path) -> None:
     """A FIFO nobody reads blocks its writer, even on open: the gateway starts, offers return, drops are counted."""
     import os

@@ -73,6 +73,7 @@ def calls(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(st.sampled_from(names), json_values, max_size=len(names))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schema", tool_schemas(), ids=lambda schema: ",".join(sorted(schema["properties"]))[:30])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
