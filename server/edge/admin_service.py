@@ -439,17 +439,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         rows = rows_from_counts(self._policy, fold(counts))
         if len(rows) > MAX_SHAPE_ROWS:  # the most out-of-set first; the rest counted, so the answer stays small
             response.rows_left_off = len(rows) - MAX_SHAPE_ROWS
-            rows = sorted(rows, key=lambda row: -row.out_of_set)[:MAX_SHAPE_ROWS]
+            rows = sorted(rows, key=lambda row: -row.counts.out_of_set)[:MAX_SHAPE_ROWS]
         for row in rows:
             out = response.rows.add(
                 tool=row.tool,
                 argument=row.argument,
                 value_set=row.value_set,
-                checks=row.checks,
-                out_of_set=row.out_of_set,
-                out_of_set_rate=row.out_of_set_rate,
-                out_of_set_normalised=row.out_of_set_normalised,
-                out_of_set_normalised_rate=row.out_of_set_normalised_rate,
+                checks=row.counts.checks,
+                out_of_set=row.counts.out_of_set,
+                out_of_set_rate=row.counts.out_of_set_rate,
+                out_of_set_normalised=row.counts.out_of_set_normalised,
+                out_of_set_normalised_rate=row.counts.out_of_set_normalised_rate,
             )
             for shape, count, share in row.shapes:
                 out.shapes.add(shape=shape, count=count, share=share)

@@ -70,7 +70,7 @@ class ModeChange:
 
 
 @dataclass(frozen=True, slots=True)
-class ModeRequest:
+class OverrideRequest:
     """A change asked for: set (mode) or clear (None) the override of a target."""
 
     target: Target
@@ -122,7 +122,7 @@ def record(document: ModeDocument, entry: ModeChange) -> ModeDocument:
 
 
 def apply(
-    document: ModeDocument, request: ModeRequest, tools: PolicyModes, now: float
+    document: ModeDocument, request: OverrideRequest, tools: PolicyModes, now: float
 ) -> tuple[ModeDocument, ModeChange]:
     """Makes the change, or refuses it (the refusal is audited too: its entry's outcome says "refused: ...")."""
     target = request.target
@@ -191,7 +191,7 @@ def _ours(target: Target, tools: PolicyModes) -> bool:
     return target.tool == GLOBAL or target.tool in tools.tools
 
 
-def _refusal(document: ModeDocument, request: ModeRequest, tools: PolicyModes) -> str:
+def _refusal(document: ModeDocument, request: OverrideRequest, tools: PolicyModes) -> str:
     target = request.target
     if target.check:
         return "an override below a tool is not supported yet"

@@ -38,7 +38,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from argwatch.common.backoff import backoff_delay
 from argwatch.common.tasks import cancel_and_wait
 from argwatch.server.modes import document as doc
-from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, ModeRequest, Target
+from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, OverrideRequest, Target
 from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
 from argwatch.server.telemetry.metrics import GatewayMetrics
@@ -128,7 +128,7 @@ class SharedModes:
         self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
     ) -> ModeChange:
         """A mode change made for the whole fleet; ModeRefused when refused, or when Redis is unreachable."""
-        request = ModeRequest(Target(target), mode, actor, reason, expires_in)
+        request = OverrideRequest(Target(target), mode, actor, reason, expires_in)
 
         def change(base: ModeDocument) -> tuple[ModeDocument, list[ModeChange], ModeChange]:
             document, entry = doc.apply(base, request, self._store.policy_modes, self._store.now())

@@ -40,8 +40,8 @@ from argwatch.server.modes.document import (
     ModeChange,
     ModeDocument,
     ModeRefused,
-    ModeRequest,
     Override,
+    OverrideRequest,
     PolicyModes,
     Target,
 )
@@ -155,7 +155,7 @@ class ModeStore:
         self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
     ) -> ModeChange:
         """Sets (mode) or clears (None) the override of `target` (a tool, or GLOBAL); raises ModeRefused."""
-        request = ModeRequest(Target(target), mode, actor, reason, expires_in)
+        request = OverrideRequest(Target(target), mode, actor, reason, expires_in)
         document, entry = doc.apply(self._document, request, self._tools, self._clock())
         self.commit(document, [entry])
         if entry.refused:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from argwatch.server.policy.model import Policy
-from argwatch.server.telemetry.counts import CountTable
+from argwatch.server.telemetry.counts import ArgumentCounts, CountTable
 from argwatch.server.verdict.findings import Shape
 
 SHAPES = [shape.value for shape in Shape if shape is not Shape.NONE]
@@ -20,18 +20,8 @@ class ShapeRow:
     tool: str
     argument: str
     value_set: str
-    checks: int
-    out_of_set: int
-    out_of_set_normalised: int
+    counts: ArgumentCounts
     shapes: tuple[tuple[str, int, float], ...]  # (shape, count, share of mismatches), largest first
-
-    @property
-    def out_of_set_rate(self) -> float:
-        return self.out_of_set / self.checks if self.checks else 0.0
-
-    @property
-    def out_of_set_normalised_rate(self) -> float:
-        return self.out_of_set_normalised / self.checks if self.checks else 0.0
 
 
 def rows_from_counts(policy: Policy, counts: CountTable) -> list[ShapeRow]:
@@ -55,9 +45,7 @@ def rows_from_counts(policy: Policy, counts: CountTable) -> list[ShapeRow]:
                     tool=tool.name,
                     argument=binding.name,
                     value_set=binding.value_set,
-                    checks=argument.checks,
-                    out_of_set=argument.out_of_set,
-                    out_of_set_normalised=argument.out_of_set_normalised,
+                    counts=argument,
                     shapes=shapes,
                 )
             )

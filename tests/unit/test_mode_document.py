@@ -8,15 +8,15 @@ from types import MappingProxyType
 import pytest
 
 from argwatch.server.modes import document as doc
-from argwatch.server.modes.document import GLOBAL, ModeDocument, ModeRequest, PolicyModes, Target
+from argwatch.server.modes.document import GLOBAL, ModeDocument, OverrideRequest, PolicyModes, Target
 from argwatch.server.policy.model import Mode
 
 TOOLS = PolicyModes(MappingProxyType({"refund_order": Mode.REJECT, "create_ticket": Mode.OBSERVE}), Mode.OBSERVE)
 NOW = 1_800_000_000.0
 
 
-def request(tool: str, mode: Mode | None, reason: str = "INC-1", expires_in: float | None = None) -> ModeRequest:
-    return ModeRequest(Target(tool), mode, "ana", reason, expires_in)
+def request(tool: str, mode: Mode | None, reason: str = "INC-1", expires_in: float | None = None) -> OverrideRequest:
+    return OverrideRequest(Target(tool), mode, "ana", reason, expires_in)
 
 
 def test_a_change_gives_a_new_document_and_leaves_the_old_one_as_it_was() -> None:
@@ -41,10 +41,10 @@ def test_a_change_gives_a_new_document_and_leaves_the_old_one_as_it_was() -> Non
         (request("refund", Mode.OBSERVE), "the policy has no tool 'refund'"),
         (request("refund_order", Mode.OBSERVE, reason=" "), "a reason is required"),
         (request("refund_order", Mode.OBSERVE, expires_in=-1), "the expiry must be in the future"),
-        (ModeRequest(Target("refund_order", "reason_code"), Mode.OBSERVE, "ana", "INC"), "not supported yet"),
+        (OverrideRequest(Target("refund_order", "reason_code"), Mode.OBSERVE, "ana", "INC"), "not supported yet"),
     ],
 )
-def test_a_refused_change_is_audited_and_changes_no_mode(change: ModeRequest, why: str) -> None:
+def test_a_refused_change_is_audited_and_changes_no_mode(change: OverrideRequest, why: str) -> None:
     after, entry = doc.apply(ModeDocument(), change, TOOLS, NOW)
     assert entry.refused and why in entry.outcome
     assert after.overrides == {} and after.refused == (entry,) and after.version == 1
