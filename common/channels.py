@@ -52,7 +52,7 @@ PLAINTEXT = ChannelSecurity()
 # For the gateway's channels to owning services. gRPC's own reconnect backoff (1 s, growing by 1.6
 # to 120 s) fails every call fast while it waits, whatever the caller's own schedule: an owner restarted
 # in a deploy stayed unreachable for up to a second or more after it served again. The gateway paces its
-# own reconnects (valuesets/provider.py), so the channel's are kept short.
+# own reconnects (valuesets/source_follower.py), so the channel's are kept short.
 QUICK_RECONNECT_OPTIONS: list[ChannelOption] = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any, TypeVar
 
 import orjson
@@ -57,6 +58,7 @@ MAX_PENDING_REFUSALS = 64
 TIMEOUT_SECONDS = 0.5
 
 T = TypeVar("T")
+CHANGE_FIELDS = frozenset(field.name for field in fields(ModeChange))
 # A change of the fleet's state, computed on the newest document: (the document after it, the audit
 # entries it adds, what to return).
 Change = Callable[[ModeDocument], tuple[ModeDocument, list[ModeChange], T]]
@@ -237,6 +239,10 @@ class SharedModes:
             shared = orjson.loads(raw)
             if not isinstance(shared, dict) or not isinstance(shared.get("version"), int):
                 raise ValueError("not a mode state document")
+            for key in ("audit", "refused"):  # each entry exactly as argwatch writes it: no field more or less
+                for entry in shared.get(key, []):
+                    if not isinstance(entry, dict) or set(entry) != CHANGE_FIELDS:
+                        raise TypeError(f"{key}: an entry of another shape")
             return doc.from_json(shared)
         except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
             self._metrics.shared_cache_rejected("bad_mode_state")
@@ -274,8 +280,14 @@ class SharedModes:
                 except BaseException:
                     self._uncertain_from = local.version  # not known to be shared: not in force here
                     raise
-            # In force here: grown from ours, or from the fleet's newer document.
-            self._store.commit(document, entries, base=base)
+            # In force here: grown from ours, or from the fleet's newer document. What this replica audited
+            # by itself while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on
+            # top: Redis gets it at the next re-read, which finds this replica newer.
+            before = set(local.entries())
+            meanwhile = [entry for entry in self._store.document.entries() if entry not in before]
+            for entry in meanwhile:
+                document = doc.record(document, entry)
+            self._store.commit(document, [*entries, *meanwhile], base=base, logged=len(entries))
             self._up()
             return result
         raise RedisError("the shared mode state kept changing under us (10 attempts)")

@@ -9,11 +9,11 @@ authentication; a caller without a valid token changes nothing durable (its
 refusals are counted, not written). Changes and refused attempts are kept
 apart, each bounded, so no number of refusals can push a change out.
 
-With a state file (mode_file.py), every commit is journalled to it and it is
-read back at start, so a restart never silently puts a tool back into a mode
-the on-call changed; an override that expired while the gateway was down is
-reverted at start, and the audit says so. The hot path reads one precomputed
-mapping.
+With a state file (mode_file.py), every audited entry is journalled to it (a
+document taken from the fleet is written whole) and it is read back at start,
+so a restart never silently puts a tool back into a mode the on-call changed;
+an override that expired while the gateway was down is reverted at start, and
+the audit says so. The hot path reads one precomputed mapping.
 
 An override of a tool this replica's policy does not have is kept as it is,
 never dropped, rewritten or expired here: in a fleet mid-deploy it was set
@@ -190,10 +190,18 @@ class ModeStore:
         for tool, mode in self._effective.items():
             listener(tool, mode)
 
-    def commit(self, document: ModeDocument, entries: list[ModeChange], *, base: ModeDocument | None = None) -> None:
+    def commit(
+        self,
+        document: ModeDocument,
+        entries: list[ModeChange],
+        *,
+        base: ModeDocument | None = None,
+        logged: int | None = None,
+    ) -> None:
         """Puts `document` in force: the mapping every call reads (a new one: readers may hold the old),
-        the listeners, the log of `entries` (what it adds to `base`), and the state file. A `base` other
-        than the document in force (the fleet's newer one) is written whole first, then the entries."""
+        the listeners, the log of `entries` (what it adds to `base`; only the first `logged` of them when
+        the rest were logged already), and the state file. A `base` other than the document in force (the
+        fleet's newer one) is written whole first, then the entries."""
         if self._file is not None and base is not None and base is not self._document:
             self._file.compact(base)  # another replica's changes: rare, so a whole rewrite is fine
         self._document = document
@@ -201,7 +209,7 @@ class ModeStore:
         for listener in self._listeners:
             for tool, mode in self._effective.items():
                 listener(tool, mode)
-        for entry in entries:
+        for entry in entries[:logged]:
             log.warning(
                 "mode change: %s %s -> %s by %s (%s): %s",
                 entry.target or "<global>",

@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError
 
 from argwatch.server.policy.linear_regex import LINEAR, cannot_run, is_regex, use_in_jsonschema
 
+# The logger name the schema checks have always logged under, so log filters set for it still apply.
 log = logging.getLogger("argwatch.server.verdict.schema_checks")
 
 

@@ -49,7 +49,12 @@ class ToolReport:
     arguments: list[ArgumentReport] = field(default_factory=list)
 
     def problems(self) -> dict[str, int]:
-        return dict(sorted(self.counts.problems.items(), key=lambda item: -item[1]))
+        """Every argument's problems by code, the most frequent first (ties in the arguments' order)."""
+        summed: dict[str, int] = {}
+        for argument in self.arguments:
+            for code, count in argument.counts.problems.items():
+                summed[code] = summed.get(code, 0) + count
+        return dict(sorted(summed.items(), key=lambda item: -item[1]))
 
 
 @dataclass(frozen=True)

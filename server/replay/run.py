@@ -44,7 +44,7 @@ YIELD_EVERY = 500  # calls between yields to the event loop: the provider's own 
 
 @dataclass
 class ReplayResult:
-    """What the replayed calls came to: the counters' totals per (tool, argument, what), and where sets came from."""
+    """What the replayed calls came to: the counters folded into the count model, and where sets came from."""
 
     counts: CountTable = field(default_factory=CountTable)
     calls: int = 0

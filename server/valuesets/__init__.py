@@ -1,1 +1,1 @@
-"""Value sets: immutable snapshots, the sources they come from, and the provider that caches them."""
+"""Value sets: following the owners' sources (watch, pull, resync) and holding each set's copy, fresh or why not."""

@@ -18,7 +18,7 @@ class SetState:
     config: ValueSetConfig
     rules: tuple[Normalisation, ...]
     snapshot: ValueSetSnapshot | None = None
-    incarnation: str = ""  # the owner's run of versions the snapshot belongs to (updates.py)
+    incarnation: str = ""  # the owner's run of versions the snapshot belongs to (sets/updates.py)
     confirmed_at: float = 0.0  # wall clock, for reports
     confirmed_mono: float = -math.inf  # monotonic, for ages
     healthy: bool = False  # the source confirmed this set at its last word on it

@@ -152,9 +152,10 @@ class SourceFollower:
     def resync_soon(self, state: SetState, reason: str) -> None:
         """Fetches the set whole in the background, unless a fetch of it is already under way."""
         if not state.resyncing:
-            self._tasks.spawn(self._resync_in_background(state, reason))
+            self._tasks.spawn(self._resync_quietly(state, reason))
 
-    async def _resync_in_background(self, state: SetState, reason: str) -> None:
+    async def _resync_quietly(self, state: SetState, reason: str) -> None:
+        """A resync whose result is the set's state (a background task has no one to tell)."""
         await self.resync(state, reason)
 
     async def resync(self, state: SetState, reason: str) -> RefreshResult:
