@@ -549,6 +549,7 @@ def _tool_status(tool: str, mode: int, totals: ToolCounts) -> admin_pb2.ToolStat
         value_checks=totals.checks,
         unavailable=totals.unavailable,
         repeats=totals.repeats,
+        stale_checks=totals.stale_checks,
     )
 
 

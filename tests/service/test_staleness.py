@@ -5,7 +5,7 @@ from __future__ import annotations
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory, SourceServer
-from tests.service.helpers import admin_stub, eventually, gateway_stub, request, value
+from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, value
 
 
 async def stale_verdict(gateway, source: SourceServer) -> pb.ValidateResponse:
@@ -42,6 +42,8 @@ async def test_a_stale_set_is_still_enforced_and_the_verdict_says_it_was_stale(
     assert (
         value(gateway.registry, "argwatch_stale_downgrades_total", tool="refund_order", set="refunds.reason_codes") == 0
     )
+    status = await admin_status(gateway)  # the count model's per-tool figure, as GetStatus gives it
+    assert next(tool for tool in status.tools if tool.tool == "refund_order").stale_checks >= 1
 
 
 async def test_on_stale_observe_judges_a_rejecting_tool_in_observe_and_counts_it(
