@@ -187,7 +187,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         clock = _SliceClock()
         figures = self._status_windows.figures()
         await clock.pause()
-        totals = self._metrics.tool_totals()
+        totals = figures.totals
         override = self._modes.global_override
         attention = policy.attention
         response = admin_pb2.GetStatusResponse(

@@ -12,13 +12,13 @@ row that feeds it (metric_table.py).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 
-class Count(enum.Enum):
-    """What one count counts."""
+class Count(enum.StrEnum):
+    """What one count counts. A str: keys are hashed on every count read, and Enum's own __hash__ is Python."""
 
     # Per tool (CountKey.argument ""):
     CALLS = "calls"
@@ -41,7 +41,7 @@ class Count(enum.Enum):
     SHAPE = "shape"  # detail: why an out-of-set value missed
 
 
-class CheckKind(enum.Enum):
+class CheckKind(enum.StrEnum):
     """Which check a count is about: a dimension of every count below the tool."""
 
     CALL = "call"  # the whole call (per-tool counts)
@@ -49,7 +49,7 @@ class CheckKind(enum.Enum):
     ANY = "any"  # problems, from whichever check found them
 
 
-NOT_SPLIT = ("", "")  # the cohort of a count not split by model and prompt version
+NOT_SPLIT: tuple[str, str] | tuple[()] = ()  # the cohort of a count not split by model and prompt version
 
 
 class CountKey(NamedTuple):
@@ -60,7 +60,7 @@ class CountKey(NamedTuple):
     what: Count
     detail: str = ""  # the problem code (PROBLEM) or the shape (SHAPE)
     check: CheckKind = CheckKind.CALL
-    cohort: tuple[str, str] = NOT_SPLIT  # (model, prompt version), as the policy declares them
+    cohort: tuple[str, str] | tuple[()] = NOT_SPLIT  # (model, prompt version), as the policy declares them
 
 
 @dataclass(slots=True)
@@ -137,25 +137,86 @@ class CountTable:
 
 def fold(counts: Mapping[CountKey, int] | Iterable[tuple[CountKey, int]]) -> CountTable:
     """Folds cumulative (or windowed) counts into per-tool and per-argument figures."""
-    table = CountTable()
-    items = counts.items() if isinstance(counts, Mapping) else counts
-    for key, value in items:
-        if key.cohort != NOT_SPLIT:
-            if value:
-                by_cohort = table.cohorts.setdefault((key.tool, key.argument), {})
-                by_cohort.setdefault(key.cohort, ArgumentCounts()).add(key.what, key.detail, value)
+    items = list(counts.items() if isinstance(counts, Mapping) else counts)
+    (table,) = fold_windows([key for key, _ in items], [[value for _, value in items]])
+    return table
+
+
+def fold_windows(keys: Sequence[CountKey], windows: Sequence[Sequence[int]]) -> list[CountTable]:
+    """Folds several windows of the same keys (each `windows[i][j]` is the count of `keys[j]`) in one pass.
+
+    Called on the event loop for every status snapshot, over every key of the policy (hundreds of
+    thousands at the largest policies documented): each key is read once for all windows, rows are
+    summed as plain dicts, and each row's counts object is built once at the end.
+    """
+    slots = range(len(windows))
+    tools: dict[str, list[dict[str, Any]]] = {}
+    arguments: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    cohorts: dict[tuple[str, str], dict[tuple[str, str], list[dict[str, Any]]]] = {}
+    for key, *values in zip(keys, *windows, strict=False):
+        tool, argument, what, detail, _check, cohort = key
+        name = what._value_  # a plain attribute: Enum's .value is a descriptor, dear at this rate
+        if cohort:
+            split = cohorts.setdefault((tool, argument), {})
+            rows = split.get(cohort)
+            if rows is None:
+                rows = split[cohort] = [{} for _ in slots]
+            for row, value in zip(rows, values, strict=True):
+                if value:
+                    _add(row, name, detail, value)
             continue
         # A series that exists at zero is still a row (GatewayMetrics.zero_series): it gets its entry.
-        tool = table.tools.get(key.tool)
-        if tool is None:
-            tool = table.tools[key.tool] = ToolCounts()
-        argument = None
-        if key.argument:
-            argument = table.arguments.get((key.tool, key.argument))
-            if argument is None:
-                argument = table.arguments[key.tool, key.argument] = ArgumentCounts()
-        if value:
-            tool.add(key.what, key.detail, value)
-            if argument is not None:
-                argument.add(key.what, key.detail, value)
-    return table
+        tool_rows = tools.get(tool)
+        if tool_rows is None:
+            tool_rows = tools[tool] = [{} for _ in slots]
+        if argument:
+            argument_rows = arguments.get((tool, argument))
+            if argument_rows is None:
+                argument_rows = arguments[tool, argument] = [{} for _ in slots]
+            if name in _BY_DETAIL:
+                for tool_row, argument_row, value in zip(tool_rows, argument_rows, values, strict=True):
+                    if value:
+                        _add(tool_row, name, detail, value)
+                        _add(argument_row, name, detail, value)
+            else:  # the common case, inline: a function call per key and window is most of the cost
+                for tool_row, argument_row, value in zip(tool_rows, argument_rows, values, strict=True):
+                    if value:
+                        tool_row[name] = tool_row.get(name, 0) + value
+                        argument_row[name] = argument_row.get(name, 0) + value
+        else:
+            for tool_row, value in zip(tool_rows, values, strict=True):
+                if value:
+                    _add(tool_row, name, detail, value)
+    return [
+        CountTable(
+            {tool: ToolCounts(**rows[slot]) for tool, rows in tools.items()},
+            {key: _argument_counts(rows[slot]) for key, rows in arguments.items()},
+            {
+                key: {cohort: _argument_counts(rows[slot]) for cohort, rows in split.items() if rows[slot]}
+                for key, split in cohorts.items()
+            },
+        )
+        for slot in slots
+    ]
+
+
+_ARGUMENT_FIELDS = frozenset(field.name for field in fields(ArgumentCounts))
+
+
+_BY_DETAIL = frozenset({Count.PROBLEM._value_, Count.SHAPE._value_})  # counted per code or shape
+
+
+def _add(row: dict[str, Any], name: str, detail: str, value: int) -> None:
+    if name in _BY_DETAIL:
+        by_detail = row.get(name + "s")
+        if by_detail is None:
+            by_detail = row[name + "s"] = {}
+        by_detail[detail] = by_detail.get(detail, 0) + value
+    else:
+        row[name] = row.get(name, 0) + value
+
+
+def _argument_counts(row: dict[str, Any]) -> ArgumentCounts:
+    if row.keys() <= _ARGUMENT_FIELDS:
+        return ArgumentCounts(**row)
+    return ArgumentCounts(**{name: value for name, value in row.items() if name in _ARGUMENT_FIELDS})

@@ -142,6 +142,7 @@ class GatewayMetrics:
         registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
         self._failed_open: dict[tuple[str, str], int] = {}
+        self._keys_of: dict[tuple[int, tuple[str, ...]], tuple[CountKey, ...]] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
@@ -238,9 +239,14 @@ class GatewayMetrics:
         """Every cumulative count of the count model (counts.py), read from the tallies (metric_table's `counts`)
         and the per-argument fail-opens."""
         counts: dict[CountKey, int] = {}
-        for family, folds in self._folds:
+        keys_of = self._keys_of
+        for position, (family, folds) in enumerate(self._folds):
             for labels, value in _series_of(family):
-                for key in folds(labels):  # zeros too: a series that exists is a figure (zero_series)
+                # A series' keys are built once: this runs every few seconds over every series.
+                keys = keys_of.get((position, labels))
+                if keys is None:
+                    keys = keys_of[position, labels] = tuple(folds(labels))
+                for key in keys:  # zeros too: a series that exists is a figure (zero_series)
                     counts[key] = counts.get(key, 0) + value
         for (tool, argument), count in list(self._failed_open.items()):
             key = CountKey(tool, argument, Count.FAILED_OPEN, check=CheckKind.VALUE_SET)
@@ -253,6 +259,7 @@ class GatewayMetrics:
         for values, _tally in self.value_checks_by_model.children():
             if values[2] not in kept_models or values[3] not in kept_versions:
                 self.value_checks_by_model.remove(*values)
+        self._keys_of.clear()
 
     def repair_succeeded(self, tool: str, attempts: int) -> None:
         self._child(self.repair_succeeded_total, tool).inc()
@@ -328,6 +335,7 @@ class GatewayMetrics:
             for key, child in self._children.items()
             if not any(label in tools or label in sets or label in sources for label in key[1:])
         }
+        self._keys_of.clear()
 
     def tool_totals(self) -> dict[str, ToolCounts]:
         """Per tool label, the counts since start (arguments summed in)."""

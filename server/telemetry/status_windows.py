@@ -12,7 +12,15 @@ from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
 from argwatch.server.telemetry.count_windows import CountCopy, CountWindows
-from argwatch.server.telemetry.counts import ArgumentCounts, CheckKind, Count, CountKey, CountTable, ToolCounts, fold
+from argwatch.server.telemetry.counts import (
+    ArgumentCounts,
+    CheckKind,
+    Count,
+    CountKey,
+    CountTable,
+    ToolCounts,
+    fold_windows,
+)
 
 WINDOWS_SECONDS = (60, 900, 3600)
 
@@ -55,6 +63,7 @@ class StatusFigures(NamedTuple):
 
     tool: Callable[[str], ToolWindows]
     arguments: Iterator[ArgumentWindows]
+    totals: dict[str, ToolCounts]  # per tool label, since start (the same copy of the counts)
 
 
 class _Span(NamedTuple):
@@ -75,17 +84,19 @@ class StatusWindows:
         self._windows = windows
         self._rows = _argument_rows(policy)
 
-    def _spans(self, now: CountCopy) -> list[_Span]:
-        keys = self._windows.keys
-        spans = []
-        for seconds in WINDOWS_SECONDS:
-            deltas, covered = self._windows.window_from(now, seconds)
-            spans.append(_Span(seconds, covered, fold(zip(keys, deltas, strict=False))))
-        return spans
+    def _spans(self, now: CountCopy, *, since_start: bool = False) -> list[_Span]:
+        """Each window's counts (and, with `since_start`, the counts since start last), folded in one pass."""
+        seconds_each = (*WINDOWS_SECONDS, 0) if since_start else WINDOWS_SECONDS
+        windows = [self._windows.window_from(now, seconds) for seconds in seconds_each]
+        tables = fold_windows(self._windows.keys, [deltas for deltas, _covered in windows])
+        return [
+            _Span(seconds, covered, table)
+            for seconds, (_deltas, covered), table in zip(seconds_each, windows, tables, strict=True)
+        ]
 
     def figures(self) -> StatusFigures:
         now = self._windows.live()
-        spans = self._spans(now)
+        *spans, since_start = self._spans(now, since_start=True)
 
         def tool_windows(tool: str) -> ToolWindows:
             windows = []
@@ -109,7 +120,7 @@ class StatusWindows:
                     tool, argument, value_set, tuple(windows), self._series(now, checks), self._series(now, out_of_set)
                 )
 
-        return StatusFigures(tool_windows, arguments())
+        return StatusFigures(tool_windows, arguments(), since_start.table.tools)
 
     def cohorts(self, tool: str, argument: str) -> tuple[CohortWindows, ...]:
         """One argument's value checks per model and prompt version, over each window, in name order."""
