@@ -241,7 +241,9 @@ class Validator:
         """Existence, ownership and rules; adds problems, and returns `result` with skipped record checks added."""
         assert call.arguments is not None
         records = await check_records(tool, call.arguments, call.customer_id, self._record_clients, deadline)
-        problems.extend(records.problems)
+        # One fault, one problem: an id the schema already found missing or of the wrong type is not listed again.
+        seen = {(problem.code, problem.argument) for problem in problems}
+        problems.extend(problem for problem in records.problems if (problem.code, problem.argument) not in seen)
         rules = check_rules(
             tool, call.arguments, records.found, {"customer_id": call.customer_id, "tenant": call.tenant}
         )

@@ -72,6 +72,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
     from argwatch.server.verdict.set_checks import as_json_text  # the checker imports nothing of this module
 
     problems: list[Problem] = []
+    missing_seen: set[str] = set()  # jsonschema raises one `required` error per missing name, each naming all
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
         code = _CODES.get(str(error.validator), ProblemCode.OUT_OF_RANGE)
         path = [str(part) for part in error.absolute_path]
@@ -83,7 +84,9 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
         if code is ProblemCode.MISSING_REQUIRED:
             for name in _missing(error):
                 argument = "/".join([*path, name])
-                problems.append(Problem(code, f"{argument}: required, missing", argument=argument))
+                if argument not in missing_seen:
+                    missing_seen.add(argument)
+                    problems.append(Problem(code, f"{argument}: required, missing", argument=argument))
             continue
         if code is ProblemCode.UNEXPECTED_ARGUMENT:
             instance = error.instance if isinstance(error.instance, dict) else {}

@@ -23,7 +23,7 @@ ORDERS = {
 }
 
 
-def policy_yaml(record_target: str, failure: str) -> str:
+def policy_yaml(record_target: str, failure: str, schema: str = "") -> str:
     return f"""
 sources:
   orders_db: {{grpc: {{target: "{record_target}", timeout: 300ms}}}}
@@ -32,6 +32,7 @@ value_sets: {{refunds.reason_codes: {{source: local}}}}
 tools:
   refund_order:
     mode: reject
+    {schema}
     arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}
     records:
       order: {{source: orders_db, kind: order, id_argument: order_id, owner: customer_id,
@@ -60,11 +61,11 @@ async def start(tmp_path) -> AsyncIterator[Start]:
     await server.start()
     gateways: list[RunningGateway] = []
 
-    async def begin(failure: str = "open", source_up: bool = True) -> RunningGateway:
+    async def begin(failure: str = "open", source_up: bool = True, schema: str = "") -> RunningGateway:
         if not source_up:
             await server.stop(0)
         (tmp_path / "sets.yaml").write_text("refunds.reason_codes: {version: 1, members: [DAMAGED_ITEM]}\n")
-        (tmp_path / "policy.yaml").write_text(policy_yaml(f"127.0.0.1:{port}", failure))
+        (tmp_path / "policy.yaml").write_text(policy_yaml(f"127.0.0.1:{port}", failure, schema))
         policy = load_policy(str(tmp_path / "policy.yaml"))
         gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
         gateways.append(gateway)
@@ -96,6 +97,19 @@ async def test_a_call_that_passes_everything(start: Start) -> None:
     gateway = await start()
     response = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 4500})
     assert response.decision == pb.DECISION_ALLOW and found(response) == []
+
+
+async def test_a_record_id_of_the_wrong_type_is_one_problem_not_one_per_check(start: Start) -> None:
+    """The schema and the record check both judge order_id: one fault, one problem, counted once."""
+    schema = "schema: {type: object, properties: {order_id: {type: string}}, required: [order_id]}"
+    gateway = await start(schema=schema)
+    wrong = await call(gateway, {"order_id": 42, "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    assert found(wrong) == [(pb.PROBLEM_CODE_WRONG_TYPE, "order_id")]
+    missing = await call(gateway, {"reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    assert found(missing) == [(pb.PROBLEM_CODE_MISSING_REQUIRED, "order_id")]
+    labels = {"tool": "refund_order", "argument": "order_id"}
+    assert value(gateway.registry, "tool_argument_problems_total", **labels, code="wrong_type") == 1
+    assert value(gateway.registry, "tool_argument_problems_total", **labels, code="missing_required") == 1
 
 
 async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_one(start: Start) -> None:

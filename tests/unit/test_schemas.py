@@ -105,3 +105,18 @@ def test_an_invalid_schema_is_a_load_error_with_its_location() -> None:
     (issue,) = raised.value.issues
     assert issue.path == "tools.t.schema"
     assert "not a valid JSON Schema" in issue.message and "$.properties.a.type" in issue.message
+
+
+def test_k_missing_arguments_are_k_problems_not_k_squared() -> None:
+    """jsonschema raises one `required` error per missing name, each listing every missing name: three
+    missing arguments were nine problems."""
+    three = {**REFUND, "required": ["order_id", "amount_cents", "filters"]}
+    problems = [(p.code, p.argument) for p in schema_problems(compile_schema(three), {})]
+    assert problems == [
+        (ProblemCode.MISSING_REQUIRED, "order_id"),
+        (ProblemCode.MISSING_REQUIRED, "amount_cents"),
+        (ProblemCode.MISSING_REQUIRED, "filters"),
+    ]
+    nested = {"type": "object", "properties": {"to": {"type": "object", "required": ["a", "b"]}}}
+    inner = [p.argument for p in schema_problems(compile_schema(nested), {"to": {}})]
+    assert inner == ["to/a", "to/b"]
