@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 import grpc
@@ -19,7 +20,7 @@ DEFAULT_TIMEOUT = 2.0  # seconds; the service config's figure for Validate and R
 ChannelT = TypeVar("ChannelT", grpc.Channel, grpc.aio.Channel)
 
 
-class BaseGateway(Generic[ChannelT]):
+class BaseGateway(ABC, Generic[ChannelT]):
     """What Gateway and SyncGateway share: the channel's settings and every request they send, so the two
     cannot drift. Only sending differs: awaited in one, blocking in the other."""
 
@@ -42,8 +43,9 @@ class BaseGateway(Generic[ChannelT]):
         self._timeout = timeout
 
     @staticmethod
+    @abstractmethod
     def _connect(target: str, credentials: grpc.ChannelCredentials | None) -> ChannelT:
-        raise NotImplementedError
+        """The channel: asyncio in Gateway, blocking in SyncGateway."""
 
     @staticmethod
     def _validate_request(call: ProviderToolCall[object], session: Session) -> pb.ValidateRequest:

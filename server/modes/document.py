@@ -236,7 +236,7 @@ def from_json(data: object) -> ModeDocument:
     """The document `data` describes; TypeError or ValueError naming the field that is not what argwatch writes."""
     if not isinstance(data, dict):
         raise TypeError("expected an object")
-    version = _whole(data.get("version", 0), "version")
+    version = whole_number(data.get("version", 0), "version")
     overrides = overrides_from_json(data.get("overrides", {}))
     for entry in _list(data.get("check_overrides", []), "check_overrides"):
         if not isinstance(entry, dict):
@@ -318,7 +318,8 @@ def _number(value: object, field: str) -> float:
     return float(value)
 
 
-def _whole(value: object, field: str) -> int:
+def whole_number(value: object, field: str) -> int:
+    """`value` if it is an int (not a bool); TypeError naming `field` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{field}: expected a whole number")
     return value

@@ -25,6 +25,7 @@ from argwatch.server.modes.document import (
     change_from_json,
     from_json,
     to_json,
+    whole_number,
     with_entries,
 )
 from argwatch.server.state.atomic_file import remove_leftovers, write_atomically
@@ -87,10 +88,7 @@ class ModeFile:
                         raise TypeError("snapshot: expected an object")
                     document = from_json({**snapshot, "version": 0})
                     entries = list(document.entries())
-                version = entry.get("version", 0)
-                if isinstance(version, bool) or not isinstance(version, int):
-                    raise TypeError("version: expected a whole number")
-                document = replace(document, version=version)
+                document = replace(document, version=whole_number(entry.get("version", 0), "version"))
             except (KeyError, TypeError, ValueError) as error:
                 what = f"missing {error}" if isinstance(error, KeyError) else str(error)
                 raise ModeFileUnreadable(f"the mode state file {path}, line {number}: {what}") from None

@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from argwatch.server.policy.model import NO_COHORT, OTHER_COHORT, Mode
-from argwatch.server.telemetry.counts import CheckKind, Count, CountKey, ToolCounts, fold
+from argwatch.server.telemetry.counts import CheckKind, Count, CountKey
 from argwatch.server.telemetry.metric_table import METRICS, Kind
 from argwatch.server.telemetry.tallies import (
     CallbackCounter,
@@ -336,10 +336,6 @@ class GatewayMetrics:
             if not any(label in tools or label in sets or label in sources for label in key[1:])
         }
         self._keys_of.clear()
-
-    def tool_totals(self) -> dict[str, ToolCounts]:
-        """Per tool label, the counts since start (arguments summed in)."""
-        return fold(self.counts()).tools
 
 
 def _series_of(family: TallyFamily | Counter) -> Iterator[tuple[tuple[str, ...], int]]:

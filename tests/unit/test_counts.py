@@ -46,4 +46,5 @@ def test_the_metrics_read_back_through_the_model_as_prometheus_counts_them() -> 
     assert (reason.checks, reason.out_of_set, reason.out_of_set_normalised) == (7, 2, 0)
     assert (reason.problems, reason.failed_open) == ({"NOT_IN_SET": 1}, 1)
     metrics.check_stale("refund", "refunds.reasons")
-    assert (metrics.tool_totals()["refund"].unavailable, metrics.tool_totals()["refund"].stale_checks) == (1, 1)
+    totals = fold(metrics.counts()).tools["refund"]
+    assert (totals.unavailable, totals.stale_checks) == (1, 1)
