@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from argwatch.server.modes.store import ModeStore
+from argwatch.server.policy.arg_paths import label_for
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records
 from argwatch.server.records.lookup_client import RecordClient
@@ -338,12 +339,13 @@ def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list
 
 
 def _argument_label(argument: str, known: frozenset[str]) -> str:
-    """The argument as a metric label: its top-level name if the policy knows it; `_unknown` for a name
-    the model invented (labels never carry model-written text); "" (call-level) stays as it is."""
+    """The argument path as a metric label: the binding's pattern (`items[*].sku`) or top-level name the
+    policy knows; `_unknown` for a name the model invented (labels never carry model-written text, nor an
+    index); "" (call-level) stays as it is."""
     if not argument:
         return argument
-    top = argument.split("/", 1)[0]
-    return top if top in known else UNKNOWN_LABEL
+    label = label_for(argument, known)
+    return label if label is not None else UNKNOWN_LABEL
 
 
 def _unknown_tool(name: str) -> Problem:
