@@ -24,6 +24,7 @@ from argwatch.common.files import DEFINITIONS_BYTES, POLICY_BYTES, read_file
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
+    DEFAULT_MAX_ELEMENTS,
     MAX_COHORT_NAMES,
     ArgumentBinding,
     AttentionConfig,
@@ -33,6 +34,7 @@ from argwatch.server.policy.model import (
     Failure,
     FileSourceConfig,
     GrpcSourceConfig,
+    LimitsConfig,
     Mode,
     Normalisation,
     OnStale,
@@ -251,6 +253,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
             "attention",
             "formats",
             "models",
+            "limits",
         },
     )
     if not isinstance(document, dict):
@@ -266,6 +269,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     sampling = _read_sampling(reader, top.get("sampling"))
     attention = _read_attention(reader, top.get("attention"))
     cohorts = _read_cohorts(reader, top.get("models"))
+    limits = _read_limits(reader, top.get("limits"))
     if reader.issues:
         raise PolicyError(path, reader.issues)
     return Policy(
@@ -280,6 +284,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         attention=attention,
         assert_formats=assert_formats,
         cohorts=cohorts,
+        limits=limits,
     )
 
 
@@ -687,6 +692,23 @@ def _read_repair(reader: _Reader, node: object) -> RepairConfig:
         max_attempts=reader.value(fields, "max_attempts", "repair", _positive_int, defaults.max_attempts),
         remember_seconds=reader.value(fields, "remember", "repair", parse_duration, defaults.remember_seconds),
     )
+
+
+def _read_limits(reader: _Reader, node: object) -> LimitsConfig:
+    fields = reader.mapping(node, "limits", {"max_elements"})
+    return LimitsConfig(
+        max_elements=reader.value(fields, "max_elements", "limits", _max_elements, DEFAULT_MAX_ELEMENTS),
+    )
+
+
+def _max_elements(value: object) -> int:
+    count = _positive_int(value)
+    if count > MAX_ELEMENTS_CEILING:  # each element checked is time on the event loop, per call
+        raise ValueError(f"at most {MAX_ELEMENTS_CEILING}, got {count}")
+    return count
+
+
+MAX_ELEMENTS_CEILING = 10_000
 
 
 def _read_cohorts(reader: _Reader, node: object) -> CohortConfig:

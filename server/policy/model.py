@@ -208,6 +208,18 @@ class RepairConfig:
     remember_seconds: float = 900.0
 
 
+# How many elements of one array a call may have checked (bindings and rules over `[*]`), by default.
+DEFAULT_MAX_ELEMENTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Bounds on the work one call's arguments can ask of the checks (the policy's `limits`)."""
+
+    # Elements of one array checked per binding or rule; the rest are counted as not checked, never passed.
+    max_elements: int = DEFAULT_MAX_ELEMENTS
+
+
 @dataclass(frozen=True, slots=True)
 class AttentionConfig:
     """What makes a row of the on-call screen ask for attention, beyond a set or a source in trouble."""
@@ -280,3 +292,4 @@ class Policy:
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     assert_formats: bool = True  # `formats: assert` (the default) or `annotate`; a tool may say otherwise
     cohorts: CohortConfig = field(default_factory=CohortConfig)  # `models`: value checks split by model
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
