@@ -22,6 +22,7 @@ EVERY = None
 _PLAIN = re.compile(r'[^.\[\]"]+')
 _STEP = re.compile(r'\.([^.\[\]"]+)|\[(\*|\d+|"(?:[^"\\]|\\.)*")\]')
 _INDEX = re.compile(r"\[\d+\]")
+_QUOTED_FIRST = re.compile(r'\["((?:[^"\\]|\\.)*)"\]')
 MAX_PATH_STEPS = 16
 
 
@@ -59,7 +60,7 @@ def parse_path(text: str) -> ArgPath:
         raise ValueError("an argument path cannot be empty")
     if not any(mark in text for mark in '.[]"'):
         return ArgPath(text, (text,))
-    first = _PLAIN.match(text) or re.match(r'\["((?:[^"\\]|\\.)*)"\]', text)
+    first = _PLAIN.match(text) or _QUOTED_FIRST.match(text)
     if first is None:
         raise ValueError(f'{text!r}: a path starts with an argument\'s name (items[*].sku, shipping.country, ["a.b"])')
     steps: list[str | None] = [first.group(0) if first.re is _PLAIN else json.loads(f'"{first.group(1)}"')]
@@ -113,10 +114,11 @@ def pattern_of(concrete: str) -> str:
 
 def top_of(path: str) -> str:
     """The top-level argument a path (concrete or pattern) starts at."""
-    try:
-        return parse_path(path).top
-    except ValueError:
-        return path
+    quoted = _QUOTED_FIRST.match(path)
+    if quoted is not None:
+        return str(json.loads(f'"{quoted.group(1)}"'))
+    plain = _PLAIN.match(path)
+    return plain.group(0) if plain is not None else path
 
 
 def label_for(concrete: str, known: frozenset[str]) -> str | None:

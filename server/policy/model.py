@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from argwatch.server.policy.arg_paths import ArgPath, parse_path
+
 
 class Mode(enum.Enum):
     """How a tool's problems are enforced."""
@@ -59,12 +61,19 @@ class Normalisation:
 class ArgumentBinding:
     """One checked argument of a tool and the value set it must come from."""
 
-    name: str
+    name: str  # the path as the policy writes it (`reason_code`, `items[*].sku`): its metric label
     value_set: str
     normalisation: Normalisation
+    # Whether the path must be present to its end (in every element, for `[*]`): MISSING_REQUIRED where
+    # it stops. The loader's default is the schema's say for a nested path, true for a top-level one.
     required: bool = True
     # What to tell the model to do when none of the legal values fits.
     hint: str = ""
+    path: ArgPath = field(default=None, compare=False)  # type: ignore[assignment]  # parsed from name
+
+    def __post_init__(self) -> None:
+        if self.path is None:
+            object.__setattr__(self, "path", parse_path(self.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +83,20 @@ class RecordBinding:
     name: str
     source: str  # a gRPC source implementing argwatch.v1.RecordSource
     kind: str  # the RecordSource kind ("order")
-    id_argument: str  # the argument holding the id
+    id_argument: str  # the path of the argument holding the id (`order_id`, `items[*].order_id`)
     # A record attribute that must equal the session's customer id (NOT_OWNED otherwise); "" for none.
     owner_attribute: str = ""
     failure: Failure = Failure.OPEN
     # The tool the model should call to find a real id, named in repair messages.
     lookup_tool: str = ""
     ttl_seconds: float = 30.0
+    # Whether a nested id path must be present to its end (the schema's say); a top-level id always must.
+    required: bool = True
+    id_path: ArgPath = field(default=None, compare=False)  # type: ignore[assignment]  # parsed from id_argument
+
+    def __post_init__(self) -> None:
+        if self.id_path is None and self.id_argument:
+            object.__setattr__(self, "id_path", parse_path(self.id_argument))
 
 
 @dataclass(frozen=True, slots=True)
