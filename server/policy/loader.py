@@ -21,7 +21,7 @@ from jsonschema.exceptions import SchemaError
 
 from argwatch.common.durations import parse_duration
 from argwatch.common.files import DEFINITIONS_BYTES, POLICY_BYTES, read_file
-from argwatch.server.policy.arg_paths import ArgPath, parse_path
+from argwatch.server.policy.arg_paths import ArgPath, parse_path, top_of
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
@@ -519,7 +519,9 @@ def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset
     defaults = SideEffect()
     same_operation: tuple[str, ...] = reader.value(fields, "same_operation", path, _argument_list, ())
     for argument in same_operation:
-        if known and argument not in known:
+        if argument != top_of(argument):  # the operation's key reads top-level arguments, whole
+            reader.fail(f"{path}.same_operation", f"{argument!r}: name a top-level argument (its whole value counts)")
+        elif known and argument not in known:
             reader.fail(
                 f"{path}.same_operation",
                 f"{argument!r} is not an argument of this tool (known: {', '.join(sorted(known))})",

@@ -126,3 +126,13 @@ def test_locating_reports_what_is_absent_misshapen_and_past_the_limit() -> None:
     assert located.missing == ["items[1].sku"]
     assert located.misshapen == [("items[2]", 7, "an object")]
     assert located.unchecked == 1
+
+
+def test_an_operations_key_names_top_level_arguments_only() -> None:
+    text = policy({"items[*].sku": "skus"})
+    document = json.loads(text)
+    document["tools"]["create_order"]["side_effect"] = {"same_operation": ["items[*].sku"]}
+    assert errors_of(json.dumps(document)) == [
+        "tools.create_order.side_effect.same_operation: 'items[*].sku': name a top-level argument (its whole "
+        "value counts)"
+    ]
