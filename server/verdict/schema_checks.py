@@ -27,10 +27,10 @@ the very end.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from jsonschema import Draft202012Validator
+from jsonschema._utils import find_additional_properties
 from jsonschema.exceptions import ValidationError
 
 from argwatch.server.policy.arg_paths import format_path
@@ -45,7 +45,6 @@ _CODES = {
     "enum": ProblemCode.OUT_OF_SET,
     "const": ProblemCode.OUT_OF_SET,
 }
-_QUOTED = re.compile(r"'([^']*)'")
 
 
 def schema_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> list[Problem]:
@@ -186,7 +185,10 @@ def _missing(error: ValidationError) -> list[str]:
 
 
 def _unexpected(error: ValidationError) -> list[str]:
-    # jsonschema names them in its message: "... ('a', 'b' were unexpected)"; match against the instance.
     instance = error.instance if isinstance(error.instance, dict) else {}
-    named = [name for name in _QUOTED.findall(error.message) if name in instance]
-    return named or sorted(instance)
+    if error.validator == "additionalProperties" and isinstance(error.schema, dict):
+        # The library's own reckoning (properties, then patternProperties): a name is never read back
+        # from the message, where a quote in it ("it's") once made every argument look unexpected.
+        return list(find_additional_properties(instance, error.schema))
+    # unevaluatedProperties names each in its message as repr() writes it.
+    return [name for name in instance if repr(name) in error.message]
