@@ -28,6 +28,7 @@ the very end.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from jsonschema import Draft202012Validator
 from jsonschema._utils import find_additional_properties
@@ -111,7 +112,23 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
                 expected=expected_by(str(error.validator), error.validator_value),
             )
         )
-    return problems
+    return _one_per_fault(problems)
+
+
+def _one_per_fault(problems: list[Problem]) -> list[Problem]:
+    """One problem per (code, argument): a value that breaks two keywords (too short, and not a uri) is one
+    fault, with both reasons in its message and what it expects, and is counted once."""
+    merged: dict[tuple[ProblemCode, str], Problem] = {}
+    for problem in problems:
+        key = (problem.code, problem.argument)
+        first = merged.get(key)
+        if first is None:
+            merged[key] = problem
+        elif problem.message != first.message:
+            reason = problem.message.split(": ", 1)[-1]
+            expected = " and ".join(part for part in (first.expected, problem.expected) if part)
+            merged[key] = replace(first, message=f"{first.message}; {reason}", expected=expected)
+    return list(merged.values())
 
 
 def _refused_by_false(path: list[str | int], instance: object, in_object: bool) -> Problem:
