@@ -23,6 +23,10 @@ patterns they agree: both search with the Rust regex engine, in time linear in
 the text (policy/linear_regex.py). The schemas are compiled with the policy
 (policy/schema_compile.py), so `\\d` and `\\w` are ASCII and `$` matches only at
 the very end.
+
+A value that breaks several keywords (too short, and not a uri) is one problem with every reason
+in it: one problem per code and argument. tests/unit/test_catalogues.py holds all of this against
+jsonschema on real tool catalogues.
 """
 
 from __future__ import annotations
