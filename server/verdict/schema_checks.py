@@ -23,14 +23,19 @@ patterns they agree: both search with the Rust regex engine, in time linear in
 the text (policy/linear_regex.py). The schemas are compiled with the policy
 (policy/schema_compile.py), so `\\d` and `\\w` are ASCII and `$` matches only at
 the very end.
+
+A value that breaks several keywords (too short, and not a uri) is one problem with every reason
+in it: one problem per code and argument. tests/unit/test_catalogues.py holds all of this against
+jsonschema on real tool catalogues.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from jsonschema import Draft202012Validator
+from jsonschema._utils import find_additional_properties
 from jsonschema.exceptions import ValidationError
 
 from argwatch.server.policy.arg_paths import format_path
@@ -45,7 +50,6 @@ _CODES = {
     "enum": ProblemCode.OUT_OF_SET,
     "const": ProblemCode.OUT_OF_SET,
 }
-_QUOTED = re.compile(r"'([^']*)'")
 
 
 def schema_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> list[Problem]:
@@ -112,7 +116,23 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
                 expected=expected_by(str(error.validator), error.validator_value),
             )
         )
-    return problems
+    return _one_per_fault(problems)
+
+
+def _one_per_fault(problems: list[Problem]) -> list[Problem]:
+    """One problem per (code, argument): a value that breaks two keywords (too short, and not a uri) is one
+    fault, with both reasons in its message and what it expects, and is counted once."""
+    merged: dict[tuple[ProblemCode, str], Problem] = {}
+    for problem in problems:
+        key = (problem.code, problem.argument)
+        first = merged.get(key)
+        if first is None:
+            merged[key] = problem
+        elif problem.message != first.message:
+            reason = problem.message.split(": ", 1)[-1]
+            expected = " and ".join(part for part in (first.expected, problem.expected) if part)
+            merged[key] = replace(first, message=f"{first.message}; {reason}", expected=expected)
+    return list(merged.values())
 
 
 def _refused_by_false(path: list[str | int], instance: object, in_object: bool) -> Problem:
@@ -186,7 +206,10 @@ def _missing(error: ValidationError) -> list[str]:
 
 
 def _unexpected(error: ValidationError) -> list[str]:
-    # jsonschema names them in its message: "... ('a', 'b' were unexpected)"; match against the instance.
     instance = error.instance if isinstance(error.instance, dict) else {}
-    named = [name for name in _QUOTED.findall(error.message) if name in instance]
-    return named or sorted(instance)
+    if error.validator == "additionalProperties" and isinstance(error.schema, dict):
+        # The library's own reckoning (properties, then patternProperties): a name is never read back
+        # from the message, where a quote in it ("it's") once made every argument look unexpected.
+        return list(find_additional_properties(instance, error.schema))
+    # unevaluatedProperties names each in its message as repr() writes it.
+    return [name for name in instance if repr(name) in error.message]

@@ -120,3 +120,28 @@ def test_k_missing_arguments_are_k_problems_not_k_squared() -> None:
     nested = {"type": "object", "properties": {"to": {"type": "object", "required": ["a", "b"]}}}
     inner = [p.argument for p in schema_problems(compile_schema(nested), {"to": {}})]
     assert inner == ["to.a", "to.b"]
+
+
+def test_only_the_unexpected_key_is_named_even_with_a_quote_in_it() -> None:
+    """jsonschema writes a name with a quote in it as "it's", which reading 'quoted' names from its message
+    missed: every argument of the call was then listed as not an argument of the tool (found by
+    test_catalogues.py)."""
+    problems = found({"order_id": "ord_1", "amount_cents": 1, "it's": 1, 'say "hi"': 2, "plain": 3})
+    assert problems == [
+        (ProblemCode.UNEXPECTED_ARGUMENT, "it's"),
+        (ProblemCode.UNEXPECTED_ARGUMENT, '["say \\"hi\\""]'),
+        (ProblemCode.UNEXPECTED_ARGUMENT, "plain"),
+    ]
+    unevaluated = {"type": "object", "properties": {"a": {}}, "unevaluatedProperties": False}
+    names = [p.argument for p in schema_problems(compile_schema(unevaluated), {"a": 1, "it's": 1, "b": 2})]
+    assert names == ["it's", "b"]
+
+
+def test_a_value_that_breaks_two_keywords_is_one_problem_with_both_reasons() -> None:
+    """The fetch MCP server's `url` is `format: uri` and `minLength: 1`: "" broke both and was listed, and
+    counted, as two problems on one argument (found by test_catalogues.py)."""
+    schema = {"type": "object", "properties": {"url": {"type": "string", "format": "uri", "minLength": 1}}}
+    (problem,) = schema_problems(compile_schema(schema), {"url": ""})
+    assert (problem.code, problem.argument) == (ProblemCode.OUT_OF_RANGE, "url")
+    assert problem.message == "url: '' is not a 'uri'; '' should be non-empty"
+    assert problem.expected == "a string in the format uri and a string of at least 1 characters"
