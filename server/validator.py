@@ -249,9 +249,8 @@ class Validator:
         # One fault, one problem: an id the schema already found missing or of the wrong type is not listed again.
         seen = {(problem.code, problem.argument) for problem in problems}
         problems.extend(problem for problem in records.problems if (problem.code, problem.argument) not in seen)
-        rules = check_rules(
-            tool, call.arguments, records.found, {"customer_id": call.customer_id, "tenant": call.tenant}
-        )
+        session = {"customer_id": call.customer_id, "tenant": call.tenant}
+        rules = check_rules(tool, call.arguments, records.found, session, self.policy.limits.max_elements)
         problems.extend(rules.problems)
         for rule in rules.errors:
             self._metrics.rule_error(tool.name, rule)

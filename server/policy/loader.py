@@ -28,6 +28,7 @@ from argwatch.server.policy.model import (
     DEFAULT_MAX_ELEMENTS,
     MAX_COHORT_NAMES,
     ArgumentBinding,
+    ArrayReads,
     AttentionConfig,
     CaseRule,
     CohortConfig,
@@ -46,10 +47,12 @@ from argwatch.server.policy.model import (
     SamplingConfig,
     SideEffect,
     SourceConfig,
+    Steps,
     ToolPolicy,
     ValueSetConfig,
 )
 from argwatch.server.policy.path_schema import check_path
+from argwatch.server.policy.rule_arrays import array_reads, read_each, split_types
 from argwatch.server.policy.schema_compile import compile_schema, schema_error_location
 from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
@@ -475,7 +478,7 @@ def _read_tools(
         # Strings by construction: a value-set binding's argument, and a record's id (the record check
         # reports any other type before a rule runs).
         strings = {b.name for b in arguments} | {r.id_argument for r in records}
-        rules = _typed_rules(reader, rules, f"{path}.rules", properties, strings)
+        rules = _typed_rules(reader, rules, f"{path}.rules", schema, strings)
         known = (
             frozenset(b.name for b in arguments)
             | frozenset(b.path.top for b in arguments)
@@ -573,8 +576,11 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
     rules = []
     for index, entry in enumerate(node):
         where = f"{path}[{index}]"
-        fields = reader.mapping(entry, where, {"name", "expr", "message", "argument", "code", "on_error", "types"})
+        fields = reader.mapping(
+            entry, where, {"name", "expr", "message", "argument", "code", "on_error", "types", "each"}
+        )
         expression = reader.required_str(fields, "expr", where)
+        each: Steps = reader.value(fields, "each", where, read_each, ())
         code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
         program = flat_program = None
         flat = flatten(expression)
@@ -596,7 +602,7 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
                 name=reader.value(fields, "name", where, _string, f"rule{index + 1}"),
                 expression=expression,
                 message=reader.value(fields, "message", where, _string, f"rule failed: {expression}"),
-                argument=reader.value(fields, "argument", where, _string, ""),
+                argument=reader.value(fields, "argument", where, _string, str(fields["each"]) if each else ""),
                 code=code,
                 program=program,
                 flat_program=flat_program,
@@ -606,6 +612,7 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
                 argument_types=_declared_types(reader, fields.get("types"), f"{where}.types"),
                 arguments=frozenset(_ARGUMENT_REFERENCE.findall(expression))
                 | frozenset(_ARGUMENT_REFERENCE.findall(reader.value(fields, "message", where, _string, ""))),
+                arrays=ArrayReads(each=each) if each else None,  # read whole by _typed_rules
             )
         )
     return tuple(rules)
@@ -632,13 +639,22 @@ def _declared_types(reader: _Reader, node: object, path: str) -> dict[str, tuple
 
 
 def _typed_rules(
-    reader: _Reader, rules: tuple[Rule, ...], path: str, properties: Mapping[str, Any], strings: set[str]
+    reader: _Reader, rules: tuple[Rule, ...], path: str, schema: Mapping[str, Any] | bool | None, strings: set[str]
 ) -> tuple[Rule, ...]:
-    """Each rule with the JSON types of every argument its expression reads (its message may quote others);
-    one whose type nothing declares is an error."""
+    """Each rule with the JSON types of every argument its expression reads (its message may quote others),
+    and of every element path it reads through an array (rule_arrays.py); one whose type nothing declares
+    is an error."""
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
     typed = []
     for index, rule in enumerate(rules):
-        types = dict(rule.argument_types)
+        # `types:` keys that are paths (items[*].quantity) type elements; the others, top-level arguments.
+        types, nested, malformed = split_types(rule.argument_types)
+        for why in malformed:
+            reader.fail(f"{path}[{index}].types", why)
+        each = rule.arrays.each if rule.arrays is not None else ()
+        arrays, untyped = array_reads(rule.expression, each, nested, schema, strings)
+        for why in untyped:
+            reader.fail(f"{path}[{index}].expr", why)
         for name in sorted(set(_ARGUMENT_REFERENCE.findall(rule.expression))):
             if name in types:
                 continue
@@ -655,7 +671,7 @@ def _typed_rules(
                     f"add types: {{{name}: integer}} (say) to the rule; CEL compares values of different types "
                     f'as unequal, so args.{name} != 5 would pass the string "5"',
                 )
-        typed.append(replace(rule, argument_types=types))
+        typed.append(replace(rule, argument_types=types, arrays=arrays))
     return tuple(typed)
 
 

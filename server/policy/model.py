@@ -99,6 +99,38 @@ class RecordBinding:
             object.__setattr__(self, "id_path", parse_path(self.id_argument))
 
 
+# An argument path as steps: property names, and None for every element of an array (arg_paths.EVERY).
+Steps = tuple[str | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadNode:
+    """What a rule reads of one value: its JSON types (when read as a value), its fields, its elements."""
+
+    kinds: tuple[str, ...] = ()
+    fields: Mapping[str, ReadNode] = field(default_factory=dict)
+    elements: ReadNode | None = None  # set for an array the rule walks
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayReads:
+    """What a rule reads through arrays (policy/rule_reads.py): typed at load, checked and bounded per call."""
+
+    # `each: items[*]`: the rule runs once per element, bound as `item`, and a failure names that element.
+    each: Steps = ()
+    # Each element path it reads (items[*].quantity), with the JSON types its values may have.
+    types: Mapping[Steps, tuple[str, ...]] = field(default_factory=dict)
+    # The argument arrays it walks (items, items[*].tags) and the record lists (order.items): each is
+    # checked to be a list, and one longer than limits.max_elements is not judged.
+    walked: tuple[Steps, ...] = ()
+    record_lists: tuple[Steps, ...] = ()
+    # Whether it calls sum() (verdict/rule_functions.py), a function the gateway registers with CEL.
+    sums: bool = False
+    # The same reads as one tree per top-level argument: what a call's values are checked against, and
+    # what of them CEL is handed (only the fields read: less to convert, nothing untyped to compare).
+    plan: Mapping[str, ReadNode] = field(default_factory=dict, compare=False)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """A CEL expression over args, record and session that must hold."""
@@ -125,6 +157,8 @@ class Rule:
     # When the rule cannot be evaluated on a call's values (a field absent or of another JSON type):
     # CLOSED reports RULE_NOT_EVALUATED (refused in reject mode); OPEN lists a skipped check, counted.
     on_error: Failure = Failure.CLOSED
+    # What it reads through arrays, when it reads any (or calls sum()); None: a rule over scalars only.
+    arrays: ArrayReads | None = None
 
 
 @dataclass(frozen=True, slots=True)

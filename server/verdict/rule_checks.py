@@ -12,13 +12,16 @@ the values, so it must not be able to switch a rule off by changing a type.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import cel
 
-from argwatch.server.policy.model import Failure, Rule, ToolPolicy
+from argwatch.server.policy.arg_paths import EVERY, format_path, parse_path
+from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, Rule, Steps, ToolPolicy
 from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck
+from argwatch.server.verdict.rule_elements import Fault, Parts, elements, is_json_type, prepare
+from argwatch.server.verdict.rule_functions import FUNCTIONS
 from argwatch.server.verdict.set_checks import as_json_text
 from argwatch.server.verdict.tool_call import json_kind
 
@@ -36,6 +39,7 @@ def check_rules(
     arguments: Mapping[str, object],
     found: Mapping[str, Mapping[str, Any]],
     session: Mapping[str, str],
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> RuleOutcome:
     outcome = RuleOutcome([], [], [])
     if not tool.rules:
@@ -50,6 +54,9 @@ def check_rules(
                 outcome.skipped.append(SkippedCheck(rule.argument, f"rule.{rule.name}"))
             else:
                 outcome.problems.append(_not_evaluated(rule, arguments))
+            continue
+        if rule.arrays is not None:  # over arrays: typed, bounded and run on its own (rule_elements.py)
+            _run_over_arrays(rule, arguments, found, session, max_elements, outcome)
             continue
         runnable.append(rule)
     # A rule whose record is missing does not run: that is already a problem (or a skipped check).
@@ -119,37 +126,142 @@ def _run(
 
 def _mistyped(rule: Rule, arguments: Mapping[str, object]) -> bool:
     for name, kinds in rule.argument_types.items():
-        if name in arguments and not any(_is_json_type(arguments[name], kind) for kind in kinds):
+        if name in arguments and not any(is_json_type(arguments[name], kind) for kind in kinds):
             return True
     return False
 
 
-def _is_json_type(value: object, kind: str) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, Mapping)
-    return value is None  # null
+def _run_over_arrays(
+    rule: Rule,
+    arguments: Mapping[str, object],
+    found: Mapping[str, Mapping[str, Any]],
+    session: Mapping[str, str],
+    max_elements: int,
+    outcome: RuleOutcome,
+) -> None:
+    """A rule reading arrays. Written whole (`args.items.all(i, ...)`), it is judged once and a problem names
+    its `argument`; with `each: items[*]`, once per element, and a problem names that element (items[2])."""
+    assert rule.arrays is not None
+    prepared = prepare(rule, arguments, found, max_elements)
+    # CEL is handed only what the expression reads: an `each` rule's list is not converted again per element.
+    read = {name: value for name, value in prepared.arguments.items() if name in rule.arguments}
+    roots = {"args": read, "record": found, "session": session}
+    base: dict[str, object] = {}
+    program = rule.flat_program
+    if program is None or not _bind(rule, roots, base):
+        program = rule.program
+        base = {"args": read, "record": {n: dict(a) for n, a in found.items()}, "session": dict(session)}
+    functions = FUNCTIONS if rule.arrays.sums else None
+    each = rule.arrays.each
+    if not each:
+        faults = prepared.faults + prepared.over  # over the bound, a total or an exists() cannot be judged
+        if faults:
+            _unevaluated(rule, outcome, rule.argument, _whys(faults), arguments)
+        else:
+            _judge(rule, program, outcome, base, functions, roots, arguments, rule.argument)
+        return
+    # A fault within one element leaves that element unjudged; the each list itself cut to the bound leaves
+    # the rest unjudged; any other (a record list too long, another list a test such as exists() reads) the rule.
+    faulty: dict[Parts, str] = {}
+    cut: list[Fault] = []
+    whole: list[Fault] = []
+    for fault in [*prepared.faults, *prepared.over]:
+        if _matches(fault.parts, each):
+            faulty.setdefault(fault.parts[: len(each)], fault.why)
+        elif fault in prepared.over and len(fault.parts) == len(each) - 1 and _matches(fault.parts, each[:-1]):
+            cut.append(fault)
+        else:
+            whole.append(fault)
+    if whole:
+        first = whole[0].parts
+        named = (format_path(first), first) if first[0] != "record" else (rule.argument, None)
+        _unevaluated(rule, outcome, named[0], _whys(whole), arguments, named[1])
+        return
+    for parts, element in elements(prepared.arguments, each):
+        argument, at = _element_argument(rule, parts)
+        if parts in faulty:
+            _unevaluated(rule, outcome, argument, faulty[parts], arguments, at)
+            continue
+        item_roots = {**roots, "item": element}
+        _judge(rule, program, outcome, {**base, "item": element}, functions, item_roots, arguments, argument, at)
+    for fault in cut:  # the elements past the bound were not judged: never a silent pass
+        _unevaluated(rule, outcome, format_path(fault.parts), fault.why, arguments, fault.parts)
 
 
-def _not_evaluated(rule: Rule, arguments: Mapping[str, object]) -> Problem:
-    read = "; ".join(_what_was_sent(name, arguments) for name in sorted(rule.arguments)) or "its fields"
-    value = as_json_text(arguments.get(rule.argument)) if rule.argument in arguments else ""
+def _matches(parts: Parts, steps: Steps) -> bool:
+    """Whether a concrete path lies at or within a pattern's values (items[2].sku within items[*])."""
+    return len(parts) >= len(steps) and all(
+        part == step or (step is EVERY and isinstance(part, int)) for part, step in zip(parts, steps, strict=False)
+    )
+
+
+def _whys(faults: list[Fault]) -> str:
+    return "; ".join(fault.why for fault in faults[:3]) + (f"; {len(faults) - 3} more" if len(faults) > 3 else "")
+
+
+def _judge(
+    rule: Rule,
+    program: Any,
+    outcome: RuleOutcome,
+    variables: dict[str, object],
+    functions: dict[str, Callable[..., Any]] | None,
+    roots: Mapping[str, Any],
+    arguments: Mapping[str, object],
+    argument: str,
+    at: Parts | None = None,
+) -> None:
+    try:
+        holds = program.execute(cel.Context(variables=variables, functions=functions))
+    except Exception:  # an absent field, an overflow, a sum() refused: the rule did not run
+        _unevaluated(rule, outcome, argument, "", arguments, at)
+        return
+    if holds is not True:
+        outcome.problems.append(_rule_problem(rule, roots, arguments, argument, at))
+
+
+def _element_argument(rule: Rule, parts: Parts) -> tuple[str, Parts | None]:
+    """The concrete path a problem of an `each` rule names (its `argument` with the element's indices), and
+    its parts; the argument as written, and None, for one outside the elements (the whole list)."""
+    assert rule.arrays is not None
+    each = rule.arrays.each
+    steps = parse_path(rule.argument).steps if rule.argument else each
+    if steps[: len(each)] != each or EVERY in steps[len(each) :]:
+        return rule.argument, None
+    at: Parts = (*parts, *(step for step in steps[len(each) :] if step is not None))
+    return format_path(at), at
+
+
+def _unevaluated(
+    rule: Rule,
+    outcome: RuleOutcome,
+    argument: str,
+    why: str,
+    arguments: Mapping[str, object],
+    at: Parts | None = None,
+) -> None:
+    """A rule (or one element's turn of it) that could not be judged: counted once per call, then a
+    RULE_NOT_EVALUATED problem naming the path, or with on_error: open one skipped check per rule."""
+    if rule.name not in outcome.errors:
+        outcome.errors.append(rule.name)
+    if rule.on_error is Failure.OPEN:
+        skipped = SkippedCheck(rule.argument, f"rule.{rule.name}")
+        if skipped not in outcome.skipped:
+            outcome.skipped.append(skipped)
+        return
+    outcome.problems.append(_not_evaluated(rule, arguments, argument, why, at))
+
+
+def _not_evaluated(
+    rule: Rule, arguments: Mapping[str, object], argument: str | None = None, why: str = "", at: Parts | None = None
+) -> Problem:
+    argument = rule.argument if argument is None else argument
+    read = why or "; ".join(_what_was_sent(name, arguments) for name in sorted(rule.arguments)) or "its fields"
+    value = _value_at(arguments, argument, at)
     return Problem(
         ProblemCode.RULE_NOT_EVALUATED,
-        f"{rule.argument or 'arguments'}: could not be checked by the rule {rule.name} ({read}), so the call "
+        f"{argument or 'arguments'}: could not be checked by the rule {rule.name} ({read}), so the call "
         "cannot pass it; send every value it reads, each as the JSON type the tool takes",
-        argument=rule.argument,
+        argument=argument,
         value_set=f"rule.{rule.name}",
         value=value,
     )
@@ -162,16 +274,35 @@ def _what_was_sent(name: str, arguments: Mapping[str, object]) -> str:
     return f"{name} is {json_kind(value)} {as_json_text(value, 40)}"
 
 
-def _rule_problem(rule: Rule, context: Mapping[str, Any], arguments: Mapping[str, object]) -> Problem:
+def _rule_problem(
+    rule: Rule,
+    context: Mapping[str, Any],
+    arguments: Mapping[str, object],
+    argument: str | None = None,
+    at: Parts | None = None,
+) -> Problem:
+    argument = rule.argument if argument is None else argument
     message = _PLACEHOLDER.sub(lambda match: _lookup(context, match.group(1)), rule.message)
-    value = as_json_text(arguments.get(rule.argument)) if rule.argument in arguments else ""
     return Problem(
         ProblemCode(rule.code),
-        f"{rule.argument or 'arguments'}: {message}",
-        argument=rule.argument,
+        f"{argument or 'arguments'}: {message}",
+        argument=argument,
         value_set=f"rule.{rule.name}",
-        value=value,
+        value=_value_at(arguments, argument, at),
     )
+
+
+def _value_at(arguments: Mapping[str, object], argument: str, at: Parts | None) -> str:
+    """The JSON text of the value a problem names: the argument, or the value at the concrete path `at`."""
+    if at is None:
+        return as_json_text(arguments[argument]) if argument in arguments else ""
+    node: Any = arguments
+    for part in at:
+        there = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if not (there or (isinstance(node, Mapping) and part in node)):
+            return ""
+        node = node[part]
+    return as_json_text(node)
 
 
 def _lookup(context: Mapping[str, Any], path: str) -> str:

@@ -82,7 +82,7 @@ POLICY = {
                 "properties": {
                     "amount_cents": {"type": "number"},
                     "note": {"type": "string"},
-                    "tags": {"type": "array"},
+                    "tags": {"type": "array", "items": {"type": "string"}},  # its elements, read, are typed
                 },
             },
             "rules": [
