@@ -30,8 +30,13 @@ class FlatRule(NamedTuple):
     paths: tuple[tuple[str, tuple[str, ...]], ...]  # (variable, (root, field, ...)) for each variable it reads
 
 
-def flatten(expression: str) -> FlatRule | None:
-    """The expression with each root's field chain replaced by a variable; None when it cannot be done safely."""
+def flatten(expression: str, element: str = "") -> FlatRule | None:
+    """The expression with each root's field chain replaced by a variable; None when it cannot be done safely.
+
+    `element` names one more root, an `each` rule's element (`item.quantity` -> `_item_8quantity`): it
+    is bound anew for every element, and scalars cost less to hand CEL than the element's map.
+    """
+    depths = {**_DEPTH, element: 1} if element else _DEPTH
     out: list[str] = []
     variables: dict[tuple[str, ...], str] = {}
     i, n = 0, len(expression)
@@ -51,8 +56,8 @@ def flatten(expression: str) -> FlatRule | None:
             name = expression[i:end]
             if name == "has":
                 return None  # has(args.x) asks whether a field is present: it needs the map
-            if name in _DEPTH and not _after_dot(expression, i):
-                chain = _chain(expression, end, _DEPTH[name])
+            if name in depths and not _after_dot(expression, i):
+                chain = _chain(expression, end, depths[name])
                 if chain is None:
                     return None
                 fields, end = chain

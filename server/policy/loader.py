@@ -52,7 +52,7 @@ from argwatch.server.policy.model import (
     ValueSetConfig,
 )
 from argwatch.server.policy.path_schema import check_path
-from argwatch.server.policy.rule_arrays import array_reads, read_each, split_types
+from argwatch.server.policy.rule_arrays import EACH_VARIABLE, array_reads, read_each, split_types
 from argwatch.server.policy.schema_compile import compile_schema, schema_error_location
 from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
@@ -583,7 +583,7 @@ def _read_rules(reader: _Reader, node: object, path: str, records: set[str]) -> 
         each: Steps = reader.value(fields, "each", where, read_each, ())
         code = reader.value(fields, "code", where, _choice(_RULE_CODES), "rule_failed")
         program = flat_program = None
-        flat = flatten(expression)
+        flat = flatten(expression, EACH_VARIABLE if each else "")
         if expression:
             try:
                 program = cel.compile(expression)

@@ -19,6 +19,7 @@ import cel
 
 from argwatch.server.policy.arg_paths import EVERY, format_path, parse_path
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, Rule, Steps, ToolPolicy
+from argwatch.server.policy.rule_arrays import EACH_VARIABLE
 from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck
 from argwatch.server.verdict.rule_elements import Fault, Parts, elements, is_json_type, prepare
 from argwatch.server.verdict.rule_functions import FUNCTIONS
@@ -87,10 +88,15 @@ def check_rules(
     return outcome
 
 
-def _bind(rule: Rule, roots: Mapping[str, Mapping[str, Any]], variables: dict[str, object]) -> bool:
-    """Adds the rule's variables; False (adding none) when a field it reads is absent."""
+def _bind(
+    rule: Rule,
+    roots: Mapping[str, Any],
+    variables: dict[str, object],
+    paths: tuple[tuple[str, tuple[str, ...]], ...] | None = None,
+) -> bool:
+    """Adds the rule's variables (or those of `paths`); False (adding none) when a field it reads is absent."""
     values = []
-    for variable, path in rule.flat_paths:
+    for variable, path in rule.flat_paths if paths is None else paths:
         node: Any = roots[path[0]]
         for part in path[1:]:
             if not isinstance(node, Mapping) or part not in node:
@@ -146,14 +152,16 @@ def _run_over_arrays(
     # CEL is handed only what the expression reads: an `each` rule's list is not converted again per element.
     read = {name: value for name, value in prepared.arguments.items() if name in rule.arguments}
     roots = {"args": read, "record": found, "session": session}
-    base: dict[str, object] = {}
-    program = rule.flat_program
-    if program is None or not _bind(rule, roots, base):
-        program = rule.program
-        base = {"args": read, "record": {n: dict(a) for n, a in found.items()}, "session": dict(session)}
+    nested = {"args": read, "record": {n: dict(a) for n, a in found.items()}, "session": dict(session)}
+    # An each rule's element variables are bound per element, the others once.
+    per_element = tuple(pair for pair in rule.flat_paths if pair[1][0] == EACH_VARIABLE)
+    once = tuple(pair for pair in rule.flat_paths if pair[1][0] != EACH_VARIABLE)
+    flat: dict[str, object] = {}
+    flat_ok = rule.flat_program is not None and _bind(rule, roots, flat, once)
     functions = FUNCTIONS if rule.arrays.sums else None
     each = rule.arrays.each
     if not each:
+        program, base = (rule.flat_program, flat) if flat_ok else (rule.program, nested)
         faults = prepared.faults + prepared.over  # over the bound, a total or an exists() cannot be judged
         if faults:
             _unevaluated(rule, outcome, rule.argument, _whys(faults), arguments)
@@ -174,16 +182,25 @@ def _run_over_arrays(
             whole.append(fault)
     if whole:
         first = whole[0].parts
-        named = (format_path(first), first) if first[0] != "record" else (rule.argument, None)
-        _unevaluated(rule, outcome, named[0], _whys(whole), arguments, named[1])
+        if first[0] == "record":
+            _unevaluated(rule, outcome, rule.argument, _whys(whole), arguments)
+        else:
+            _unevaluated(rule, outcome, format_path(first), _whys(whole), arguments, first)
         return
+    rest = _element_argument(rule)
     for parts, element in elements(prepared.arguments, each):
-        argument, at = _element_argument(rule, parts)
+        at = (*parts, *rest) if rest is not None else None
+        argument = format_path(at) if at is not None else rule.argument
         if parts in faulty:
             _unevaluated(rule, outcome, argument, faulty[parts], arguments, at)
             continue
-        item_roots = {**roots, "item": element}
-        _judge(rule, program, outcome, {**base, "item": element}, functions, item_roots, arguments, argument, at)
+        item_roots = {**roots, EACH_VARIABLE: element}
+        variables = dict(flat)
+        if flat_ok and _bind(rule, {EACH_VARIABLE: element}, variables, per_element):
+            _judge(rule, rule.flat_program, outcome, variables, functions, item_roots, arguments, argument, at)
+        else:  # a field the element lacks: the nested program says what CEL says of it (has() may allow it)
+            variables = {**nested, EACH_VARIABLE: element}
+            _judge(rule, rule.program, outcome, variables, functions, item_roots, arguments, argument, at)
     for fault in cut:  # the elements past the bound were not judged: never a silent pass
         _unevaluated(rule, outcome, format_path(fault.parts), fault.why, arguments, fault.parts)
 
@@ -219,16 +236,16 @@ def _judge(
         outcome.problems.append(_rule_problem(rule, roots, arguments, argument, at))
 
 
-def _element_argument(rule: Rule, parts: Parts) -> tuple[str, Parts | None]:
-    """The concrete path a problem of an `each` rule names (its `argument` with the element's indices), and
-    its parts; the argument as written, and None, for one outside the elements (the whole list)."""
+def _element_argument(rule: Rule) -> tuple[str, ...] | None:
+    """What follows the element in the path a problem of an `each` rule names (("quantity",) for
+    items[*].quantity, () for items[*]); None for an argument outside the elements (the whole list)."""
     assert rule.arrays is not None
     each = rule.arrays.each
     steps = parse_path(rule.argument).steps if rule.argument else each
-    if steps[: len(each)] != each or EVERY in steps[len(each) :]:
-        return rule.argument, None
-    at: Parts = (*parts, *(step for step in steps[len(each) :] if step is not None))
-    return format_path(at), at
+    rest = steps[len(each) :]
+    if steps[: len(each)] != each or EVERY in rest:
+        return None
+    return tuple(step for step in rest if step is not None)
 
 
 def _unevaluated(

@@ -133,3 +133,9 @@ def test_flat_and_nested_rules_give_the_same_outcome(
     nested = check_rules(NESTED, arguments, found, session)
     assert sorted(flat.errors) == sorted(nested.errors)
     assert sorted(p.message for p in flat.problems) == sorted(p.message for p in nested.problems)
+
+
+def test_an_each_rule_s_element_is_one_more_root() -> None:
+    flat = flatten("item.quantity > 0 && item.quantity <= args.max_quantity", "item")
+    assert flat is not None and flat.expression == "_item_8quantity > 0 && _item_8quantity <= _args_12max_quantity"
+    assert flatten("item.quantity > 0") is None  # without an each, `item` is no root

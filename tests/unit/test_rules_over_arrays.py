@@ -193,3 +193,12 @@ def test_an_element_field_nothing_types_is_a_load_error() -> None:
 def test_a_bad_each_is_a_load_error(each: object, error: str) -> None:
     with pytest.raises(PolicyError, match=error):
         tool({**EACH_POSITIVE, "each": each})
+
+
+def test_an_element_without_the_field_is_not_evaluated_unless_the_rule_allows_it() -> None:
+    missing = judged(tool(EACH_POSITIVE), {"items": [line(), {"sku": "SKU-2"}]})
+    assert named(missing) == [(ProblemCode.RULE_NOT_EVALUATED, "items[1].quantity")]
+    optional = tool({**EACH_POSITIVE, "expr": "!has(item.quantity) || item.quantity > 0"})
+    assert named(judged(optional, {"items": [line(), {"sku": "SKU-2"}, line(quantity=0)]})) == [
+        (ProblemCode.RULE_FAILED, "items[2].quantity")
+    ]
