@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from argwatch.server.policy.loader import PolicyError, parse_policy
 from argwatch.server.policy.model import ToolPolicy
@@ -202,3 +204,27 @@ def test_an_element_without_the_field_is_not_evaluated_unless_the_rule_allows_it
     assert named(judged(optional, {"items": [line(), {"sku": "SKU-2"}, line(quantity=0)]})) == [
         (ProblemCode.RULE_FAILED, "items[2].quantity")
     ]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    max_leaves=4,
+)
+NOT_FIVE = tool(
+    {"name": "whole", "expr": "args.items.all(i, i.quantity != 5)", "argument": "items"},
+    {"name": "each", "each": "items[*]", "expr": "item.quantity != 5"},
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(quantities=st.lists(json_values, max_size=4))
+def test_no_element_value_of_another_type_passes_an_inequality(quantities: list[Any]) -> None:
+    """Whatever the model sends as each quantity, both forms pass only when every one is an integer CEL
+    holds (a whole double included) other than 5: "5", 5.5, true or [5] never slip through `!= 5`."""
+    outcome = judged(NOT_FIVE, {"items": [{"quantity": quantity} for quantity in quantities]})
+    accepted = all(
+        isinstance(q, int | float) and not isinstance(q, bool) and float(q).is_integer() and -(2**63) <= q < 2**63
+        for q in quantities
+    ) and 5 not in [q for q in quantities if not isinstance(q, bool)]
+    assert (not outcome.problems and not outcome.skipped) == accepted, (quantities, outcome)
