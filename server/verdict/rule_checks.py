@@ -20,7 +20,7 @@ import cel
 from argwatch.server.policy.arg_paths import EVERY, format_path, parse_path
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, Rule, Steps, ToolPolicy
 from argwatch.server.policy.rule_arrays import EACH_VARIABLE
-from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck
+from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck, SkipReason
 from argwatch.server.verdict.rule_elements import Fault, Parts, elements, is_json_type, prepare
 from argwatch.server.verdict.rule_functions import FUNCTIONS
 from argwatch.server.verdict.set_checks import as_json_text
@@ -164,7 +164,9 @@ def _run_over_arrays(
         program, base = (rule.flat_program, flat) if flat_ok else (rule.program, nested)
         faults = prepared.faults + prepared.over  # over the bound, a total or an exists() cannot be judged
         if faults:
-            _unevaluated(rule, outcome, rule.argument, _whys(faults), arguments)
+            # Only too long a list: none of its elements was judged; a fault of type is no count of elements.
+            unchecked = 0 if prepared.faults else sum(fault.length for fault in prepared.over)
+            _unevaluated(rule, outcome, rule.argument, _whys(faults), arguments, unchecked=unchecked)
         else:
             _judge(rule, program, outcome, base, functions, roots, arguments, rule.argument)
         return
@@ -202,7 +204,8 @@ def _run_over_arrays(
             variables = {**nested, EACH_VARIABLE: element}
             _judge(rule, rule.program, outcome, variables, functions, item_roots, arguments, argument, at)
     for fault in cut:  # the elements past the bound were not judged: never a silent pass
-        _unevaluated(rule, outcome, format_path(fault.parts), fault.why, arguments, fault.parts)
+        unchecked = fault.length - max_elements
+        _unevaluated(rule, outcome, format_path(fault.parts), fault.why, arguments, fault.parts, unchecked)
 
 
 def _matches(parts: Parts, steps: Steps) -> bool:
@@ -255,15 +258,22 @@ def _unevaluated(
     why: str,
     arguments: Mapping[str, object],
     at: Parts | None = None,
+    unchecked: int = 0,
 ) -> None:
     """A rule (or one element's turn of it) that could not be judged: counted once per call, then a
-    RULE_NOT_EVALUATED problem naming the path, or with on_error: open one skipped check per rule."""
+    RULE_NOT_EVALUATED problem naming the path, or with on_error: open one skipped check per rule (its
+    `unchecked` elements, when a list longer than limits.max_elements is why, counted as not checked)."""
     if rule.name not in outcome.errors:
         outcome.errors.append(rule.name)
     if rule.on_error is Failure.OPEN:
-        skipped = SkippedCheck(rule.argument, f"rule.{rule.name}")
-        if skipped not in outcome.skipped:
+        reason = SkipReason.ELEMENTS_LIMIT if unchecked else SkipReason.UNAVAILABLE
+        skipped = SkippedCheck(rule.argument, f"rule.{rule.name}", reason, unchecked)
+        same = [i for i, s in enumerate(outcome.skipped) if s[:3] == skipped[:3]]
+        if not same:
             outcome.skipped.append(skipped)
+        elif unchecked:
+            earlier = outcome.skipped[same[0]]
+            outcome.skipped[same[0]] = earlier._replace(unchecked=earlier.unchecked + unchecked)
         return
     outcome.problems.append(_not_evaluated(rule, arguments, argument, why, at))
 

@@ -28,6 +28,7 @@ class Fault(NamedTuple):
 
     parts: Parts
     why: str  # "items[2].quantity is a string \"5\"", "items has 300 elements; ..."
+    length: int = 0  # of a list longer than the bound: how many elements it has
 
 
 class Prepared(NamedTuple):
@@ -105,7 +106,7 @@ class _Walk:
                 self.faults.append(Fault(parts, f"{_sent(parts, value)}, not an array"))
                 return value
             if len(value) > self.max_elements:
-                self.over.append(Fault(parts, self._too_long(format_path(parts), len(value))))
+                self.over.append(Fault(parts, self._too_long(format_path(parts), len(value)), len(value)))
             projected = [
                 self.value(element, node.elements, (*parts, index))
                 for index, element in enumerate(value[: self.max_elements])
@@ -152,7 +153,7 @@ class _Walk:
             if not isinstance(value, list):
                 self.faults.append(Fault(("record", *parts), f"{where} is {json_kind(value)}, not a list"))
             elif len(value) > self.max_elements:
-                self.over.append(Fault(("record", *parts), self._too_long(where, len(value))))
+                self.over.append(Fault(("record", *parts), self._too_long(where, len(value)), len(value)))
 
     def _too_long(self, where: str, length: int) -> str:
         return f"{where} has {length} elements; a rule judges at most {self.max_elements} (limits.max_elements)"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from argwatch.server.policy.loader import PolicyError, parse_policy
 from argwatch.server.policy.model import ToolPolicy
-from argwatch.server.verdict.findings import ProblemCode
+from argwatch.server.verdict.findings import ProblemCode, SkippedCheck, SkipReason
 from argwatch.server.verdict.rule_checks import RuleOutcome, check_rules
 
 ITEMS = {
@@ -155,8 +155,14 @@ def test_on_error_open_skips_the_rule_once_and_counts_it() -> None:
     rule = tool({**EACH_POSITIVE, "on_error": "open"})
     outcome = judged(rule, {"items": [line(quantity="a"), line(quantity="b")] + [line()] * 4}, max_elements=5)
     assert outcome.problems == [] and outcome.errors == ["each_positive"]
-    assert [(skip.argument, skip.value_set) for skip in outcome.skipped] == [
-        ("items[*].quantity", "rule.each_positive")
+    # One skipped check for the elements it could not judge, one counting those past the bound.
+    assert [(skip.argument, skip.value_set, skip.reason, skip.unchecked) for skip in outcome.skipped] == [
+        ("items[*].quantity", "rule.each_positive", SkipReason.UNAVAILABLE, 0),
+        ("items[*].quantity", "rule.each_positive", SkipReason.ELEMENTS_LIMIT, 1),
+    ]
+    whole = judged(tool({**POSITIVE, "on_error": "open"}), {"items": [line()] * 7}, max_elements=5)
+    assert whole.problems == [] and whole.skipped == [
+        SkippedCheck("items", "rule.positive", SkipReason.ELEMENTS_LIMIT, 7)  # none of the 7 was judged
     ]
 
 
