@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from argwatch.server.modes.store import ModeStore
-from argwatch.server.policy.arg_paths import label_for
+from argwatch.server.policy.arg_paths import label_for, top_of
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records
 from argwatch.server.records.lookup_client import RecordClient
@@ -251,7 +251,10 @@ class Validator:
         problems.extend(problem for problem in records.problems if (problem.code, problem.argument) not in seen)
         session = {"customer_id": call.customer_id, "tenant": call.tenant}
         rules = check_rules(tool, call.arguments, records.found, session, self.policy.limits.max_elements)
-        problems.extend(rules.problems)
+        if rules.problems:
+            problems.extend(_not_yet_reported(rules.problems, problems, tool))
+        else:
+            problems.extend(rules.problems)
         for rule in rules.errors:
             self._metrics.rule_error(tool.name, rule)
         if not records.skipped and not rules.skipped:
@@ -342,6 +345,27 @@ def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list
     """Schema problems, then value-set problems the schema did not already report (one fault, one problem)."""
     seen = {(problem.code, problem.argument) for problem in schema_found}
     return [*schema_found, *(problem for problem in set_found if (problem.code, problem.argument) not in seen)]
+
+
+_UNSENDABLE = (ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED)
+
+
+def _not_yet_reported(found: list[Problem], problems: list[Problem], tool: ToolPolicy) -> list[Problem]:
+    """Rule problems less those that repeat a fault already listed: a rule not evaluated because a value it
+    reads is missing or of the wrong type (already a problem there) is that one fault, not a second
+    (still counted in argwatch_rule_errors_total)."""
+    faulty = {top_of(problem.argument) for problem in problems if problem.code in _UNSENDABLE}
+    if not faulty:
+        return found
+    rules = {f"rule.{rule.name}": rule for rule in tool.rules}
+    kept = []
+    for problem in found:
+        rule = rules.get(problem.value_set)
+        reads = (rule.arguments | {top_of(problem.argument)}) if rule is not None else set()
+        if problem.code is ProblemCode.RULE_NOT_EVALUATED and reads & faulty:
+            continue
+        kept.append(problem)
+    return kept
 
 
 def _argument_label(argument: str, known: frozenset[str]) -> str:

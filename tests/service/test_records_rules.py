@@ -112,6 +112,16 @@ async def test_a_record_id_of_the_wrong_type_is_one_problem_not_one_per_check(st
     assert value(gateway.registry, "tool_argument_problems_total", **labels, code="missing_required") == 1
 
 
+async def test_a_value_a_rule_reads_of_the_wrong_type_is_one_problem_not_one_per_check(start: Start) -> None:
+    """The schema types amount_cents and the rule reads it: "120" is the schema's WRONG_TYPE, not also a rule
+    that could not be evaluated (still counted as a rule error)."""
+    schema = "schema: {type: object, properties: {amount_cents: {type: integer}, order_id: {type: string}}}"
+    gateway = await start(schema=schema)
+    wrong = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": "120"})
+    assert found(wrong) == [(pb.PROBLEM_CODE_WRONG_TYPE, "amount_cents")]
+    assert value(gateway.registry, "argwatch_rule_errors_total", tool="refund_order", rule="not_above_paid") == 1
+
+
 async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_one(start: Start) -> None:
     gateway = await start()
     response = await call(gateway, {"order_id": "ord_999", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
