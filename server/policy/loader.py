@@ -25,6 +25,7 @@ from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
     MAX_COHORT_NAMES,
+    SCOPE_FIELDS,
     ArgumentBinding,
     AttentionConfig,
     CaseRule,
@@ -331,7 +332,17 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
         fields = reader.mapping(
             entry,
             path,
-            {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members", "disclose", "retired_keep"},
+            {
+                "source",
+                "ttl",
+                "failure",
+                "max_staleness",
+                "on_stale",
+                "max_members",
+                "disclose",
+                "retired_keep",
+                "scope",
+            },
         )
         source = reader.required_str(fields, "source", path)
         if source and source not in sources:
@@ -357,8 +368,18 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
             disclose=reader.value(fields, "disclose", path, _enum(Disclosure), Disclosure.LIST),
             retired_keep=keep_count,
             retired_keep_seconds=keep_seconds,
+            scope=reader.value(fields, "scope", path, _scope_field, ""),
         )
     return value_sets
+
+
+def _scope_field(value: object) -> str:
+    """`scope`: the session field a call carries whose value the set's members are published under."""
+    if value not in SCOPE_FIELDS:
+        raise ValueError(
+            f"{value!r} is not a session field a tool call carries; expected one of {', '.join(SCOPE_FIELDS)}"
+        )
+    return str(value)
 
 
 def _retired_keep(value: object) -> tuple[int, float | None]:
@@ -525,22 +546,29 @@ def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset
 def _read_record(
     reader: _Reader, name: str, node: object, path: str, sources: Mapping[str, SourceConfig]
 ) -> RecordBinding:
-    fields = reader.mapping(node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl"})
+    fields = reader.mapping(
+        node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl", "reveal_not_owned"}
+    )
     source = reader.required_str(fields, "source", path)
     if source and not isinstance(sources.get(source), GrpcSourceConfig):
         grpc_sources = ", ".join(n for n, c in sources.items() if isinstance(c, GrpcSourceConfig)) or "none"
         reader.fail(
             f"{path}.source", f"expected a gRPC source (a RecordSource), got {source!r}; gRPC sources: {grpc_sources}"
         )
+    owner = reader.value(fields, "owner", path, _string, "")
+    reveal = reader.value(fields, "reveal_not_owned", path, _boolean, False)
+    if reveal and not owner:
+        reader.fail(f"{path}.reveal_not_owned", "the record has no owner to check: set owner, or leave this out")
     return RecordBinding(
         name=name,
         source=source,
         kind=reader.required_str(fields, "kind", path),
         id_argument=reader.required_str(fields, "id_argument", path),
-        owner_attribute=reader.value(fields, "owner", path, _string, ""),
+        owner_attribute=owner,
         failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
         lookup_tool=reader.value(fields, "lookup_tool", path, _string, ""),
         ttl_seconds=reader.value(fields, "ttl", path, parse_duration, 30.0),
+        reveal_not_owned=reveal,
     )
 
 
@@ -656,11 +684,15 @@ def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
 def _read_argument(
     reader: _Reader, name: str, node: object, path: str, value_sets: Mapping[str, ValueSetConfig]
 ) -> ArgumentBinding:
-    fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint"})
+    fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint", "reveal_other_scopes"})
     value_set = reader.required_str(fields, "value_set", path)
     if value_set and value_set not in value_sets:
         known = ", ".join(value_sets) or "none are defined"
         reader.fail(f"{path}.value_set", f"undefined value set {value_set!r}; value sets: {known}")
+    scope = value_sets[value_set].scope if value_set in value_sets else ""
+    reveal = reader.value(fields, "reveal_other_scopes", path, _boolean, False)
+    if reveal and not scope:
+        reader.fail(f"{path}.reveal_other_scopes", f"{value_set} is not scoped (it has no scope: customer_id/tenant)")
     norm_path = f"{path}.normalise"
     norm = reader.mapping(fields.get("normalise"), norm_path, {"case", "separators", "trim"})
     defaults = Normalisation()
@@ -675,6 +707,8 @@ def _read_argument(
         normalisation=normalisation,
         required=reader.value(fields, "required", path, _boolean, True),
         hint=reader.value(fields, "hint", path, _string, ""),
+        scope=scope,
+        reveal_other_scopes=reveal,
     )
 
 
