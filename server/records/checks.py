@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from argwatch.server.policy.model import Failure, RecordBinding, ToolPolicy
@@ -116,16 +117,7 @@ def _judge(binding: RecordBinding, record_id: str, lookup: Lookup, customer_id: 
             outcome.skipped.append(SkippedCheck(argument, f"record.{binding.name}"))
         return
     if not lookup.found:
-        look_up = f"; look it up first with {binding.lookup_tool}" if binding.lookup_tool else ""
-        outcome.problems.append(
-            Problem(
-                ProblemCode.NOT_FOUND,
-                f"{argument}: no {binding.kind} {shown} exists{look_up}",
-                argument=argument,
-                value_set=f"record.{binding.name}",
-                value=shown,
-            )
-        )
+        outcome.problems.append(_not_found(binding, shown))
         return
     owner = binding.owner_attribute
     if owner and str(lookup.attributes.get(owner, "")) != customer_id:
@@ -140,3 +132,23 @@ def _judge(binding: RecordBinding, record_id: str, lookup: Lookup, customer_id: 
         )
         return
     outcome.found[binding.name] = lookup.attributes
+
+
+def _not_found(binding: RecordBinding, shown: str) -> Problem:
+    look_up = f"; look it up first with {binding.lookup_tool}" if binding.lookup_tool else ""
+    return Problem(
+        ProblemCode.NOT_FOUND,
+        f"{binding.id_argument}: no {binding.kind} {shown} exists{look_up}",
+        argument=binding.id_argument,
+        value_set=f"record.{binding.name}",
+        value=shown,
+    )
+
+
+def concealed_owner(binding: RecordBinding, problem: Problem) -> Problem:
+    """`problem` as the caller sees it unless the record says reveal_not_owned: a record of another customer
+    reads exactly as one that does not exist (counted as NOT_OWNED all the same), so that a model, and whoever
+    drives it, cannot probe which ids exist for other customers."""
+    if problem.code is not ProblemCode.NOT_OWNED:
+        return problem
+    return replace(_not_found(binding, problem.value), argument=problem.argument)

@@ -111,7 +111,7 @@ class OverlayListing(Mapping[str, Sequence[str]]):
     __slots__ = ("added", "base", "removed")
 
     def __init__(self, base: Mapping[str, Sequence[str]], added: Set[str], removed: Set[str]) -> None:
-        self.base = base.base if isinstance(base, OverlayListing) else base
+        self.base: Mapping[str, Sequence[str]] = base.base if isinstance(base, OverlayListing) else base
         self.removed = removed
         grouped: dict[str, list[str]] = {}
         for key in added:

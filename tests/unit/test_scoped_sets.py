@@ -23,8 +23,20 @@ def keyed(members: dict[str, list[str]]) -> list[str]:
     return [scope_key(scope, value) for scope, values in members.items() for value in values]
 
 
-def scoped_snapshot(members: dict[str, list[str]], **kwargs: object):
-    return make_snapshot("billing.payment_methods", 1, keyed(members), received_at=0.0, scoped=True, **kwargs)
+def scoped_snapshot(
+    members: dict[str, list[str]],
+    rules: tuple[Normalisation, ...] = (),
+    retirements: dict[str, Retirement] | None = None,
+):
+    return make_snapshot(
+        "billing.payment_methods",
+        1,
+        keyed(members),
+        received_at=0.0,
+        scoped=True,
+        rules=rules,
+        retirements=retirements,
+    )
 
 
 def test_a_value_is_a_member_of_its_own_scope_only() -> None:
@@ -47,7 +59,7 @@ def test_normalisation_never_crosses_scopes() -> None:
     # Two customers whose ids differ only in case and separator: a slip in one is never the other's member.
     snapshot = scoped_snapshot(
         {"CUS-1": ["PM_Visa"], "cus_1": ["pm_amex"]},
-        rules=[Normalisation(case=CaseRule.INSENSITIVE, separators="-_")],
+        rules=(Normalisation(case=CaseRule.INSENSITIVE, separators="-_"),),
     )
     assert snapshot.loose_index.get(_loose(scope_key("CUS-1", "pm-visa"))) == scope_key("CUS-1", "PM_Visa")
     assert snapshot.loose_index.get(_loose(scope_key("cus_1", "pm-visa"))) is None
