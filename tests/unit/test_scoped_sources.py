@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from argwatch.server.sets.payload import SourceUnavailable
+from argwatch.server.sets.payload import SetPayload, SourceUnavailable
 from argwatch.server.sets.scoped import scope_key
 from argwatch.server.sets.updates import UpdateAction, judge_delta
 from argwatch.server.valuesets.file_source import parse_sets
-from argwatch.server.valuesets.grpc_source import delta_from_wire, payload_from_wire
+from argwatch.server.valuesets.grpc_source import _PartAssembler, delta_from_wire, payload_from_wire
 from argwatch.server.valuesets.parts import ScopeKeys
+from argwatch.sources import ValueSetCatalog
+from argwatch.sources._scoped_sets import scope_parts
+from argwatch.sources._value_sets import to_wire
 from argwatch.v1 import sources_pb2
 from tests.snapshots import make_snapshot
 
@@ -84,3 +87,58 @@ def test_a_scoped_delta_is_keyed_per_scope_and_bare_values_beside_it_are_refused
     assert judge_delta(delta, current, 100).action is UpdateAction.APPLY
     wire.added.append("pm_9")
     assert judge_delta(delta_from_wire(wire), current, 100).reason == "bad_scope"
+
+
+def test_an_owner_publishes_per_scope_and_each_change_is_a_delta_of_that_scope_alone() -> None:
+    catalog = ValueSetCatalog()
+    catalog.publish("s", members_by_scope={"cus_a": ["pm_1"], "cus_b": ["pm_2"]})
+    queue = catalog.subscribe()
+    published = catalog.publish_scope("s", "cus_a", ["pm_3"], replaced_by={"pm_1": "pm_3"})
+    assert published.version == 2 and published.scoped is not None
+    assert dict(published.scoped.members) == {"cus_a": frozenset({"pm_3"}), "cus_b": frozenset({"pm_2"})}
+    delta = queue.get_nowait().delta
+    assert [(e.scope, list(e.members)) for e in delta.scoped_added] == [("cus_a", ["pm_3"])]
+    assert [(e.scope, list(e.members), dict(e.replaced_by)) for e in delta.scoped_removed] == [
+        ("cus_a", ["pm_1"], {"pm_1": "pm_3"})
+    ]
+    wire = to_wire(published)
+    assert [(v.scope, v.value, v.replaced_by) for v in wire.retired_values] == [("cus_a", "pm_1", "pm_3")]
+    whole = catalog.publish("s", members_by_scope={"cus_b": ["pm_2"]})  # cus_a left out: emptied
+    assert whole.scoped is not None and set(whole.scoped.members) == {"cus_b"}
+    assert [(e.scope, list(e.members)) for e in queue.get_nowait().delta.scoped_removed] == [("cus_a", ["pm_3"])]
+
+
+@pytest.mark.parametrize("scope", ["", "a\x00b", "c" * 257])
+def test_an_owner_cannot_publish_a_scope_a_gateway_would_refuse(scope: str) -> None:
+    with pytest.raises(ValueError, match="is no scope"):
+        ValueSetCatalog().publish_scope("s", scope, ["pm_1"])
+
+
+def test_a_set_is_global_or_scoped_for_its_life_in_a_catalog() -> None:
+    catalog = ValueSetCatalog()
+    catalog.publish("g", ["A"])
+    catalog.publish_scope("s", "cus_a", ["pm_1"])
+    with pytest.raises(ValueError, match="published as a global set"):
+        catalog.publish_scope("g", "cus_a", ["A"])
+    with pytest.raises(ValueError, match="published per scope"):
+        catalog.publish("s", ["pm_1"])
+
+
+def test_a_large_scoped_snapshot_sent_in_parts_is_joined_back_per_scope() -> None:
+    catalog = ValueSetCatalog()
+    published = catalog.publish("s", members_by_scope={"cus_a": ["1", "2", "3"], "cus_b": ["4"], "cus_c": ["5"]})
+    assert published.scoped is not None
+    parts = scope_parts(published.scoped, 2)  # a scope split across two parts, as large sets are
+    assert [[(e.scope, list(e.members)) for e in part] for part in parts] == [
+        [("cus_a", ["1", "2"])],
+        [("cus_a", ["3"]), ("cus_b", ["4"])],
+        [("cus_c", ["5"])],
+    ]
+    assembler = _PartAssembler(None)
+    whole = None
+    for index, part in enumerate(parts):
+        whole = assembler.add(sources_pb2.ValueSet(name="s", version=1, scopes=part, part=index, parts=len(parts)))
+    assert isinstance(whole, SetPayload) and whole.scoped
+    assert list(whole.members) == [
+        scope_key(s, v) for s, v in [("cus_a", "1"), ("cus_a", "2"), ("cus_a", "3"), ("cus_b", "4"), ("cus_c", "5")]
+    ]
