@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from argwatch.server.sets.payload import SetPayload, SourceUnavailable
+from argwatch.server.replay.sets_export import _entry
+from argwatch.server.sets.payload import Retirement, SetPayload, SourceUnavailable
 from argwatch.server.sets.scoped import scope_key
 from argwatch.server.sets.updates import UpdateAction, judge_delta
 from argwatch.server.valuesets.file_source import parse_sets
@@ -142,3 +143,15 @@ def test_a_large_scoped_snapshot_sent_in_parts_is_joined_back_per_scope() -> Non
     assert list(whole.members) == [
         scope_key(s, v) for s, v in [("cus_a", "1"), ("cus_a", "2"), ("cus_a", "3"), ("cus_b", "4"), ("cus_c", "5")]
     ]
+
+
+def test_a_scoped_set_exported_to_a_file_reads_back_per_scope() -> None:
+    """`argwatch sets export` writes a scoped set in the file source's scoped form, never as bare members."""
+    keys = [scope_key("cus_a", "pm_2"), scope_key("cus_a", "pm_1"), scope_key("cus_b", "pm_3")]
+    retired = {scope_key("cus_a", "pm_0"): Retirement(None, "pm_1")}
+    snapshot = make_snapshot("s", 3, keys, received_at=0.0, scoped=True, retirements=retired)
+    entry = _entry(snapshot)
+    assert entry["scopes"] == {"cus_a": ["pm_1", "pm_2"], "cus_b": ["pm_3"]}
+    payload = parse_sets({"s": entry}, "sets.json", 0)["s"]
+    assert payload.scoped and sorted(payload.members) == sorted(keys)
+    assert payload.retirements[scope_key("cus_a", "pm_0")].replaced_by == "pm_1"
