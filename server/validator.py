@@ -12,6 +12,7 @@ from dataclasses import replace
 from functools import partial
 
 from argwatch.server.modes.store import ModeStore
+from argwatch.server.policy.arg_paths import label_for
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
 from argwatch.server.records.lookup_client import RecordClient
@@ -33,7 +34,7 @@ from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.verdict.decision import Decision, Verdict
-from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape
+from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkipReason
 from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Sighting
 from argwatch.server.verdict.rule_checks import check_rules
 from argwatch.server.verdict.schema_checks import schema_problems
@@ -149,7 +150,15 @@ class Validator:
             result = (
                 fast
                 if fast is not None
-                else check_arguments(tool, call.arguments, readings, self._failures, self._undisclosed, session)
+                else check_arguments(
+                    tool,
+                    call.arguments,
+                    readings,
+                    self._failures,
+                    self._undisclosed,
+                    self.policy.limits.max_elements,
+                    session,
+                )
             )
             if tool.schema_validator is not None:
                 problems.extend(_merged(schema_problems(tool.schema_validator, call.arguments), result.problems))
@@ -277,7 +286,9 @@ class Validator:
     ) -> CheckResult:
         """Existence, ownership and rules; adds problems, and returns `result` with skipped record checks added."""
         assert call.arguments is not None
-        records = await check_records(tool, call.arguments, call.customer_id, self._record_clients, deadline)
+        records = await check_records(
+            tool, call.arguments, call.customer_id, self._record_clients, deadline, self.policy.limits.max_elements
+        )
         # One fault, one problem: an id the schema already found missing or of the wrong type is not listed again.
         seen = {(problem.code, problem.argument) for problem in problems}
         problems.extend(problem for problem in records.problems if (problem.code, problem.argument) not in seen)
@@ -351,7 +362,10 @@ class Validator:
         tool = self.policy.tools.get(call.tool)
         known = tool.known_arguments if tool is not None else frozenset()
         for skipped in result.skipped:
-            metrics.failed_open(label, _argument_label(skipped.argument, known), skipped.value_set)
+            if skipped.reason is SkipReason.ELEMENTS_LIMIT:
+                metrics.elements_not_checked(label, _argument_label(skipped.argument, known), skipped.unchecked)
+            else:
+                metrics.failed_open(label, _argument_label(skipped.argument, known), skipped.value_set)
         for problem in problems:
             argument = _argument_label(problem.argument, known)
             metrics.problem(label, argument, problem.code.value)
@@ -361,7 +375,7 @@ class Validator:
                 # Not the model's fault: the value was never checked, so it is no offender.
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:
-                if problem.argument in self._redact:  # never written where people read it
+                if problem.argument in self._redact or argument in self._redact:  # never written where people read it
                     problem = replace(problem, value=REDACTED)
                 # Under the label the status rows use: a call-level problem (an invented tool's name, say)
                 # is the `_call` row's offender, not kept under "" where no detail looks.
@@ -391,12 +405,13 @@ def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list
 
 
 def _argument_label(argument: str, known: frozenset[str]) -> str:
-    """The argument as a metric label: its top-level name if the policy knows it; `_unknown` for a name
-    the model invented (labels never carry model-written text); "" (call-level) stays as it is."""
+    """The argument path as a metric label: the binding's pattern (`items[*].sku`) or top-level name the
+    policy knows; `_unknown` for a name the model invented (labels never carry model-written text, nor an
+    index); "" (call-level) stays as it is."""
     if not argument:
         return argument
-    top = argument.split("/", 1)[0]
-    return top if top in known else UNKNOWN_LABEL
+    label = label_for(argument, known)
+    return label if label is not None else UNKNOWN_LABEL
 
 
 def _unknown_tool(name: str) -> Problem:

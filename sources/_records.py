@@ -15,7 +15,8 @@ class RecordStore(sources_pb2_grpc.RecordSourceServicer):
     """Records by (kind, id), for the gateway's existence and ownership look-ups; `put` changes them while serving.
 
     Attributes:
-        lookups: How many look-ups it has answered.
+        lookups: How many records it has looked up (each id of a batch counts).
+        batches: How many LookupBatch calls it has answered.
     """
 
     def __init__(self, records: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> None:
@@ -27,6 +28,7 @@ class RecordStore(sources_pb2_grpc.RecordSourceServicer):
         """
         self._records: dict[tuple[str, str], Mapping[str, Any]] = dict(records or {})
         self.lookups = 0
+        self.batches = 0
 
     def put(self, kind: str, record_id: str, attributes: Mapping[str, Any]) -> None:
         """Adds or replaces one record; the next look-up sees it.
@@ -37,6 +39,21 @@ class RecordStore(sources_pb2_grpc.RecordSourceServicer):
             attributes: Its attributes (JSON values).
         """
         self._records[kind, record_id] = dict(attributes)
+
+    async def LookupBatch(
+        self,
+        request: sources_pb2.LookupBatchRequest,
+        context: grpc.aio.ServicerContext[sources_pb2.LookupBatchRequest, sources_pb2.LookupBatchResponse],
+    ) -> sources_pb2.LookupBatchResponse:
+        """RecordSource.LookupBatch: one answer per id asked for, in order.
+
+        Args:
+            request: The kind and the ids asked for.
+            context: gRPC's context of the call.
+        """
+        self.lookups += len(request.ids)
+        self.batches += 1
+        return sources_pb2.LookupBatchResponse(records=[self._answer(request.kind, i) for i in request.ids])
 
     async def Lookup(
         self,
@@ -50,7 +67,10 @@ class RecordStore(sources_pb2_grpc.RecordSourceServicer):
             context: gRPC's context of the call.
         """
         self.lookups += 1
-        found = self._records.get((request.kind, request.id))
+        return self._answer(request.kind, request.id)
+
+    def _answer(self, kind: str, record_id: str) -> sources_pb2.LookupResponse:
+        found = self._records.get((kind, record_id))
         if found is None:
             return sources_pb2.LookupResponse(found=False)
         attributes = struct_pb2.Struct()

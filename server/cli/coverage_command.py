@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import io
 import json
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -23,6 +22,7 @@ import orjson
 from google.protobuf import json_format
 
 from argwatch.common.files import open_regular
+from argwatch.server.policy.arg_paths import pattern_of
 from argwatch.server.policy.coverage import SampledValues, SampleKey, policy_coverage
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.telemetry.offenders import MAX_VALUES
@@ -30,7 +30,6 @@ from argwatch.v1 import admin_pb2
 
 CommandFactory = Callable[..., argparse.ArgumentParser]
 MAX_SAMPLE_KEYS = 10_000  # (tool, argument) pairs read from a log: its tool and argument names are model text
-_INDEX = re.compile(r"(?<=/)[0-9]+(?=/|$)")
 
 
 def add_command(command: CommandFactory) -> None:
@@ -124,7 +123,7 @@ def sampled_from_log(lines: Iterable[str]) -> dict[SampleKey, SampledValues]:
             continue
         if not isinstance(record, dict) or not isinstance(record.get("value"), str):
             continue
-        key = (str(record.get("tool", "")), _INDEX.sub("*", str(record.get("argument", ""))))
+        key = (str(record.get("tool", "")), pattern_of(str(record.get("argument", ""))))
         values = counted.get(key)
         if values is None:
             if len(counted) >= MAX_SAMPLE_KEYS:

@@ -12,7 +12,7 @@ from argwatch.server.policy.model import Mode
 from argwatch.server.repair.message import LegalValues, RepairAdvice
 from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.verdict.decision import Decision, Verdict
-from argwatch.server.verdict.findings import Problem, ProblemCode, Shape, SkippedCheck
+from argwatch.server.verdict.findings import Problem, ProblemCode, Shape, SkippedCheck, SkipReason
 from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Retry
 from argwatch.server.verdict.tool_call import ToolCall, decode_json_arguments
 from argwatch.v1 import gateway_pb2 as pb
@@ -191,11 +191,17 @@ def timestamp(epoch_seconds: float) -> timestamp_pb2.Timestamp:
     return stamp
 
 
+_SKIP_REASONS = {
+    SkipReason.UNAVAILABLE: pb.SKIP_REASON_SOURCE_UNAVAILABLE,
+    SkipReason.ELEMENTS_LIMIT: pb.SKIP_REASON_ELEMENTS_LIMIT,
+}
+
+
 def _skipped(skipped: SkippedCheck) -> pb.SkippedCheck:
     return pb.SkippedCheck(
         argument=skipped.argument,
         value_set=skipped.value_set,
-        reason=pb.SKIP_REASON_SOURCE_UNAVAILABLE,
+        reason=_SKIP_REASONS[skipped.reason],
     )
 
 

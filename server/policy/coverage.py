@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from argwatch.server.policy.arg_paths import format_path, top_of
 from argwatch.server.policy.model import Policy, ToolPolicy
 from argwatch.server.policy.schema_surface import (
     TOO_COMPLEX,
@@ -38,11 +39,6 @@ EXAMPLE_CHARS = 40
 # Name endings of arguments that name a record (an id) or a member of a set (a code, a type, ...).
 RECORD_ENDINGS = ("id",)
 SET_ENDINGS = ("code", "type", "status", "kind")
-# What a suggestion for a nested argument adds: the policy's bindings and records name top-level arguments.
-NESTED = {
-    "enum": "nested, so no value-set binding can name it: list its values as an enum in the schema",
-    "record": "nested, so no record binding can name it (they look up top-level arguments)",
-}
 # args.<field>(.<field>)*: the argument paths a rule's expression reads (args['x'] is left uncounted).
 _ARGUMENT_CHAIN = re.compile(r"\bargs((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 
@@ -51,7 +47,7 @@ _ARGUMENT_CHAIN = re.compile(r"\bargs((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 class ArgumentCoverage:
     """One argument of one tool: what constrains it, and how far."""
 
-    argument: str  # a top-level name, or a path: filters/since, lines/*/sku
+    argument: str  # a top-level name, or a path as a binding names it: filters.since, lines[*].sku, tags[*]
     coverage: Coverage
     # value_set:<set>, enum, const, type:<type>, format:<format> (with " (no checker: not checked)" where the
     # gateway has none), pattern, range, length, record:<binding>, owner, rule:<name>, false, cycle:<ref>;
@@ -116,8 +112,8 @@ class Suggestion:
 
     tool: str
     argument: str
-    # "value_set" (a code, a type, few distinct values), "record" (an id: look it up), or "enum" for a
-    # nested argument that looks like a set's (bindings name top-level arguments: its schema lists the values).
+    # "value_set" (a code, a type, few distinct values) or "record" (an id: look it up); `argument` is the
+    # path the binding names, nested or in an array's elements (lines[*].sku) as well as at the top.
     binding: str
     reason: str
 
@@ -182,10 +178,8 @@ def policy_surface(policy: Policy) -> PolicySurface:
         for row in rows:
             if row.coverage is Coverage.ENUMERATED or any(c.startswith("record:") for c in row.constraints):
                 continue
-            binding, named = _by_name(row.argument.rsplit("/", 1)[-1])
-            if "/" in row.argument and binding == "value_set":
-                binding = "enum"  # a value-set binding names a top-level argument; a nested one's schema can list
-            redacted = bool({row.argument, row.argument.split("/", 1)[0]} & policy.sampling.redact)
+            binding, named = _by_name(_last_name(row.argument))
+            redacted = bool({row.argument, top_of(row.argument)} & policy.sampling.redact)
             candidates[tool.name, row.argument] = _Candidate(len(candidates), binding, named, redacted)
     return PolicySurface(
         policy_version=policy.version,
@@ -209,8 +203,6 @@ def coverage_with(surface: PolicySurface, samples: Mapping[SampleKey, SampledVal
                 f"{sampled.total} values sampled, {sampled.distinct} distinct ({_examples(sampled)}): "
                 "the model writes it from a small vocabulary"
             )
-        if reasons and "/" in key[1]:
-            reasons.append(NESTED[candidate.binding])
         if reasons:
             suggestions.append(Suggestion(key[0], key[1], candidate.binding, "; ".join(reasons)))
     return PolicyCoverage(
@@ -260,12 +252,12 @@ def _listed(rows: list[ArgumentCoverage], limit: int) -> list[ArgumentCoverage]:
 
 def _read_by(expression: str, leaves: set[str], containers: set[str]) -> list[str]:
     """The arguments a rule's expression reads: the longest listed path of each `args.a.b` chain
-    (`args.filters.since` reads filters/since; `args.note.size()` reads note). A chain that stops at an
+    (`args.filters.since` reads filters.since; `args.note.size()` reads note). A chain that stops at an
     object argument reads the whole object: it is not counted for any of its properties."""
     read: list[str] = []
     for chain in _ARGUMENT_CHAIN.findall(expression):
         parts = chain[1:].split(".")
-        paths = ["/".join(parts[: end + 1]) for end in range(len(parts))]
+        paths = [format_path(parts[: end + 1]) for end in range(len(parts))]
         listed = [path for path in paths if path in leaves]
         if listed:
             read.append(listed[-1])
@@ -282,6 +274,19 @@ def _counts(rows: list[ArgumentCoverage]) -> Counts:
         typed=kinds.count(Coverage.TYPED),
         unconstrained=kinds.count(Coverage.UNCONSTRAINED),
     )
+
+
+def _last_name(path: str) -> str:
+    """The name a path's leaf goes by: `sku` of lines[*].sku; of `item_ids[*]`, its array's in the singular
+    (`item_id`), since each element is one."""
+    steps = [plain or quoted for plain, quoted in _NAME_STEPS.findall(path)]
+    name = steps[-1] if steps else path
+    if path.endswith("[*]") and len(name) > 1 and name.endswith("s"):
+        return name[:-1]
+    return name
+
+
+_NAME_STEPS = re.compile(r'(?:^|\.)([^.\["]+)|\["((?:[^"\\]|\\.)*)"\]')
 
 
 def _by_name(name: str) -> tuple[str, str]:

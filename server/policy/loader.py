@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import cel
 import yaml
@@ -21,9 +21,11 @@ from jsonschema.exceptions import SchemaError
 
 from argwatch.common.durations import parse_duration
 from argwatch.common.files import DEFINITIONS_BYTES, POLICY_BYTES, read_file
+from argwatch.server.policy.arg_paths import ArgPath, parse_path, top_of
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
+    DEFAULT_MAX_ELEMENTS,
     MAX_COHORT_NAMES,
     SCOPE_FIELDS,
     ArgumentBinding,
@@ -34,6 +36,7 @@ from argwatch.server.policy.model import (
     Failure,
     FileSourceConfig,
     GrpcSourceConfig,
+    LimitsConfig,
     Mode,
     Normalisation,
     OnStale,
@@ -47,6 +50,7 @@ from argwatch.server.policy.model import (
     ToolPolicy,
     ValueSetConfig,
 )
+from argwatch.server.policy.path_schema import check_path
 from argwatch.server.policy.schema_compile import compile_schema, schema_error_location
 from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
@@ -252,6 +256,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
             "attention",
             "formats",
             "models",
+            "limits",
         },
     )
     if not isinstance(document, dict):
@@ -267,6 +272,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     sampling = _read_sampling(reader, top.get("sampling"))
     attention = _read_attention(reader, top.get("attention"))
     cohorts = _read_cohorts(reader, top.get("models"))
+    limits = _read_limits(reader, top.get("limits"))
     if reader.issues:
         raise PolicyError(path, reader.issues)
     return Policy(
@@ -281,6 +287,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         attention=attention,
         assert_formats=assert_formats,
         cohorts=cohorts,
+        limits=limits,
     )
 
 
@@ -459,10 +466,6 @@ def _read_tools(
         definition = definitions.get(name)
         mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
         description = reader.value(fields, "description", path, _string, definition.description if definition else "")
-        arguments = tuple(
-            _read_argument(reader, argument, spec, f"{path}.arguments.{argument}", value_sets)
-            for argument, spec in reader.named_entries(fields.get("arguments"), f"{path}.arguments").items()
-        )
         schema = fields.get("schema", definition.schema if definition else None)
         tool_formats = reader.value(fields, "formats", path, _formats, assert_formats)
         validator = None
@@ -481,8 +484,12 @@ def _read_tools(
                     reader.fail(f"{path}.schema", f"not a valid JSON Schema: {schema_error_location(error)}")
                     schema = None
         properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        arguments = tuple(
+            _read_argument(reader, argument, spec, f"{path}.arguments.{argument}", value_sets, schema)
+            for argument, spec in reader.named_entries(fields.get("arguments"), f"{path}.arguments").items()
+        )
         records = tuple(
-            _read_record(reader, record, spec, f"{path}.records.{record}", sources)
+            _read_record(reader, record, spec, f"{path}.records.{record}", sources, schema)
             for record, spec in reader.named_entries(fields.get("records"), f"{path}.records").items()
         )
         rules = _read_rules(reader, fields.get("rules"), f"{path}.rules", {r.name for r in records})
@@ -492,6 +499,8 @@ def _read_tools(
         rules = _typed_rules(reader, rules, f"{path}.rules", properties, strings)
         known = (
             frozenset(b.name for b in arguments)
+            | frozenset(b.path.top for b in arguments)
+            | frozenset(r.id_path.top for r in records if r.id_argument)
             | frozenset(key for key in properties if isinstance(key, str))
             | frozenset(r.id_argument for r in records if r.id_argument)
             | frozenset(rule.argument for rule in rules if rule.argument)
@@ -531,7 +540,9 @@ def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset
     defaults = SideEffect()
     same_operation: tuple[str, ...] = reader.value(fields, "same_operation", path, _argument_list, ())
     for argument in same_operation:
-        if known and argument not in known:
+        if argument != top_of(argument):  # the operation's key reads top-level arguments, whole
+            reader.fail(f"{path}.same_operation", f"{argument!r}: name a top-level argument (its whole value counts)")
+        elif known and argument not in known:
             reader.fail(
                 f"{path}.same_operation",
                 f"{argument!r} is not an argument of this tool (known: {', '.join(sorted(known))})",
@@ -544,7 +555,7 @@ def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset
 
 
 def _read_record(
-    reader: _Reader, name: str, node: object, path: str, sources: Mapping[str, SourceConfig]
+    reader: _Reader, name: str, node: object, path: str, sources: Mapping[str, SourceConfig], schema: object
 ) -> RecordBinding:
     fields = reader.mapping(
         node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl", "reveal_not_owned"}
@@ -555,6 +566,8 @@ def _read_record(
         reader.fail(
             f"{path}.source", f"expected a gRPC source (a RecordSource), got {source!r}; gRPC sources: {grpc_sources}"
         )
+    id_argument = reader.required_str(fields, "id_argument", path)
+    id_path = bound_path(reader, id_argument, f"{path}.id_argument", schema) if id_argument else None
     owner = reader.value(fields, "owner", path, _string, "")
     reveal = reader.value(fields, "reveal_not_owned", path, _boolean, False)
     if reveal and not owner:
@@ -563,7 +576,9 @@ def _read_record(
         name=name,
         source=source,
         kind=reader.required_str(fields, "kind", path),
-        id_argument=reader.required_str(fields, "id_argument", path),
+        id_argument=id_argument if id_path is not None else "",
+        id_path=id_path.path if id_path is not None else None,  # type: ignore[arg-type]
+        required=id_path.required if id_path is not None else True,
         owner_attribute=owner,
         failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
         lookup_tool=reader.value(fields, "lookup_tool", path, _string, ""),
@@ -682,7 +697,7 @@ def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
 
 
 def _read_argument(
-    reader: _Reader, name: str, node: object, path: str, value_sets: Mapping[str, ValueSetConfig]
+    reader: _Reader, name: str, node: object, path: str, value_sets: Mapping[str, ValueSetConfig], schema: object
 ) -> ArgumentBinding:
     fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint", "reveal_other_scopes"})
     value_set = reader.required_str(fields, "value_set", path)
@@ -701,15 +716,37 @@ def _read_argument(
         separators=reader.value(norm, "separators", norm_path, _separators, defaults.separators),
         trim=reader.value(norm, "trim", norm_path, _boolean, defaults.trim),
     )
+    bound = bound_path(reader, name, path, schema)
     return ArgumentBinding(
         name=name,
         value_set=value_set,
         normalisation=normalisation,
-        required=reader.value(fields, "required", path, _boolean, True),
+        required=reader.value(fields, "required", path, _boolean, bound.required if bound else True),
         hint=reader.value(fields, "hint", path, _string, ""),
+        path=bound.path if bound is not None else parse_path("_"),
         scope=scope,
         reveal_other_scopes=reveal,
     )
+
+
+class _Bound(NamedTuple):
+    path: ArgPath
+    required: bool  # the default of `required`: the schema's say for a nested path, true for a top-level one
+
+
+def bound_path(reader: _Reader, text: str, where: str, schema: object) -> _Bound | None:
+    """A binding's path, parsed and walked through the tool's schema; None (and a load error) when it is
+    malformed or names nothing the schema allows, so a binding never silently checks nothing."""
+    try:
+        path = parse_path(text)
+    except ValueError as error:
+        reader.fail(where, str(error))
+        return None
+    found = check_path(path, schema if isinstance(schema, dict | bool) else None)
+    if found.error:
+        reader.fail(where, found.error)
+        return None
+    return _Bound(path, found.required if path.nested else True)
 
 
 def _read_repair(reader: _Reader, node: object) -> RepairConfig:
@@ -721,6 +758,23 @@ def _read_repair(reader: _Reader, node: object) -> RepairConfig:
         max_attempts=reader.value(fields, "max_attempts", "repair", _positive_int, defaults.max_attempts),
         remember_seconds=reader.value(fields, "remember", "repair", parse_duration, defaults.remember_seconds),
     )
+
+
+def _read_limits(reader: _Reader, node: object) -> LimitsConfig:
+    fields = reader.mapping(node, "limits", {"max_elements"})
+    return LimitsConfig(
+        max_elements=reader.value(fields, "max_elements", "limits", _max_elements, DEFAULT_MAX_ELEMENTS),
+    )
+
+
+def _max_elements(value: object) -> int:
+    count = _positive_int(value)
+    if count > MAX_ELEMENTS_CEILING:  # each element checked is time on the event loop, per call
+        raise ValueError(f"at most {MAX_ELEMENTS_CEILING}, got {count}")
+    return count
+
+
+MAX_ELEMENTS_CEILING = 10_000
 
 
 def _read_cohorts(reader: _Reader, node: object) -> CohortConfig:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from argwatch.server.policy.arg_paths import ArgPath, parse_path
+
 
 class Mode(enum.Enum):
     """How a tool's problems are enforced."""
@@ -59,9 +61,11 @@ class Normalisation:
 class ArgumentBinding:
     """One checked argument of a tool and the value set it must come from."""
 
-    name: str
+    name: str  # the path as the policy writes it (`reason_code`, `items[*].sku`): its metric label
     value_set: str
     normalisation: Normalisation
+    # Whether the path must be present to its end (in every element, for `[*]`): MISSING_REQUIRED where
+    # it stops. The loader's default is the schema's say for a nested path, true for a top-level one.
     required: bool = True
     # What to tell the model to do when none of the legal values fits.
     hint: str = ""
@@ -71,6 +75,11 @@ class ArgumentBinding:
     # Off by default: "another customer's" and "does not exist" then read the same, so a model (and whoever
     # drives it) cannot probe which ids other customers hold.
     reveal_other_scopes: bool = False
+    path: ArgPath = field(default=None, compare=False)  # type: ignore[assignment]  # parsed from name
+
+    def __post_init__(self) -> None:
+        if self.path is None:
+            object.__setattr__(self, "path", parse_path(self.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +89,7 @@ class RecordBinding:
     name: str
     source: str  # a gRPC source implementing argwatch.v1.RecordSource
     kind: str  # the RecordSource kind ("order")
-    id_argument: str  # the argument holding the id
+    id_argument: str  # the path of the argument holding the id (`order_id`, `items[*].order_id`)
     # A record attribute that must equal the session's customer id (NOT_OWNED otherwise); "" for none.
     owner_attribute: str = ""
     failure: Failure = Failure.OPEN
@@ -90,6 +99,13 @@ class RecordBinding:
     # Tell the model that a record exists but belongs to another customer (`reveal_not_owned: true`). Off by
     # default: NOT_OWNED then reads as NOT_FOUND towards the model (the counts still tell them apart).
     reveal_not_owned: bool = False
+    # Whether a nested id path must be present to its end (the schema's say); a top-level id always must.
+    required: bool = True
+    id_path: ArgPath = field(default=None, compare=False)  # type: ignore[assignment]  # parsed from id_argument
+
+    def __post_init__(self) -> None:
+        if self.id_path is None and self.id_argument:
+            object.__setattr__(self, "id_path", parse_path(self.id_argument))
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +240,18 @@ class RepairConfig:
     remember_seconds: float = 900.0
 
 
+# How many elements of one array a call may have checked (bindings and rules over `[*]`), by default.
+DEFAULT_MAX_ELEMENTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Bounds on the work one call's arguments can ask of the checks (the policy's `limits`)."""
+
+    # Elements of one array checked per binding or rule; the rest are counted as not checked, never passed.
+    max_elements: int = DEFAULT_MAX_ELEMENTS
+
+
 @dataclass(frozen=True, slots=True)
 class AttentionConfig:
     """What makes a row of the on-call screen ask for attention, beyond a set or a source in trouble."""
@@ -296,3 +324,4 @@ class Policy:
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     assert_formats: bool = True  # `formats: assert` (the default) or `annotate`; a tool may say otherwise
     cohorts: CohortConfig = field(default_factory=CohortConfig)  # `models`: value checks split by model
+    limits: LimitsConfig = field(default_factory=LimitsConfig)

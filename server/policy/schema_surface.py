@@ -1,10 +1,11 @@
 """A tool schema's argument surface: each leaf argument, and what its JSON Schema alone constrains of its value.
 
 Nested objects are walked: a property of an object argument is its own leaf
-(`filters/since`), and so is a property of an array's object items
-(`lines/*/sku`), `*` standing for any index as the verdict's paths
-(`lines/0/sku`) do. An object argument whose properties are listed is not a
-leaf itself: its value is nothing but those properties. Local `$ref`s
+(`filters.since`), and so is a property of an array's object items
+(`lines[*].sku`), and an array's other items (`tags[*]`), in the notation of
+bindings (arg_paths.py), so that a leaf is the path a binding would name. An
+object argument whose properties are listed is not a leaf itself: its value
+is nothing but those properties. Local `$ref`s
 (`#/$defs/...`, as pydantic writes MCP schemas) are followed; a remote one is
 never fetched, and constrains nothing here.
 
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from argwatch.server.policy.arg_paths import format_path, join
 from argwatch.server.policy.schema_compile import FORMATS
 
 MAX_DEPTH = 4  # property names walked (an array's `*` is not one); a deeper object is one leaf, judged whole
@@ -84,7 +86,7 @@ def schema_surface(schema: Mapping[str, Any] | bool | None, assert_formats: bool
         return Surface()
     walk = _Walk(schema, assert_formats)
     for name, child in (_properties(_resolved(schema, schema)) or {}).items():
-        walk.walk(child, str(name), 1)
+        walk.walk(child, format_path([str(name)]), 1)
     return walk.surface
 
 
@@ -140,7 +142,9 @@ class _Walk:
                 children = _properties(resolved)
                 items = resolved.get("items")
                 if not children and isinstance(items, Mapping):
-                    children, inner = _properties(self.resolved(items)), f"{path}/*"
+                    children, inner = _properties(self.resolved(items)), f"{path}[*]"
+                    if not children:  # items of no listed properties: each one is the leaf (tags[*])
+                        path = inner
             if not children:
                 constraints, coverage = self.judgement(node)
                 surface.leaves[path] = SchemaLeaf(path, constraints, coverage)
@@ -150,7 +154,7 @@ class _Walk:
             return
         surface.containers.add(path)
         for name, child in children.items():  # past the budget, each is listed as TOO_COMPLEX all the same
-            self.walk(child, f"{inner}/{name}", depth + 1)
+            self.walk(child, join(inner, str(name)), depth + 1)
 
     def resolved(self, node: Mapping[str, Any]) -> Mapping[str, Any]:
         """_resolved, each $ref followed a node of the budget."""

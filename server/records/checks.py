@@ -10,19 +10,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, NamedTuple
 
-from argwatch.server.policy.model import Failure, RecordBinding, ToolPolicy
+from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, RecordBinding, ToolPolicy
 from argwatch.server.records.lookup_client import Lookup, RecordClient
-from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck
+from argwatch.server.verdict.arg_values import locate
+from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck, SkipReason
 from argwatch.server.verdict.set_checks import as_json_text
 
 
 class RecordOutcome(NamedTuple):
     problems: list[Problem]
     skipped: list[SkippedCheck]
-    found: dict[str, Mapping[str, Any]]  # binding name -> attributes, for records that exist
+    # binding name -> attributes, for records that exist and are the customer's; for a binding of many
+    # ids (`items[*].order_id`), the list of them in the call's order, present only when every one is.
+    found: dict[str, Any]
+
+
+class _Wanted(NamedTuple):
+    binding: RecordBinding
+    where: str  # the id's concrete path (`items[2].order_id`)
+    record_id: str
 
 
 async def check_records(
@@ -31,43 +39,100 @@ async def check_records(
     customer_id: str,
     clients: Mapping[str, RecordClient],
     deadline: float | None,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> RecordOutcome:
     outcome = RecordOutcome([], [], {})
-    wanted: list[tuple[RecordBinding, str]] = []
+    wanted: list[_Wanted] = []
+    incomplete: set[str] = set()  # many-id bindings with an id not judged found
     for binding in tool.records:
-        value = arguments.get(binding.id_argument)
-        # An id that cannot be looked up is a problem, never a check skipped in silence: the model
-        # writes it, and must not switch off an ownership check by sending a number or nothing.
-        unusable = _unusable_id(binding, value)
-        if unusable is not None:
-            outcome.problems.append(unusable)
-        else:
-            assert isinstance(value, str)
-            wanted.append((binding, value))
-    # Cache hits are answered in place; the rest go out together (one directly: gather's tasks
-    # cost a measurable share of a call for nothing when there is only one: docs/performance.md).
-    lookups: list[Lookup | None] = [clients[binding.source].cached(binding.kind, value) for binding, value in wanted]
-    missing = [index for index, lookup in enumerate(lookups) if lookup is None]
-    if len(missing) == 1:
-        binding, value = wanted[missing[0]]
-        lookups[missing[0]] = await clients[binding.source].lookup(binding.kind, value, deadline)
-    elif missing:
-        fetched = await asyncio.gather(
-            *(clients[wanted[i][0].source].lookup(wanted[i][0].kind, wanted[i][1], deadline) for i in missing)
-        )
-        for index, answer in zip(missing, fetched, strict=True):
-            lookups[index] = answer
-    for (binding, record_id), answered in zip(wanted, lookups, strict=True):
-        assert answered is not None
-        _judge(binding, record_id, answered, customer_id, outcome)
+        if not binding.id_path.nested:
+            _take(binding, binding.id_argument, arguments.get(binding.id_argument), wanted, outcome)
+            continue
+        located = locate(arguments, binding.id_path, max_elements)
+        problems_before = len(outcome.problems)
+        if binding.required:
+            outcome.problems.extend(_absent_id(binding, where) for where in located.missing)
+        for where, value, needed in located.misshapen:
+            outcome.problems.append(_misshapen_id(binding, where, value, needed))
+        for where, value in located.found:
+            _take(binding, where, value, wanted, outcome)
+        if located.unchecked:
+            incomplete.add(binding.name)
+            outcome.skipped.append(
+                SkippedCheck(
+                    binding.id_argument, f"record.{binding.name}", SkipReason.ELEMENTS_LIMIT, located.unchecked
+                )
+            )
+        if len(outcome.problems) > problems_before:
+            incomplete.add(binding.name)
+    answers = await _look_up(wanted, clients, deadline)
+    for one in wanted:
+        attributes = _judge(one, answers[one.binding.source, one.binding.kind, one.record_id], customer_id, outcome)
+        if not one.binding.id_path.in_arrays:
+            if attributes is not None:
+                outcome.found[one.binding.name] = attributes
+        elif attributes is None:
+            incomplete.add(one.binding.name)
+        elif one.binding.name not in incomplete:
+            outcome.found.setdefault(one.binding.name, []).append(attributes)
+    for binding in tool.records:
+        if binding.name in incomplete:
+            outcome.found.pop(binding.name, None)
+        elif binding.id_path.in_arrays:
+            outcome.found.setdefault(binding.name, [])  # no element: the rules see an empty list
     return outcome
+
+
+def _take(binding: RecordBinding, where: str, value: object, wanted: list[_Wanted], outcome: RecordOutcome) -> None:
+    """An id to look up, or (one that cannot be) a problem."""
+    # An id that cannot be looked up is a problem, never a check skipped in silence: the model
+    # writes it, and must not switch off an ownership check by sending a number or nothing.
+    unusable = _unusable_id(binding, where, value)
+    if unusable is not None:
+        outcome.problems.append(unusable)
+    else:
+        assert isinstance(value, str)
+        wanted.append(_Wanted(binding, where, value))
+
+
+async def _look_up(
+    wanted: list[_Wanted], clients: Mapping[str, RecordClient], deadline: float | None
+) -> dict[tuple[str, str, str], Lookup]:
+    """An answer for every (source, kind, id) wanted: cache hits in place, the rest of each source and
+    kind together in one batch (one look-up directly: gather's tasks cost a measurable share of a call for
+    nothing when there is only one: docs/performance.md)."""
+    answers: dict[tuple[str, str, str], Lookup] = {}
+    pending: dict[tuple[str, str], list[str]] = {}
+    for one in wanted:
+        key = (one.binding.source, one.binding.kind, one.record_id)
+        if key in answers or one.record_id in pending.get(key[:2], ()):
+            continue
+        hit = clients[key[0]].cached(key[1], key[2])
+        if hit is not None:
+            answers[key] = hit
+        else:
+            pending.setdefault(key[:2], []).append(one.record_id)
+    if len(pending) == 1:
+        (source, kind), ids = next(iter(pending.items()))
+        fetched = [await clients[source].lookup_many(kind, ids, deadline)]
+    elif pending:
+        fetched = list(
+            await asyncio.gather(
+                *(clients[source].lookup_many(kind, ids, deadline) for (source, kind), ids in pending.items())
+            )
+        )
+    else:
+        return answers
+    for ((source, kind), ids), lookups in zip(pending.items(), fetched, strict=True):
+        for record_id, lookup in zip(ids, lookups, strict=True):
+            answers[source, kind, record_id] = lookup
+    return answers
 
 
 MAX_ID_CHARS = 256  # ids are kept in the look-up cache: none longer than this is looked up
 
 
-def _unusable_id(binding: RecordBinding, value: object) -> Problem | None:
-    argument = binding.id_argument
+def _unusable_id(binding: RecordBinding, argument: str, value: object) -> Problem | None:
     where = f"record.{binding.name}"
     if value is None or value == "":
         return Problem(
@@ -98,9 +163,31 @@ def _unusable_id(binding: RecordBinding, value: object) -> Problem | None:
     return None
 
 
-def _judge(binding: RecordBinding, record_id: str, lookup: Lookup, customer_id: str, outcome: RecordOutcome) -> None:
+def _absent_id(binding: RecordBinding, where: str) -> Problem:
+    return Problem(
+        ProblemCode.MISSING_REQUIRED,
+        f"{where}: required, missing (the {binding.kind} it names is checked)",
+        argument=where,
+        value_set=f"record.{binding.name}",
+        expected=f"the id of a {binding.kind}, a string",
+    )
+
+
+def _misshapen_id(binding: RecordBinding, where: str, value: object, needed: str) -> Problem:
+    return Problem(
+        ProblemCode.WRONG_TYPE,
+        f"{where}: expected {needed} holding {binding.id_argument}, got {as_json_text(value, 80)}",
+        argument=where,
+        value_set=f"record.{binding.name}",
+        value=as_json_text(value),
+        expected=needed,
+    )
+
+
+def _judge(one: _Wanted, lookup: Lookup, customer_id: str, outcome: RecordOutcome) -> Mapping[str, Any] | None:
+    """The record's attributes if it exists and is the customer's; None, with the problem or skipped check."""
+    binding, record_id, argument = one.binding, one.record_id, one.where
     shown = as_json_text(record_id)
-    argument = binding.id_argument
     if not lookup.available:
         if binding.failure is Failure.CLOSED:
             outcome.problems.append(
@@ -113,12 +200,12 @@ def _judge(binding: RecordBinding, record_id: str, lookup: Lookup, customer_id: 
                     value=shown,
                 )
             )
-        else:
-            outcome.skipped.append(SkippedCheck(argument, f"record.{binding.name}"))
-        return
+        elif (skipped := SkippedCheck(binding.id_argument, f"record.{binding.name}")) not in outcome.skipped:
+            outcome.skipped.append(skipped)  # one per binding: one source down is one check not run
+        return None
     if not lookup.found:
-        outcome.problems.append(_not_found(binding, shown))
-        return
+        outcome.problems.append(_not_found(binding, shown, argument))
+        return None
     owner = binding.owner_attribute
     if owner and str(lookup.attributes.get(owner, "")) != customer_id:
         outcome.problems.append(
@@ -130,16 +217,16 @@ def _judge(binding: RecordBinding, record_id: str, lookup: Lookup, customer_id: 
                 value=shown,
             )
         )
-        return
-    outcome.found[binding.name] = lookup.attributes
+        return None
+    return lookup.attributes
 
 
-def _not_found(binding: RecordBinding, shown: str) -> Problem:
+def _not_found(binding: RecordBinding, shown: str, argument: str) -> Problem:
     look_up = f"; look it up first with {binding.lookup_tool}" if binding.lookup_tool else ""
     return Problem(
         ProblemCode.NOT_FOUND,
-        f"{binding.id_argument}: no {binding.kind} {shown} exists{look_up}",
-        argument=binding.id_argument,
+        f"{argument}: no {binding.kind} {shown} exists{look_up}",
+        argument=argument,
         value_set=f"record.{binding.name}",
         value=shown,
     )
@@ -151,4 +238,4 @@ def concealed_owner(binding: RecordBinding, problem: Problem) -> Problem:
     drives it, cannot probe which ids exist for other customers."""
     if problem.code is not ProblemCode.NOT_OWNED:
         return problem
-    return replace(_not_found(binding, problem.value), argument=problem.argument)
+    return _not_found(binding, problem.value, problem.argument)

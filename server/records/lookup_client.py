@@ -2,14 +2,16 @@
 
 A look-up answers found (with the record's attributes), not found, or
 unavailable (the source failed or was too slow). All look-ups of one call run
-concurrently, each bounded by its source's timeout and the call's deadline.
+concurrently, each bounded by its source's timeout and the call's deadline;
+the ids of one kind a call names together (`items[*].order_id`) go in one
+LookupBatch, or one Lookup each from a source without it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import grpc
@@ -48,6 +50,7 @@ class RecordClient:
         self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls), options=QUICK_RECONNECT_OPTIONS)
         self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
         self._ttl = ttl
+        self._batch_unimplemented = False
         # Bounded: ids are model-written and may be endless.
         self._cache: TtlStore[tuple[str, str]] = TtlStore(monotonic, max_entries=100_000, on_evict=on_evict)
 
@@ -62,11 +65,7 @@ class RecordClient:
         cached: Lookup | None = self._cache.get(key)
         if cached is not None:
             return cached
-        timeout = self._config.timeout_seconds
-        if deadline is not None:
-            # Shorter than the caller's own deadline: a look-up that runs out must leave the gateway
-            # time to answer with a verdict (the check unavailable), not let the caller's call expire.
-            timeout = min(timeout, deadline - answer_margin(deadline))
+        timeout = self._timeout(deadline)
         if timeout <= 0:
             return Lookup(False, {}, "no time left in the call's deadline")
         try:
@@ -75,7 +74,56 @@ class RecordClient:
             return Lookup(False, {}, f"{self._config.target} Lookup: {error.code().name}")
         except asyncio.CancelledError:
             raise
-        attributes = {key: _integral(value) for key, value in struct_to_dict(response.attributes).items()}
+        return self._kept(key, response)
+
+    async def lookup_many(self, kind: str, record_ids: Sequence[str], deadline: float | None) -> list[Lookup]:
+        """The records of `record_ids` (distinct) in one round trip (LookupBatch), or one Lookup each,
+        concurrently, from a source that does not implement it; in the order asked."""
+        if len(record_ids) == 1:
+            return [await self.lookup(kind, record_ids[0], deadline)]
+        if self._batch_unimplemented:
+            return list(await asyncio.gather(*(self.lookup(kind, one, deadline) for one in record_ids)))
+        answers: list[Lookup | None] = [self._cache.get((kind, one)) for one in record_ids]
+        asked = [one for one, answer in zip(record_ids, answers, strict=True) if answer is None]
+        if not asked:
+            return [answer for answer in answers if answer is not None]
+        timeout = self._timeout(deadline)
+        if timeout <= 0:
+            fetched = [Lookup(False, {}, "no time left in the call's deadline")] * len(asked)
+        else:
+            try:
+                response = await self._stub.LookupBatch(
+                    sources_pb2.LookupBatchRequest(kind=kind, ids=asked), timeout=timeout
+                )
+            except grpc.aio.AioRpcError as error:
+                if error.code() is grpc.StatusCode.UNIMPLEMENTED:
+                    self._batch_unimplemented = True  # an owner without it: asked one id at a time from now on
+                    return await self.lookup_many(kind, record_ids, deadline)
+                fetched = [Lookup(False, {}, f"{self._config.target} LookupBatch: {error.code().name}")] * len(asked)
+            else:
+                if len(response.records) != len(asked):  # which answer is whose cannot be known: none is used
+                    error_text = (
+                        f"{self._config.target} LookupBatch: {len(response.records)} answers to {len(asked)} ids"
+                    )
+                    fetched = [Lookup(False, {}, error_text)] * len(asked)
+                else:
+                    fetched = [
+                        self._kept((kind, one), record) for one, record in zip(asked, response.records, strict=True)
+                    ]
+        rest = iter(fetched)
+        return [answer if answer is not None else next(rest) for answer in answers]
+
+    def _timeout(self, deadline: float | None) -> float:
+        timeout = self._config.timeout_seconds
+        if deadline is not None:
+            # Shorter than the caller's own deadline: a look-up that runs out must leave the gateway
+            # time to answer with a verdict (the check unavailable), not let the caller's call expire.
+            timeout = min(timeout, deadline - answer_margin(deadline))
+        return timeout
+
+    def _kept(self, key: tuple[str, str], response: sources_pb2.LookupResponse) -> Lookup:
+        """A source's answer as a Lookup, cached for the TTL."""
+        attributes = {name: _integral(value) for name, value in struct_to_dict(response.attributes).items()}
         found = Lookup(response.found, attributes if response.found else {})
         self._cache.set(key, found, ttl=self._ttl)
         return found

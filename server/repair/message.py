@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
+from argwatch.server.policy.arg_paths import pattern_of
 from argwatch.server.policy.model import Disclosure, Policy, RepairConfig
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.snapshot import ValueSetSnapshot
@@ -118,8 +119,10 @@ def build_advice(
         elif problem.code in _OFFERS_VALUES and snapshot is not None:
             legal = legal_values_for(problem, snapshot, config, disclose)
             offered.append(legal)
-            lines.append(f"  {_render_legal(legal)}")
-        binding = bindings.get(problem.argument)
+            rendered = f"  {_render_legal(legal)}"
+            # Many elements of one array from one set: its values once, not once per element.
+            lines.append(rendered if rendered not in lines else "  Its valid values are listed above.")
+        binding = bindings.get(problem.argument) or bindings.get(pattern_of(problem.argument))
         if binding is not None and binding.hint and binding.hint not in hints:
             hints.append(binding.hint)
     if more_problems:

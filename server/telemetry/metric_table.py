@@ -318,6 +318,13 @@ METRICS: tuple[MetricSpec, ...] = (
         labels=("tool", "rule"),
     ),
     MetricSpec(
+        "elements_unchecked",
+        Kind.COUNTER,
+        "argwatch_elements_unchecked",
+        "Array elements past the policy's limits.max_elements, not checked (each call lists a skipped check).",
+        labels=("tool", "argument"),
+    ),
+    MetricSpec(
         "stale_downgrades",
         Kind.COUNTER,
         "argwatch_stale_downgrades",

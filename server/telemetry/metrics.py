@@ -109,6 +109,7 @@ class GatewayMetrics:
     stale_checks: Counter
     admin_refused: Counter
     rule_errors: Counter
+    elements_unchecked: Counter
     stale_downgrades: Counter
     validate_seconds: TallyHistogram
     mode_store: Gauge
@@ -270,6 +271,9 @@ class GatewayMetrics:
 
     def admin_call_refused(self, method: str, reason: str) -> None:
         self._child(self.admin_refused, method, reason).inc()
+
+    def elements_not_checked(self, tool: str, argument: str, count: int) -> None:
+        self._child(self.elements_unchecked, tool, argument).inc(count)
 
     def rule_error(self, tool: str, rule: str) -> None:
         self._child(self.rule_errors, tool, rule).inc()

@@ -66,12 +66,22 @@ class Problem:
     expected: str = ""  # what the argument takes, in words ("an integer", "at most 5000"); "" if nothing more
 
 
+class SkipReason(enum.Enum):
+    """Why a check did not run."""
+
+    UNAVAILABLE = "unavailable"  # its set or record could not be read, or its rule evaluated (on_error: open)
+    ELEMENTS_LIMIT = "elements_limit"  # elements past the policy's limits.max_elements
+
+
 class SkippedCheck(NamedTuple):
-    """A check that failed open: its value set or record could not be read, or (where the policy says
-    `on_error: open`) its rule could not be evaluated on this call's values."""
+    """A check that did not run, listed and counted, never a pass: it failed open (its value set or record
+    could not be read, or, where the policy says `on_error: open`, its rule could not be evaluated on this
+    call's values), or its array had more elements than the policy checks (`unchecked` of them not checked)."""
 
     argument: str
     value_set: str
+    reason: SkipReason = SkipReason.UNAVAILABLE
+    unchecked: int = 0
 
 
 class ValueCheck(NamedTuple):

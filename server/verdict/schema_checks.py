@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from argwatch.server.policy.arg_paths import format_path
 from argwatch.server.policy.schema_compile import CompiledSchema
 from argwatch.server.verdict.findings import Problem, ProblemCode
 
@@ -75,7 +76,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
     missing_seen: set[str] = set()  # jsonschema raises one `required` error per missing name, each naming all
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
         code = _CODES.get(str(error.validator), ProblemCode.OUT_OF_RANGE)
-        path = [str(part) for part in error.absolute_path]
+        path = list(error.absolute_path)
         if error.validator is None or (error.validator == "not" and error.validator_value == {}):
             # A `false` schema: nothing is valid there. Under an object's key, the key is one not to send.
             in_object = bool(error.absolute_path) and isinstance(error.absolute_path[-1], str)
@@ -83,7 +84,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
             continue
         if code is ProblemCode.MISSING_REQUIRED:
             for name in _missing(error):
-                argument = "/".join([*path, name])
+                argument = format_path([*path, name])
                 if argument not in missing_seen:
                     missing_seen.add(argument)
                     problems.append(Problem(code, f"{argument}: required, missing", argument=argument))
@@ -91,7 +92,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
         if code is ProblemCode.UNEXPECTED_ARGUMENT:
             instance = error.instance if isinstance(error.instance, dict) else {}
             for name in _unexpected(error):
-                argument = "/".join([*path, name])
+                argument = format_path([*path, name])
                 problems.append(
                     Problem(
                         code,
@@ -101,7 +102,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
                     )
                 )
             continue
-        argument = "/".join(path)
+        argument = format_path(path)
         problems.append(
             Problem(
                 code,
@@ -114,7 +115,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
     return problems
 
 
-def _refused_by_false(path: list[str], instance: object, in_object: bool) -> Problem:
+def _refused_by_false(path: list[str | int], instance: object, in_object: bool) -> Problem:
     from argwatch.server.verdict.set_checks import as_json_text
 
     if not path:  # the tool's whole schema is `false`
@@ -123,7 +124,7 @@ def _refused_by_false(path: list[str], instance: object, in_object: bool) -> Pro
             "arguments: this tool's schema is false, so no call of it is valid",
             expected="no call: the tool takes none",
         )
-    argument = "/".join(path)
+    argument = format_path(path)
     return Problem(
         ProblemCode.UNEXPECTED_ARGUMENT if in_object else ProblemCode.OUT_OF_RANGE,
         f"{argument}: not allowed (its schema is false)",

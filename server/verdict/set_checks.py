@@ -16,11 +16,20 @@ from typing import NamedTuple, cast
 
 import orjson
 
-from argwatch.server.policy.model import ArgumentBinding, Failure, ToolPolicy
+from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, ArgumentBinding, Failure, ToolPolicy
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.scoped import scope_key, usable_scope, value_of, within_scope
 from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot, member_key
-from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkippedCheck, ValueCheck
+from argwatch.server.verdict.arg_values import locate
+from argwatch.server.verdict.findings import (
+    CheckResult,
+    Problem,
+    ProblemCode,
+    Shape,
+    SkippedCheck,
+    SkipReason,
+    ValueCheck,
+)
 from argwatch.server.verdict.tool_call import json_kind
 
 MAX_VALUE_CHARS = 200
@@ -36,12 +45,16 @@ class MembersPlan(NamedTuple):
 
     bindings: tuple[tuple[str, str, str], ...]  # (argument, value set, scope field or ""), in policy order
     checks: tuple[ValueCheck, ...]  # what check_arguments reports when every value is in its set
+    # Whether every binding names a top-level argument: a path into one is judged by check_arguments
+    # (never looked up as a key: a model could send a key named "items[*].sku").
+    top_level: bool = True
 
 
 def members_plan(tool: ToolPolicy) -> MembersPlan:
     return MembersPlan(
         tuple((binding.name, binding.value_set, binding.scope) for binding in tool.arguments),
         tuple(ValueCheck(binding.name, binding.value_set, True, True) for binding in tool.arguments),
+        not any(binding.path.nested for binding in tool.arguments),
     )
 
 
@@ -54,6 +67,8 @@ def all_in_sets(
     """check_arguments' result when every bound value is present and in its set, built from `plan`
     (no per-argument objects); None otherwise, and check_arguments then says what is wrong.
     `readings` must hold the tool's sets in order of first binding, as the validator builds it."""
+    if not plan.top_level:
+        return None
     for argument, value_set, scope in plan.bindings:
         reading = readings[value_set]
         value = arguments.get(argument)
@@ -76,9 +91,10 @@ def check_arguments(
     readings: Mapping[str, SetReading | None],
     failures: Mapping[str, Failure],
     undisclosed: frozenset[str] = frozenset(),
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
     session: Mapping[str, str] = NO_SESSION,
 ) -> CheckResult:
-    """Checks every bound argument of `tool`.
+    """Checks every bound argument of `tool`: each value its path names, at most `max_elements` a binding.
 
     `readings` maps each bound set to its reading, or None when it is
     unavailable; `failures` says per set whether that fails open or closed.
@@ -86,45 +102,86 @@ def check_arguments(
     No member of a set in `undisclosed` (`disclose: none`) is written into a problem.
     A set scoped by a session field is judged within the scope `session` gives for that field only.
     """
-    problems: list[Problem] = []
-    skipped: list[SkippedCheck] = []
-    value_checks: list[ValueCheck] = []
-    used: list[SetReading] = []
+    found = _Found([], [], [], [])
     for binding in tool.arguments:
-        value = arguments.get(binding.name, _MISSING)
-        if value is _MISSING:
-            if binding.required:
-                problems.append(_missing(binding))
-            continue
-        reading = readings.get(binding.value_set)
-        if reading is not None and reading.snapshot.scoped is not bool(binding.scope):
-            reading = None  # a copy scoped otherwise than the policy binds it is no copy to judge by
-        if reading is None:
-            if failures.get(binding.value_set, Failure.OPEN) is Failure.CLOSED:
-                problems.append(_unavailable(binding, value))
-            else:
-                skipped.append(SkippedCheck(binding.name, binding.value_set))
-            continue
-        if reading not in used:
-            used.append(reading)
-        snapshot = reading.snapshot
-        if not isinstance(value, str):
-            value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
-            problems.append(_wrong_type(binding, value))
-            continue
         scope = session.get(binding.scope, "") if binding.scope else ""
-        if binding.scope and not usable_scope(scope):
-            problems.append(_missing_scope(binding))
+        if not binding.path.nested:
+            value = arguments.get(binding.name, _MISSING)
+            if value is _MISSING:
+                if binding.required:
+                    found.problems.append(_missing(binding, binding.name))
+                continue
+            _check_value(binding, binding.name, value, readings, failures, undisclosed, found, scope)
             continue
-        if member_key(snapshot, value, scope) in snapshot.members:
-            value_checks.append(ValueCheck(binding.name, binding.value_set, True, True))
-            continue
-        rule = binding.normalisation
-        in_set_normalised = member_key(snapshot, normaliser(rule)(value), scope) in snapshot.index_for(rule)
-        value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
-        hidden = binding.value_set in undisclosed
-        problems.append(_out_of_set(binding, value, snapshot, in_set_normalised, hidden, scope))
-    return CheckResult(tuple(problems), tuple(skipped), tuple(value_checks), tuple(used))
+        located = locate(arguments, binding.path, max_elements)
+        if binding.required:
+            found.problems.extend(_missing(binding, where) for where in located.missing)
+        found.problems.extend(_misshapen(binding, where, value, needed) for where, value, needed in located.misshapen)
+        if located.found and _reading(binding, readings) is None:
+            # One set that cannot be read is one fault, however many elements it leaves unchecked.
+            _check_value(binding, binding.name, located.found[0][1], readings, failures, undisclosed, found, scope)
+        else:
+            for where, value in located.found:
+                _check_value(binding, where, value, readings, failures, undisclosed, found, scope)
+        if located.unchecked:
+            found.skipped.append(
+                SkippedCheck(binding.name, binding.value_set, SkipReason.ELEMENTS_LIMIT, located.unchecked)
+            )
+    return CheckResult(tuple(found.problems), tuple(found.skipped), tuple(found.value_checks), tuple(found.used))
+
+
+class _Found(NamedTuple):
+    problems: list[Problem]
+    skipped: list[SkippedCheck]
+    value_checks: list[ValueCheck]
+    used: list[SetReading]
+
+
+def _check_value(
+    binding: ArgumentBinding,
+    where: str,
+    value: object,
+    readings: Mapping[str, SetReading | None],
+    failures: Mapping[str, Failure],
+    undisclosed: frozenset[str],
+    found: _Found,
+    scope: str = "",
+) -> None:
+    """One value of `binding` (at concrete path `where`) against its set; value checks count under the
+    binding's pattern, problems name `where`. A scoped set's within `scope`, the call's."""
+    reading = _reading(binding, readings)
+    if reading is None:
+        if failures.get(binding.value_set, Failure.OPEN) is Failure.CLOSED:
+            found.problems.append(_unavailable(binding, where, value))
+        else:
+            found.skipped.append(SkippedCheck(binding.name, binding.value_set))
+        return
+    if reading not in found.used:
+        found.used.append(reading)
+    snapshot = reading.snapshot
+    if not isinstance(value, str):
+        found.value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
+        found.problems.append(_wrong_type(binding, where, value))
+        return
+    if binding.scope and not usable_scope(scope):
+        if (missing := _missing_scope(binding)) not in found.problems:  # one per binding, however many elements
+            found.problems.append(missing)
+        return
+    if member_key(snapshot, value, scope) in snapshot.members:
+        found.value_checks.append(ValueCheck(binding.name, binding.value_set, True, True))
+        return
+    rule = binding.normalisation
+    in_set_normalised = member_key(snapshot, normaliser(rule)(value), scope) in snapshot.index_for(rule)
+    found.value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
+    hidden = binding.value_set in undisclosed
+    found.problems.append(_out_of_set(binding, where, value, snapshot, in_set_normalised, hidden, scope))
+
+
+def _reading(binding: ArgumentBinding, readings: Mapping[str, SetReading | None]) -> SetReading | None:
+    """The binding's reading; None also for a copy scoped otherwise than the policy binds it (no copy to judge
+    by: a key in a global set would be a value a call could send to pass)."""
+    reading = readings.get(binding.value_set)
+    return reading if reading is None or reading.snapshot.scoped is bool(binding.scope) else None
 
 
 def classify_shape(value: str, snapshot: ValueSetSnapshot, scope: str = "") -> tuple[Shape, str]:
@@ -185,6 +242,7 @@ def _shallow_json(value: object, limit: int, depth: int = 0) -> str:
 
 def _out_of_set(
     binding: ArgumentBinding,
+    where: str,
     value: str,
     snapshot: ValueSetSnapshot,
     in_set_normalised: bool,
@@ -195,31 +253,30 @@ def _out_of_set(
     shown = as_json_text(value)
     if shape is Shape.OTHER_SCOPE and binding.reveal_other_scopes:
         who = _SCOPE_WORDS.get(binding.scope, binding.scope)
-        message = f"{binding.name}: {shown} is not in {binding.value_set} for this {who}: it is another {who}'s"
+        message = f"{where}: {shown} is not in {binding.value_set} for this {who}: it is another {who}'s"
     elif shape is Shape.OTHER_SCOPE:
         # Word for word an invented value's message: the caller is not told that another scope holds it (the
         # validator shows the shape as INVENTED too; the counts keep OTHER_SCOPE).
-        message = f"{binding.name}: {shown} is not in {binding.value_set}"
+        message = f"{where}: {shown} is not in {binding.value_set}"
     elif undisclosed:
         # The shape is kept for the counts (the validator hides it from the caller: see `undisclosed`); the
         # message says neither the member the value slipped from nor that there is one.
         suggestion = ""
-        message = f"{binding.name}: {shown} is not in {binding.value_set}"
+        message = f"{where}: {shown} is not in {binding.value_set}"
     elif suggestion:
         message = (
-            f"{binding.name}: {shown} is not in {binding.value_set} as written "
+            f"{where}: {shown} is not in {binding.value_set} as written "
             f"({shape.value}); the legal value is {as_json_text(suggestion)}"
         )
     elif shape is Shape.RETIRED:
-        note = retirement_note(value, snapshot, scope)
-        message = f"{binding.name}: {shown} was retired from {binding.value_set}{note}"
+        message = f"{where}: {shown} was retired from {binding.value_set}{retirement_note(value, snapshot, scope)}"
         suggestion = _replacement(value, snapshot, scope)
     else:
-        message = f"{binding.name}: {shown} is not in {binding.value_set}"
+        message = f"{where}: {shown} is not in {binding.value_set}"
     return Problem(
         code=ProblemCode.OUT_OF_SET,
         message=message,
-        argument=binding.name,
+        argument=where,
         value_set=binding.value_set,
         shape=shape,
         value=shown,
@@ -269,7 +326,8 @@ def _replacement(value: str, snapshot: ValueSetSnapshot, scope: str = "") -> str
 
 
 def _missing_scope(binding: ArgumentBinding) -> Problem:
-    # No value: the model wrote nothing wrong (it is no offender, and nothing of it is sampled).
+    # No value: the model wrote nothing wrong (it is no offender, and nothing of it is sampled). Named by the
+    # binding's pattern: one problem however many elements it leaves unjudged.
     who = _SCOPE_WORDS.get(binding.scope, binding.scope)
     return Problem(
         code=ProblemCode.MISSING_SCOPE,
@@ -282,32 +340,44 @@ def _missing_scope(binding: ArgumentBinding) -> Problem:
     )
 
 
-def _missing(binding: ArgumentBinding) -> Problem:
+def _missing(binding: ArgumentBinding, where: str) -> Problem:
     return Problem(
         code=ProblemCode.MISSING_REQUIRED,
-        message=f"{binding.name}: required, missing; expected a value from {binding.value_set}",
-        argument=binding.name,
+        message=f"{where}: required, missing; expected a value from {binding.value_set}",
+        argument=where,
         value_set=binding.value_set,
     )
 
 
-def _wrong_type(binding: ArgumentBinding, value: object) -> Problem:
+def _misshapen(binding: ArgumentBinding, where: str, value: object, needed: str) -> Problem:
+    """A value where the binding's path goes on (an object's key, an array's elements) that cannot hold it."""
+    return Problem(
+        code=ProblemCode.WRONG_TYPE,
+        message=f"{where}: expected {needed} holding {binding.name}, got {_json_type(value)}",
+        argument=where,
+        value_set=binding.value_set,
+        value=as_json_text(value),
+        expected=needed,
+    )
+
+
+def _wrong_type(binding: ArgumentBinding, where: str, value: object) -> Problem:
     kind = _json_type(value)
     return Problem(
         code=ProblemCode.WRONG_TYPE,
-        message=f"{binding.name}: expected a string from {binding.value_set}, got {kind}",
-        argument=binding.name,
+        message=f"{where}: expected a string from {binding.value_set}, got {kind}",
+        argument=where,
         value_set=binding.value_set,
         value=as_json_text(value),
         expected=f"a string from {binding.value_set}",
     )
 
 
-def _unavailable(binding: ArgumentBinding, value: object) -> Problem:
+def _unavailable(binding: ArgumentBinding, where: str, value: object) -> Problem:
     return Problem(
         code=ProblemCode.CHECK_UNAVAILABLE,
-        message=(f"{binding.name}: {binding.value_set} could not be read and this check fails closed"),
-        argument=binding.name,
+        message=(f"{where}: {binding.value_set} could not be read and this check fails closed"),
+        argument=where,
         value_set=binding.value_set,
         value=as_json_text(value),
     )

@@ -142,10 +142,10 @@ def test_every_argument_of_every_tool_with_what_constrains_it(policy: Policy) ->
         ("due", C, ("type:string", "format:date")),
         ("body", T, ("type:string", "length")),
         ("urgent", E, ("type:boolean",)),  # a boolean's type enumerates its two values
-        ("filters/since", C, ("type:string", "format:date")),  # an object argument is its properties
-        ("filters/team_code", T, ("type:string",)),
-        ("lines/*/sku", T, ("type:string",)),  # an array's object items, through a local $ref
-        ("lines/*/qty", C, ("type:integer", "range")),
+        ("filters.since", C, ("type:string", "format:date")),  # an object argument is its properties
+        ("filters.team_code", T, ("type:string",)),
+        ("lines[*].sku", T, ("type:string",)),  # an array's object items, through a local $ref
+        ("lines[*].qty", C, ("type:integer", "range")),
         ("order_id", T, ("type:string",)),
         ("metadata", U, ()),
     ]
@@ -193,12 +193,11 @@ def test_unbound_arguments_that_look_enumerable_are_suggested_by_name(policy: Po
             "record",
             "its name ends in _id: an id names a record, and no record binding looks it up",
         ),
-        Suggestion(  # nested: bindings name top-level arguments, so the schema's enum is the way
+        Suggestion(  # nested: a binding names it by its path
             "create_ticket",
-            "filters/team_code",
-            "enum",
-            "its name ends in _code: such values come from a set, and none is bound; "
-            "nested, so no value-set binding can name it: list its values as an enum in the schema",
+            "filters.team_code",
+            "value_set",
+            "its name ends in _code: such values come from a set, and none is bound",
         ),
         Suggestion(
             "create_ticket",
@@ -214,7 +213,7 @@ def test_few_distinct_sampled_values_suggest_a_set_and_too_few_samples_or_too_ma
 ) -> None:
     samples = {
         ("create_ticket", "body"): SampledValues(12, 2, ('"call me"', '"refund please"')),
-        ("create_ticket", "lines/*/sku"): SampledValues(9, 2, ('"A"', '"B"')),  # too few samples
+        ("create_ticket", "lines[*].sku"): SampledValues(9, 2, ('"A"', '"B"')),  # too few samples
         ("refund_order", "note"): SampledValues(40, 6, tuple(f'"n{i}"' for i in range(6))),  # too many values
         ("create_ticket", "metadata"): SampledValues(30, 3, ('"x"', '"y"', '"z"'), complete=False),
         ("create_ticket", "order_id"): SampledValues(20, 4, ('"1"', '"2"', '"3"', '"4"')),
@@ -230,7 +229,7 @@ def test_few_distinct_sampled_values_suggest_a_set_and_too_few_samples_or_too_ma
         "its name ends in _id: an id names a record, and no record binding looks it up; "
         '20 values sampled, 4 distinct ("1", "2", "3", and 1 more): the model writes it from a small vocabulary'
     )
-    assert ("create_ticket", "lines/*/sku") not in suggested
+    assert ("create_ticket", "lines[*].sku") not in suggested
     assert ("refund_order", "note") not in suggested
     assert ("create_ticket", "metadata") not in suggested  # the table overflowed: distinct is only a floor
 
@@ -266,8 +265,8 @@ def test_rules_count_for_the_paths_they_read_and_annotated_formats_check_nothing
     policy = load_policy(write_policy(tmp_path, RULES_AND_FORMATS))
     (tool,) = policy_coverage(policy).tools
     assert tool.arguments == (
-        ArgumentCoverage("window/since", C, ("type:string", "rule:ordered")),  # format: annotate -> not listed
-        ArgumentCoverage("window/until", C, ("type:string", "rule:ordered")),
+        ArgumentCoverage("window.since", C, ("type:string", "rule:ordered")),  # format: annotate -> not listed
+        ArgumentCoverage("window.until", C, ("type:string", "rule:ordered")),
         ArgumentCoverage("seats", C, ("type:integer", "rule:few_seats")),
         ArgumentCoverage("tag", T, ("enum", "type:string")),  # anyOf: the weakest branch counts
         ArgumentCoverage("mode", E, ("type:string", "enum")),  # allOf: the strongest
@@ -292,14 +291,14 @@ def test_suggestions_and_listed_rows_are_bounded(tmp_path: Path) -> None:
 
 def test_a_sampled_log_is_read_per_tool_and_argument_with_indices_as_stars() -> None:
     lines = [
-        '{"tool": "t", "argument": "lines/0/sku", "value": "\\"A\\""}',
-        '{"tool": "t", "argument": "lines/12/sku", "value": "\\"A\\""}',
-        '{"tool": "t", "argument": "lines/3/sku", "value": "\\"B\\""}',
+        '{"tool": "t", "argument": "lines[0].sku", "value": "\\"A\\""}',
+        '{"tool": "t", "argument": "lines[12].sku", "value": "\\"A\\""}',
+        '{"tool": "t", "argument": "lines[3].sku", "value": "\\"B\\""}',
         "not json",
         '{"tool": "t", "argument": "x"}',
         "",
     ]
-    assert sampled_from_log(lines) == {("t", "lines/*/sku"): SampledValues(3, 2, ('"A"', '"B"'))}
+    assert sampled_from_log(lines) == {("t", "lines[*].sku"): SampledValues(3, 2, ('"A"', '"B"'))}
 
 
 def command_args(**given: object) -> argparse.Namespace:
@@ -322,7 +321,7 @@ def test_the_offline_command_prints_the_table_and_the_json(tmp_path: Path, capsy
     )
     assert "refund_order: 3 of 5 covered (60.0%)" in out
     assert "get_refund_status: no argument named; arguments it does not name pass unchecked (no schema)" in out
-    assert "  filters/team_code  typed          type:string" in out
+    assert "  filters.team_code  typed          type:string" in out
     assert "suggested bindings: 5" in out
     assert (
         '  create_ticket.body (value_set): 10 values sampled, 2 distinct ("v0", "v1"): '
@@ -516,8 +515,8 @@ def test_paths_go_four_property_names_deep_and_an_array_index_is_not_one(tmp_pat
            n: {type: array, items: {type: object, properties: {o: {type: integer}}}}}}}}}}
     """
     surface, _ = surface_of(tmp_path, textwrap.dedent(schema))
-    assert list(surface.leaves) == ["a/b/c/d", "l/*/m/*/n/*/o"]
-    assert surface.leaves["a/b/c/d"].constraints == ("type:object",)  # the fourth name is a leaf, judged whole
+    assert list(surface.leaves) == ["a.b.c.d", "l[*].m[*].n[*].o"]
+    assert surface.leaves["a.b.c.d"].constraints == ("type:object",)  # the fourth name is a leaf, judged whole
 
 
 def test_the_documented_bounds_are_the_codes() -> None:

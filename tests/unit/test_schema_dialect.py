@@ -53,7 +53,7 @@ def test_a_false_subschema_names_the_argument_not_to_send() -> None:
     # jsonschema reports a nested `false` without a path; argwatch names where it stands.
     assert problems(loaded, "no_notes", {"order_id": "o1", "internal_note": "x", "lines": ["a", "b"]}) == [
         (ProblemCode.UNEXPECTED_ARGUMENT, "internal_note"),
-        (ProblemCode.OUT_OF_RANGE, "lines/1"),
+        (ProblemCode.OUT_OF_RANGE, "lines[1]"),
     ]
 
 
