@@ -122,3 +122,18 @@ def test_another_customers_record_reads_to_the_caller_as_one_that_does_not_exist
     assert shown.message == 'order_id: no order "ord_9" exists; look it up first with find'
     other = Problem(ProblemCode.NOT_FOUND, "x", argument="order_id", value_set="record.order")
     assert concealed_owner(binding, other) is other
+
+
+def test_each_element_of_an_array_is_judged_within_the_scope_and_no_scope_is_one_problem() -> None:
+    binding = ArgumentBinding("payments[*].method", SET, Normalisation(), scope="customer_id")
+    scoped_tool = ToolPolicy(name="split_payment", mode=Mode.REJECT, arguments=(binding,))
+    arguments = {"payments": [{"method": "pm_visa_4242"}, {"method": "pm_amex_0005"}, {"method": "pm_sepa_0001"}]}
+
+    def judged(customer: str) -> list[tuple[ProblemCode, str, Shape]]:
+        result = check_arguments(
+            scoped_tool, arguments, {SET: reading()}, {SET: Failure.OPEN}, session={"customer_id": customer}
+        )
+        return [(p.code, p.argument, p.shape) for p in result.problems]
+
+    assert judged("cus_a") == [(ProblemCode.OUT_OF_SET, "payments[1].method", Shape.OTHER_SCOPE)]
+    assert judged("") == [(ProblemCode.MISSING_SCOPE, "payments[*].method", Shape.NONE)]
