@@ -141,6 +141,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/refresh.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/scoped_memory.py
 	$(BIN)/python bench/status_tui.py
 	$(BIN)/python bench/mode_propagation.py
 	$(BIN)/python bench/metrics_flood.py

@@ -25,9 +25,10 @@ ProblemCode = Literal[
     "RULE_FAILED",
     "REPEATED_CALL",
     "RULE_NOT_EVALUATED",
+    "MISSING_SCOPE",
 ]
 """What kind of problem a Problem is: gateway.proto's ProblemCode, less its prefix."""
-Shape = Literal["UNSPECIFIED", "CASE", "SEPARATOR", "RETIRED", "INVENTED"]
+Shape = Literal["UNSPECIFIED", "CASE", "SEPARATOR", "RETIRED", "INVENTED", "OTHER_SCOPE"]
 """Why a value missed its set (for OUT_OF_SET): gateway.proto's Shape, less its prefix."""
 
 CallOutcome = Literal["succeeded", "failed", "unknown"]

@@ -7,18 +7,20 @@ policy does not know is recorded as `_unknown`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, top_of
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
-from argwatch.server.records.checks import check_records
+from argwatch.server.records.checks import check_records, concealed_owner
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
 from argwatch.server.repair.tracker import NoRepairTracking, RepairTracking
-from argwatch.server.sets.snapshot import SetReading
+from argwatch.server.sets.scoped import usable_scope
+from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot
 from argwatch.server.state.call_scope import CallRef, conversation_scope
 from argwatch.server.state.operations import NoOperations, Operations, operation_key
 from argwatch.server.telemetry.metrics import (
@@ -37,9 +39,11 @@ from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, S
 from argwatch.server.verdict.rule_checks import check_rules
 from argwatch.server.verdict.schema_checks import schema_problems
 from argwatch.server.verdict.set_checks import (
+    NO_SESSION,
     all_in_sets,
     as_json_text,
     check_arguments,
+    concealed_scope,
     members_plan,
     undisclosed,
 )
@@ -97,6 +101,14 @@ class Validator:
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
+        # Tools with a set scoped by a session field: their checks are handed the call's session.
+        self._scoped_tools = frozenset(
+            name for name, tool in policy.tools.items() if any(binding.scope for binding in tool.arguments)
+        )
+        # Per tool, what the caller is not told: that a value is another scope's member (by set, unless every
+        # binding of it says reveal_other_scopes), or that a record is another customer's (by record, unless it
+        # says reveal_not_owned). Counted as they are; shown as "invented" and "not found".
+        self._concealed = {name: _concealed(tool) for name, tool in policy.tools.items()}
         self._redact = policy.sampling.redact
         self._operations: Operations = operations if operations is not None else NoOperations()
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
@@ -128,13 +140,24 @@ class Validator:
             readings = {}
             for name in self._sets_by_tool[tool.name]:  # a loop: a comprehension is a nested call
                 readings[name] = read(name)
-            fast = all_in_sets(self._plans[tool.name], call.arguments, readings)
+            session = (
+                {"customer_id": call.customer_id, "tenant": call.tenant}
+                if tool.name in self._scoped_tools
+                else NO_SESSION
+            )
+            fast = all_in_sets(self._plans[tool.name], call.arguments, readings, session)
             all_in_set = fast is not None
             result = (
                 fast
                 if fast is not None
                 else check_arguments(
-                    tool, call.arguments, readings, self._failures, self._undisclosed, self.policy.limits.max_elements
+                    tool,
+                    call.arguments,
+                    readings,
+                    self._failures,
+                    self._undisclosed,
+                    self.policy.limits.max_elements,
+                    session,
                 )
             )
             if tool.schema_validator is not None:
@@ -160,8 +183,8 @@ class Validator:
                 problems.append(_repeated(sighting))
         decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
-        if self._undisclosed and problems:  # counted with their shapes above; the caller is told no more
-            problems = self._hidden(problems)
+        if problems and (self._undisclosed or self._concealed.get(call.tool)):
+            problems = self._hidden(call.tool, problems)  # counted as they are above; the caller is told no more
         if decision is Decision.ALLOW and call.tool in self._status_for:
             await self._operations.status_checked(scope, self._status_for[call.tool])
         give_up, attempt = False, 0
@@ -198,9 +221,29 @@ class Validator:
             sighting,
         )
 
-    def _hidden(self, problems: list[Problem]) -> list[Problem]:
-        """The problems with nothing shown of a `disclose: none` set."""
-        return [undisclosed(p) if p.value_set in self._undisclosed else p for p in problems]
+    def _shown_of(self, name: str, call: CallRef) -> ValueSetSnapshot | None:
+        """What repair may list of a set to this caller: a scoped set's members of the caller's own scope only
+        (its nearest matches too), none without a usable scope; None when the set cannot be read."""
+        reading = self._provider.read(name)
+        if reading is None or not reading.snapshot.scoped:
+            return reading.snapshot if reading is not None else None
+        config = self.policy.value_sets.get(name)
+        scope = getattr(call, config.scope, "") if config is not None and config.scope else ""
+        return reading.snapshot.within(scope) if usable_scope(scope) else None
+
+    def _hidden(self, tool: str, problems: list[Problem]) -> list[Problem]:
+        """The problems as the caller is told them: nothing shown of a `disclose: none` set, nor that a value or
+        a record is another scope's (unless the policy opts out)."""
+        concealed = self._concealed.get(tool, {})
+        shown = []
+        for problem in problems:
+            if problem.value_set in self._undisclosed:
+                problem = undisclosed(problem)
+            hide = concealed.get(problem.value_set)
+            if hide is not None:
+                problem = hide(problem)
+            shown.append(problem)
+        return shown
 
     def _count_by_model(self, tool: str, call: ToolCall, result: CheckResult, all_in_set: bool) -> None:
         """The call's value checks again, under the model and prompt version that wrote it, as the policy
@@ -276,10 +319,11 @@ class Validator:
         if rejected is None:
             return None
         call_id = call.call_id
-        if self._undisclosed:  # kept before a reload made a set undisclosed, or by a replica on another policy
-            rejected = replace(rejected, problems=tuple(self._hidden(list(rejected.problems))))
+        if self._undisclosed or self._concealed.get(rejected.tool):
+            # Kept before a reload hid more, or by a replica on another policy.
+            rejected = replace(rejected, problems=tuple(self._hidden(rejected.tool, list(rejected.problems))))
         names = {p.value_set for p in rejected.problems if p.value_set}
-        snapshots = {name: reading.snapshot for name in names if (reading := self._provider.read(name)) is not None}
+        snapshots = {name: self._shown_of(name, call) for name in names}
         return build_advice(
             call_id=call_id,
             tool=rejected.tool,
@@ -339,6 +383,21 @@ class Validator:
                 # is the `_call` row's offender, not kept under "" where no detail looks.
                 self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
+
+
+def _concealed(tool: ToolPolicy) -> dict[str, Callable[[Problem], Problem]]:
+    """value_set (a set's name, or "record.<name>") -> how its problems are told to the caller of `tool`."""
+    revealed: dict[str, bool] = {}
+    for binding in tool.arguments:
+        if binding.scope:
+            revealed[binding.value_set] = revealed.get(binding.value_set, True) and binding.reveal_other_scopes
+    hidden: dict[str, Callable[[Problem], Problem]] = {
+        name: concealed_scope for name, shown in revealed.items() if not shown
+    }
+    for record in tool.records:
+        if record.owner_attribute and not record.reveal_not_owned:
+            hidden[f"record.{record.name}"] = partial(concealed_owner, record)
+    return hidden
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:

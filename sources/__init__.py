@@ -1,7 +1,8 @@
 """argwatch.sources: what an owning service embeds to publish its value sets and records to argwatch gateways.
 
 An owning service keeps its legal values in a `ValueSetCatalog` and calls
-`publish` whenever they change; every gateway watching it gets the change as a
+`publish` whenever they change (`publish_scope` for a set scoped per
+customer or tenant); every gateway watching it gets the change as a
 delta within a round trip. A system of record answers existence and ownership
 look-ups with a `RecordStore` (or its own `RecordSourceServicer`). `serve`
 puts both on one gRPC server with the standard health service:
@@ -17,6 +18,7 @@ puts both on one gRPC server with the standard health service:
 from __future__ import annotations
 
 from argwatch.sources._records import RecordStore
+from argwatch.sources._scoped_sets import ScopedMembers
 from argwatch.sources._serve import Serving, serve
 from argwatch.sources._value_sets import PART_MEMBERS, PublishedSet, ValueSetCatalog, ValueSetSourceServicer
 
@@ -24,6 +26,7 @@ __all__ = [
     "PART_MEMBERS",
     "PublishedSet",
     "RecordStore",
+    "ScopedMembers",
     "Serving",
     "ValueSetCatalog",
     "ValueSetSourceServicer",

@@ -17,6 +17,7 @@ from types import MappingProxyType
 import grpc
 from google.protobuf import timestamp_pb2
 
+from argwatch.sources._scoped_sets import ScopedMembers, changed, retired_values, scope_parts
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 
@@ -32,6 +33,9 @@ class PublishedSet:
         updated_at: When it was published, in seconds since the epoch.
         incarnation: The catalog's incarnation (see ValueSetCatalog).
         replaced_by: For retired values that were replaced: the retired value -> the legal value that replaced it.
+        scoped: For a set published per scope (`members_by_scope`, `publish_scope`): each scope's members,
+            retired values and replacements; `members`, `retired` and `replaced_by` are then empty. None for a
+            global set.
     """
 
     name: str
@@ -42,6 +46,7 @@ class PublishedSet:
     incarnation: str = ""
     # A read-only view: the dataclass is frozen, and the mapping must not change under it.
     replaced_by: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    scoped: ScopedMembers | None = field(default=None, hash=False)
 
 
 class ValueSetCatalog:
@@ -67,27 +72,43 @@ class ValueSetCatalog:
     def publish(
         self,
         name: str,
-        members: Iterable[str],
+        members: Iterable[str] = (),
         retired: Iterable[str] = (),
         *,
         replaced_by: Mapping[str, str] | None = None,
+        members_by_scope: Mapping[str, Iterable[str]] | None = None,
     ) -> PublishedSet:
         """Replaces the set's members and pushes the change to every watching gateway.
 
         Args:
             name: The set's name, "<owner>.<set>" by convention ("refunds.reason_codes").
-            members: The legal values, each exactly as the owning service compares it.
+            members: The legal values, each exactly as the owning service compares it (leave it empty with
+                `members_by_scope`).
             retired: Values the set held once, besides those this publish removes (which become retired too):
                 a model that sends one is told it is retired, not that it was invented.
             replaced_by: Retired value -> the legal value that replaced it ({"CUSTOMER_UNHAPPY": "OTHER"});
                 a value named here is retired. Repair messages name the replacement. Watching gateways
                 get it with the value's removal (or with a snapshot); it is kept for later versions until the
                 value becomes a member again.
+            members_by_scope: For a set scoped per customer or tenant (the gateway's policy says `scope:` for
+                it): every scope's members, by scope ({"cus_000": ["pm_visa_4242"]}); a scope left out has none
+                any more, and members a scope loses retire in it. A gateway judges each call against its own
+                scope's members only. To change one scope, `publish_scope` costs that scope alone.
 
         Returns:
             The new version of the set.
+
+        Raises:
+            ValueError: A scope is empty, longer than 256 characters or holds NUL; or the set is published
+                scoped and global in turn; or `members_by_scope` is given with members, retired or replaced_by.
         """
+        if members_by_scope is not None:
+            if members or retired or replaced_by:
+                raise ValueError("members_by_scope replaces the whole set: pass no members, retired or replaced_by")
+            return self._publish_scoped(name, members_by_scope, {}, whole=True)
         previous = self._sets.get(name)
+        if previous is not None and previous.scoped is not None:
+            raise ValueError(f"{name} is published per scope: use members_by_scope or publish_scope")
         member_set = frozenset(members)
         replacements = {**(previous.replaced_by if previous else {}), **(replaced_by or {})}
         retired_set = frozenset(retired) | replacements.keys()
@@ -125,6 +146,62 @@ class ValueSetCatalog:
                 queue.put_nowait(update)
         return published
 
+    def publish_scope(
+        self, name: str, scope: str, members: Iterable[str], *, replaced_by: Mapping[str, str] | None = None
+    ) -> PublishedSet:
+        """Replaces one scope's members of a scoped set (creating the set if it is new), and pushes the change
+        to every watching gateway as a delta of that scope alone.
+
+        Args:
+            name: The set's name ("billing.payment_methods").
+            scope: The scope, as calls' sessions carry it: a customer id or a tenant (1 to 256 characters, no
+                NUL).
+            members: The scope's legal values now; those it no longer holds retire in it.
+            replaced_by: Retired value -> the member of this scope that replaced it; repair messages name it to
+                this scope's callers only.
+
+        Returns:
+            The new version of the set.
+
+        Raises:
+            ValueError: The scope cannot be one, or the set is published as a global set.
+        """
+        return self._publish_scoped(name, {scope: members}, {scope: replaced_by or {}}, whole=False)
+
+    def _publish_scoped(
+        self,
+        name: str,
+        members: Mapping[str, Iterable[str]],
+        replaced_by: Mapping[str, Mapping[str, str]],
+        *,
+        whole: bool,
+    ) -> PublishedSet:
+        previous = self._sets.get(name)
+        if previous is not None and previous.scoped is None:
+            raise ValueError(f"{name} is published as a global set: it cannot be published per scope too")
+        held = previous.scoped if previous is not None and previous.scoped is not None else ScopedMembers()
+        content, delta = changed(held, members, replaced_by, whole=whole)
+        published = PublishedSet(
+            name=name,
+            version=(previous.version + 1) if previous else 1,
+            members=frozenset(),
+            retired=frozenset(),
+            updated_at=time.time(),
+            incarnation=self.incarnation,
+            scoped=content,
+        )
+        self._sets[name] = published
+        if previous is None:
+            updates = snapshot_messages(published)
+        else:
+            delta.name, delta.from_version, delta.to_version = name, previous.version, published.version
+            delta.incarnation = self.incarnation
+            updates = [sources_pb2.WatchValueSetsResponse(delta=delta)]
+        for queue in self._watchers:
+            for update in updates:
+                queue.put_nowait(update)
+        return published
+
     def get(self, name: str) -> PublishedSet | None:
         """The set's current version, or None if it was never published.
 
@@ -157,6 +234,15 @@ PART_MEMBERS = 50_000
 
 
 def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
+    if published.scoped is not None:
+        return sources_pb2.ValueSet(
+            name=published.name,
+            version=published.version,
+            scopes=[entry for part in scope_parts(published.scoped, published.scoped.size or 1) for entry in part],
+            retired_values=retired_values(published.scoped),
+            updated_at=_timestamp(published.updated_at),
+            incarnation=published.incarnation,
+        )
     return sources_pb2.ValueSet(
         name=published.name,
         version=published.version,
@@ -174,6 +260,8 @@ def _retired_values(published: PublishedSet) -> list[sources_pb2.RetiredValue]:
 
 def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSetsResponse]:
     """A snapshot as watch messages: one for a small set, parts of PART_MEMBERS for a large one."""
+    if published.scoped is not None:
+        return _scoped_messages(published, published.scoped)
     members = sorted(published.members)
     if len(members) <= PART_MEMBERS:
         return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
@@ -191,6 +279,27 @@ def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSet
         if index == 0:
             value_set.retired.extend(sorted(published.retired))
             value_set.retired_values.extend(_retired_values(published))
+            value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
+        messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
+    return messages
+
+
+def _scoped_messages(published: PublishedSet, content: ScopedMembers) -> list[sources_pb2.WatchValueSetsResponse]:
+    parts = scope_parts(content, PART_MEMBERS)
+    if len(parts) == 1:
+        return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
+    messages = []
+    for index, part in enumerate(parts):
+        value_set = sources_pb2.ValueSet(
+            name=published.name,
+            version=published.version,
+            scopes=part,
+            part=index,
+            parts=len(parts),
+            incarnation=published.incarnation,
+        )
+        if index == 0:
+            value_set.retired_values.extend(retired_values(content))
             value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
         messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
     return messages

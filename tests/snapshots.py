@@ -21,10 +21,12 @@ def make_snapshot(
     retirements: Mapping[str, Retirement] | None = None,
     excluded: Set[str] = frozenset(),
     keep: RetiredKeep = KEEP_ALL,
+    scoped: bool = False,
 ) -> ValueSetSnapshot:
-    """The snapshot the gateway would build of these members. A member is never also retired."""
+    """The snapshot the gateway would build of these members (scope keys, when `scoped`). A member is never
+    also retired."""
     listed = members if isinstance(members, Sequence) else tuple(members)
-    steps = snapshot_steps(name, version, listed, retired, received_at, rules, retirements, excluded, keep)
+    steps = snapshot_steps(name, version, listed, retired, received_at, rules, retirements, excluded, keep, scoped)
     while True:
         try:
             next(steps)

@@ -27,6 +27,7 @@ from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
     DEFAULT_MAX_ELEMENTS,
     MAX_COHORT_NAMES,
+    SCOPE_FIELDS,
     ArgumentBinding,
     ArrayReads,
     AttentionConfig,
@@ -341,7 +342,17 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
         fields = reader.mapping(
             entry,
             path,
-            {"source", "ttl", "failure", "max_staleness", "on_stale", "max_members", "disclose", "retired_keep"},
+            {
+                "source",
+                "ttl",
+                "failure",
+                "max_staleness",
+                "on_stale",
+                "max_members",
+                "disclose",
+                "retired_keep",
+                "scope",
+            },
         )
         source = reader.required_str(fields, "source", path)
         if source and source not in sources:
@@ -367,8 +378,18 @@ def _read_value_sets(reader: _Reader, node: object, sources: Mapping[str, Source
             disclose=reader.value(fields, "disclose", path, _enum(Disclosure), Disclosure.LIST),
             retired_keep=keep_count,
             retired_keep_seconds=keep_seconds,
+            scope=reader.value(fields, "scope", path, _scope_field, ""),
         )
     return value_sets
+
+
+def _scope_field(value: object) -> str:
+    """`scope`: the session field a call carries whose value the set's members are published under."""
+    if value not in SCOPE_FIELDS:
+        raise ValueError(
+            f"{value!r} is not a session field a tool call carries; expected one of {', '.join(SCOPE_FIELDS)}"
+        )
+    return str(value)
 
 
 def _retired_keep(value: object) -> tuple[int, float | None]:
@@ -539,7 +560,9 @@ def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset
 def _read_record(
     reader: _Reader, name: str, node: object, path: str, sources: Mapping[str, SourceConfig], schema: object
 ) -> RecordBinding:
-    fields = reader.mapping(node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl"})
+    fields = reader.mapping(
+        node, path, {"source", "kind", "id_argument", "owner", "failure", "lookup_tool", "ttl", "reveal_not_owned"}
+    )
     source = reader.required_str(fields, "source", path)
     if source and not isinstance(sources.get(source), GrpcSourceConfig):
         grpc_sources = ", ".join(n for n, c in sources.items() if isinstance(c, GrpcSourceConfig)) or "none"
@@ -548,6 +571,10 @@ def _read_record(
         )
     id_argument = reader.required_str(fields, "id_argument", path)
     id_path = bound_path(reader, id_argument, f"{path}.id_argument", schema) if id_argument else None
+    owner = reader.value(fields, "owner", path, _string, "")
+    reveal = reader.value(fields, "reveal_not_owned", path, _boolean, False)
+    if reveal and not owner:
+        reader.fail(f"{path}.reveal_not_owned", "the record has no owner to check: set owner, or leave this out")
     return RecordBinding(
         name=name,
         source=source,
@@ -555,10 +582,11 @@ def _read_record(
         id_argument=id_argument if id_path is not None else "",
         id_path=id_path.path if id_path is not None else None,  # type: ignore[arg-type]
         required=id_path.required if id_path is not None else True,
-        owner_attribute=reader.value(fields, "owner", path, _string, ""),
+        owner_attribute=owner,
         failure=reader.value(fields, "failure", path, _enum(Failure), Failure.OPEN),
         lookup_tool=reader.value(fields, "lookup_tool", path, _string, ""),
         ttl_seconds=reader.value(fields, "ttl", path, parse_duration, 30.0),
+        reveal_not_owned=reveal,
     )
 
 
@@ -687,11 +715,15 @@ def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
 def _read_argument(
     reader: _Reader, name: str, node: object, path: str, value_sets: Mapping[str, ValueSetConfig], schema: object
 ) -> ArgumentBinding:
-    fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint"})
+    fields = reader.mapping(node, path, {"value_set", "normalise", "required", "hint", "reveal_other_scopes"})
     value_set = reader.required_str(fields, "value_set", path)
     if value_set and value_set not in value_sets:
         known = ", ".join(value_sets) or "none are defined"
         reader.fail(f"{path}.value_set", f"undefined value set {value_set!r}; value sets: {known}")
+    scope = value_sets[value_set].scope if value_set in value_sets else ""
+    reveal = reader.value(fields, "reveal_other_scopes", path, _boolean, False)
+    if reveal and not scope:
+        reader.fail(f"{path}.reveal_other_scopes", f"{value_set} is not scoped (it has no scope: customer_id/tenant)")
     norm_path = f"{path}.normalise"
     norm = reader.mapping(fields.get("normalise"), norm_path, {"case", "separators", "trim"})
     defaults = Normalisation()
@@ -708,6 +740,8 @@ def _read_argument(
         required=reader.value(fields, "required", path, _boolean, bound.required if bound else True),
         hint=reader.value(fields, "hint", path, _string, ""),
         path=bound.path if bound is not None else parse_path("_"),
+        scope=scope,
+        reveal_other_scopes=reveal,
     )
 
 

@@ -69,6 +69,12 @@ class ArgumentBinding:
     required: bool = True
     # What to tell the model to do when none of the legal values fits.
     hint: str = ""
+    # The session field the set is scoped by (its ValueSetConfig.scope, copied at load); "" when global.
+    scope: str = ""
+    # A scoped set only: tell the model that a value belongs to another scope (`reveal_other_scopes: true`).
+    # Off by default: "another customer's" and "does not exist" then read the same, so a model (and whoever
+    # drives it) cannot probe which ids other customers hold.
+    reveal_other_scopes: bool = False
     path: ArgPath = field(default=None, compare=False)  # type: ignore[assignment]  # parsed from name
 
     def __post_init__(self) -> None:
@@ -90,6 +96,9 @@ class RecordBinding:
     # The tool the model should call to find a real id, named in repair messages.
     lookup_tool: str = ""
     ttl_seconds: float = 30.0
+    # Tell the model that a record exists but belongs to another customer (`reveal_not_owned: true`). Off by
+    # default: NOT_OWNED then reads as NOT_FOUND towards the model (the counts still tell them apart).
+    reveal_not_owned: bool = False
     # Whether a nested id path must be present to its end (the schema's say); a top-level id always must.
     required: bool = True
     id_path: ArgPath = field(default=None, compare=False)  # type: ignore[assignment]  # parsed from id_argument
@@ -242,6 +251,13 @@ class ValueSetConfig:
     # and of those with a known retirement time, none older than retired_keep_seconds (None: no age).
     retired_keep: int = 10_000
     retired_keep_seconds: float | None = None
+    # The session field whose value scopes the set (`customer_id` or `tenant`, SCOPE_FIELDS); "" for a global
+    # set. A scoped set's owner publishes members per scope, and a call is judged against its own scope only.
+    scope: str = ""
+
+
+# The session fields a tool call carries (verdict/tool_call.py ToolCall), by which a value set may be scoped.
+SCOPE_FIELDS = ("customer_id", "tenant")
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,16 +204,7 @@ def _judge(one: _Wanted, lookup: Lookup, customer_id: str, outcome: RecordOutcom
             outcome.skipped.append(skipped)  # one per binding: one source down is one check not run
         return None
     if not lookup.found:
-        look_up = f"; look it up first with {binding.lookup_tool}" if binding.lookup_tool else ""
-        outcome.problems.append(
-            Problem(
-                ProblemCode.NOT_FOUND,
-                f"{argument}: no {binding.kind} {shown} exists{look_up}",
-                argument=argument,
-                value_set=f"record.{binding.name}",
-                value=shown,
-            )
-        )
+        outcome.problems.append(_not_found(binding, shown, argument))
         return None
     owner = binding.owner_attribute
     if owner and str(lookup.attributes.get(owner, "")) != customer_id:
@@ -228,3 +219,23 @@ def _judge(one: _Wanted, lookup: Lookup, customer_id: str, outcome: RecordOutcom
         )
         return None
     return lookup.attributes
+
+
+def _not_found(binding: RecordBinding, shown: str, argument: str) -> Problem:
+    look_up = f"; look it up first with {binding.lookup_tool}" if binding.lookup_tool else ""
+    return Problem(
+        ProblemCode.NOT_FOUND,
+        f"{argument}: no {binding.kind} {shown} exists{look_up}",
+        argument=argument,
+        value_set=f"record.{binding.name}",
+        value=shown,
+    )
+
+
+def concealed_owner(binding: RecordBinding, problem: Problem) -> Problem:
+    """`problem` as the caller sees it unless the record says reveal_not_owned: a record of another customer
+    reads exactly as one that does not exist (counted as NOT_OWNED all the same), so that a model, and whoever
+    drives it, cannot probe which ids exist for other customers."""
+    if problem.code is not ProblemCode.NOT_OWNED:
+        return problem
+    return _not_found(binding, problem.value, problem.argument)

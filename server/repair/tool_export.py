@@ -73,14 +73,18 @@ def _schema(
         prop.setdefault("type", "string")
         reading = read(binding.value_set)
         disclose = policy.value_sets[binding.value_set].disclose
-        if disclose is Disclosure.LIST and reading is not None and reading.snapshot.size <= limit:
+        # A scoped set is each caller's own: a definition, shared by every caller, lists none of it, nor its size.
+        scoped = bool(binding.scope) or (reading is not None and reading.snapshot.scoped)
+        if disclose is Disclosure.LIST and reading is not None and not scoped and reading.snapshot.size <= limit:
             prop["enum"] = _members(reading)
             if reading not in readings:
                 readings.append(reading)
         else:
             # Too many to list, not to be shown, or not loaded: say where the values come from rather than guess.
             owner = f"one of the values of {binding.value_set}"
-            if reading is not None and disclose is not Disclosure.NONE:
+            if scoped:
+                owner = f"one of the caller's own values of {binding.value_set}"
+            elif reading is not None and disclose is not Disclosure.NONE:
                 owner += f" ({reading.snapshot.size} values)"
             prop["description"] = (f"{prop['description']} " if prop.get("description") else "") + f"Must be {owner}."
         if binding.required and binding.name not in required:

@@ -16,6 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.policy.model import Policy
 from argwatch.server.process.app import limits_of, make_fetcher
+from argwatch.server.sets.payload import Retirement
+from argwatch.server.sets.scoped import split_key, value_of
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.state.atomic_file import write_atomically
 from argwatch.server.state.shared_cache import SharedCache
@@ -50,13 +52,24 @@ async def export_sets(
 def _entry(snapshot: ValueSetSnapshot) -> dict[str, Any]:
     retired: list[object] = []
     for value, known in snapshot.retirements.items():  # in the order retired: what retired_keep keeps on import
+        if snapshot.scoped:  # the file source's scoped form: each value with its scope
+            scope, plain = split_key(value)
+            retired.append({"scope": scope, "value": plain, **_known(known)})
+            continue
         if known.retired_at is None and not known.replaced_by:
             retired.append(value)
             continue
-        detail: dict[str, object] = {"value": value}
-        if known.retired_at is not None:
-            detail["retired_at"] = datetime.datetime.fromtimestamp(known.retired_at, datetime.UTC).isoformat()
-        if known.replaced_by:
-            detail["replaced_by"] = known.replaced_by
-        retired.append(detail)
+        retired.append({"value": value, **_known(known)})
+    if snapshot.scoped:
+        scopes = {scope: sorted(value_of(key) for key in keys) for scope, keys in sorted(snapshot.by_scope.items())}
+        return {"version": snapshot.version, "scopes": scopes, "retired": retired}
     return {"version": snapshot.version, "members": list(snapshot.sorted_members), "retired": retired}
+
+
+def _known(known: Retirement) -> dict[str, object]:
+    detail: dict[str, object] = {}
+    if known.retired_at is not None:
+        detail["retired_at"] = datetime.datetime.fromtimestamp(known.retired_at, datetime.UTC).isoformat()
+    if known.replaced_by:
+        detail["replaced_by"] = known.replaced_by
+    return detail

@@ -21,6 +21,7 @@ from argwatch.server.policy.model import Normalisation
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.payload import DeltaUpdate
 from argwatch.server.sets.retired import KEEP_ALL, RetiredKeep
+from argwatch.server.sets.scoped import OverlayListing, value_of, within_scope
 from argwatch.server.sets.sharded import SHARD_ABOVE
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.sets.updates import retired_after
@@ -109,6 +110,7 @@ def with_delta(
     members = OverlaySet(base, frozenset(added), frozenset(removed))
     retired = frozenset(history)
     loose = normaliser(LOOSE)
+    scoped = current.scoped
     return ValueSetSnapshot(
         name=current.name,
         version=delta.to_version,
@@ -117,11 +119,19 @@ def with_delta(
         retired=retired,
         retirements=history,
         received_at=now,
-        loose_index=_layered(current.loose_index, loose, members),
+        loose_index=_layered(current.loose_index, within_scope(loose) if scoped else loose, members),
         by_rule=MappingProxyType(
-            {rule: _layered(index, normaliser(rule), members) for rule, index in current.by_rule.items()}
+            {
+                rule: _layered(index, within_scope(normaliser(rule)) if scoped else normaliser(rule), members)
+                for rule, index in current.by_rule.items()
+            }
         ),
         loose_retired=history.loose_forms(),
+        scoped=scoped,
+        # A scoped set's listing and value index, layered the same way (the same simplification applies to the
+        # value index: a value removed from one scope and held by another may read `invented` until a rebuild).
+        by_scope=OverlayListing(current.by_scope, members.added, members.removed) if scoped else current.by_scope,
+        holders=_layered(current.holders, value_of, members) if scoped else current.holders,
     )
 
 

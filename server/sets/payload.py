@@ -32,6 +32,9 @@ class SetPayload:
     excluded: Set[str] = frozenset()
     # The owner's run of versions this one belongs to (sources.proto ValueSet.incarnation).
     incarnation: str = ""
+    # Published per scope: members and retired values are scope keys (scoped.py), and only a set the policy
+    # scopes takes them.
+    scoped: bool = False
 
 
 class SnapshotUpdate(NamedTuple):
@@ -50,6 +53,8 @@ class DeltaUpdate(NamedTuple):
     removed: tuple[str, ...]
     replaced_by: Mapping[str, str]
     incarnation: str = ""
+    # Added and removed are scope keys (scoped.py); replaced_by maps a removed key to a value of its scope.
+    scoped: bool = False
 
 
 class HeartbeatUpdate(NamedTuple):

@@ -19,10 +19,12 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.payload import Retirement
+from argwatch.server.sets.scoped import within_scope
 
 CHUNK = 1024
 MAX_VALUE_CHARS = 1024
-_loose = normaliser(LOOSE)
+# A scoped set's retired values are scope keys (scoped.py): their loose form keeps the scope as it is.
+_loose = within_scope(normaliser(LOOSE))
 _NO_DETAILS = Retirement(None, "")
 
 

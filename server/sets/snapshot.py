@@ -15,8 +15,8 @@ chunk size, and why CHUNK is what it is.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -33,10 +33,13 @@ from argwatch.server.sets.retired import (
     ValueTooLong,
     history_steps,
 )
+from argwatch.server.sets.scoped import ScopeListing, ScopeMembers, scope_key, split_key, value_of, within_scope
 from argwatch.server.sets.sharded import SHARD_ABOVE, ShardedSet
 
 # Sets up to this size keep a sorted list (they can be listed whole in repair messages).
 SORT_UP_TO = 10_000
+_NOTHING: Mapping[str, str] = MappingProxyType({})
+_NO_SCOPES: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -67,6 +70,13 @@ class ValueSetSnapshot:
     # normalised form -> legal member, for each other normalisation the policy binds to this set.
     by_rule: Mapping[Normalisation, Mapping[str, str]]
     loose_retired: frozenset[str]
+    # A set scoped by a session field (scoped.py): members, retired values and every index are keyed by
+    # scope + NUL + value, and normalised within the scope only.
+    scoped: bool = False
+    # Scoped sets only: scope -> its member keys (what repair lists), and value -> a key holding it (what tells
+    # another scope's member from an invented value, for the counts only).
+    by_scope: Mapping[str, Sequence[str]] = field(default_factory=lambda: _NO_SCOPES)
+    holders: Mapping[str, str] = field(default_factory=lambda: _NOTHING)
 
     @property
     def size(self) -> int:
@@ -78,11 +88,45 @@ class ValueSetSnapshot:
             return self.loose_index
         index = self.by_rule.get(rule)
         if index is None:
-            apply = normaliser(rule)
+            apply = _applier(rule, self.scoped)
             index = {}
             for member in self.members:
                 index.setdefault(apply(member), member)
         return index
+
+    def within(self, scope: str) -> ValueSetSnapshot:
+        """The part of a scoped set one scope may be shown, as plain values: its members and its retired
+        history (what repair lists and names), and no index. A global set is itself."""
+        if not self.scoped:
+            return self
+        members = ScopeMembers(scope, self.by_scope.get(scope, ()), self.members)
+        history = RetiredHistory(
+            (value, info)
+            for key, info in self.retirements.items()
+            if (split := split_key(key))[0] == scope and (value := split[1])
+        )
+        return ValueSetSnapshot(
+            name=self.name,
+            version=self.version,
+            members=members,
+            sorted_members=tuple(sorted(members)) if len(members) <= SORT_UP_TO else (),
+            retired=frozenset(history),
+            retirements=history,
+            received_at=self.received_at,
+            loose_index=_NOTHING,
+            by_rule=MappingProxyType({}),
+            loose_retired=frozenset(),
+        )
+
+
+def member_key(snapshot: ValueSetSnapshot, value: str, scope: str) -> str:
+    """What `value`, sent by a call in `scope`, is looked up as in `snapshot`."""
+    return scope_key(scope, value) if snapshot.scoped else value
+
+
+def _applier(rule: Normalisation, scoped: bool) -> Callable[[str], str]:
+    apply = normaliser(rule)
+    return within_scope(apply) if scoped else apply
 
 
 class SetReading(NamedTuple):
@@ -104,9 +148,11 @@ async def make_snapshot_async(
     retirements: Mapping[str, Retirement] | None = None,
     excluded: Set[str] = frozenset(),
     keep: RetiredKeep = KEEP_ALL,
+    scoped: bool = False,
 ) -> ValueSetSnapshot:
-    """Builds a snapshot CHUNK members (and retired values) at a time, letting the event loop run between."""
-    steps = snapshot_steps(name, version, members, retired, received_at, rules, retirements, excluded, keep)
+    """Builds a snapshot CHUNK members (and retired values) at a time, letting the event loop run between.
+    `scoped`: the members are scope keys (scoped.py); a key with no usable scope raises MalformedScope."""
+    steps = snapshot_steps(name, version, members, retired, received_at, rules, retirements, excluded, keep, scoped)
     while True:
         try:
             next(steps)
@@ -129,21 +175,25 @@ def snapshot_steps(
     retirements: Mapping[str, Retirement] | None,
     excluded: Set[str],
     keep: RetiredKeep,
+    scoped: bool = False,
 ) -> Generator[None, None, ValueSetSnapshot]:
     """The builder, one chunk a step: make_snapshot_async lets the event loop run between steps."""
     other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
+    scopes = _Scopes(len(members)) if scoped else None
     if len(members) > SHARD_ABOVE:
         return (
             yield from _build_large(
-                name, version, members, retired, received_at, other_rules, retirements, excluded, keep
+                name, version, members, retired, received_at, other_rules, retirements, excluded, keep, scopes
             )
         )
-    loose = normaliser(LOOSE)
+    loose = _applier(LOOSE, scoped)
     member_set: set[str] = set()
     loose_index: dict[str, str] = {}
     rule_indexes: dict[Normalisation, dict[str, str]] = {rule: {} for rule in other_rules}
-    appliers = [(normaliser(rule), rule_indexes[rule]) for rule in other_rules]
+    appliers = [(_applier(rule, scoped), rule_indexes[rule]) for rule in other_rules]
     for chunk in _chunks(name, members, excluded):
+        if scopes is not None:
+            scopes.add(chunk)
         member_set.update(chunk)
         for member in chunk:
             # The first member in the source's order wins a collision: deterministic for a given source.
@@ -152,7 +202,8 @@ def snapshot_steps(
                 index.setdefault(apply(member), member)
         yield
     history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
-    return _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
+    built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
+    return (yield from scopes.finish(built)) if scopes is not None else built
 
 
 def _build_large(
@@ -165,14 +216,21 @@ def _build_large(
     retirements: Mapping[str, Retirement] | None,
     excluded: Set[str],
     keep: RetiredKeep,
+    scopes: _Scopes | None,
 ) -> Generator[None, None, ValueSetSnapshot]:
     """Sharded members and compact indexes (no normalised strings kept): ~64 bytes a member over the strings."""
+    scoped = scopes is not None
     member_set = ShardedSet()
     ordered: list[str] = []  # the members in source order, which the compact indexes point into
-    loose_index = CompactIndex(normaliser(LOOSE), ordered, len(members))
-    rule_indexes = {rule: CompactIndex(normaliser(rule), ordered, len(members)) for rule in other_rules}
+    loose_index = CompactIndex(_applier(LOOSE, scoped), ordered, len(members))
+    rule_indexes = {rule: CompactIndex(_applier(rule, scoped), ordered, len(members)) for rule in other_rules}
     indexes = [loose_index, *rule_indexes.values()]
+    if scopes is not None:  # its value index points into this list too: no second list of a million keys
+        scopes.holders = CompactIndex(value_of, ordered, len(members))
+        indexes.append(scopes.holders)
     for chunk in _chunks(name, members, excluded):
+        if scopes is not None:
+            scopes.listing.add_all(chunk)  # raises MalformedScope before anything of the chunk is indexed
         member_set.add_all(chunk)
         start = len(ordered)
         ordered.extend(chunk)
@@ -182,7 +240,29 @@ def _build_large(
         yield
     yield from member_set.compact_steps()
     history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
-    return _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
+    built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
+    return (yield from scopes.finish(built)) if scopes is not None else built
+
+
+class _Scopes:
+    """What a scoped set holds beyond a global one, built alongside it: the listing and the value index."""
+
+    def __init__(self, capacity: int) -> None:
+        self.listing = ScopeListing()
+        self.ordered: list[str] = []  # the keys in source order, which the value index points into
+        self.holders = CompactIndex(value_of, self.ordered, capacity)
+
+    def add(self, chunk: list[str]) -> None:
+        """Lists and indexes a chunk of keys (the small sets' path)."""
+        self.listing.add_all(chunk)  # raises MalformedScope before anything of the chunk is indexed
+        start = len(self.ordered)
+        self.ordered.extend(chunk)
+        for position in range(start, len(self.ordered)):
+            self.holders.add(position)
+
+    def finish(self, built: ValueSetSnapshot) -> Generator[None, None, ValueSetSnapshot]:
+        yield from self.listing.freeze_steps()
+        return replace(built, sorted_members=(), scoped=True, by_scope=self.listing.mapping(), holders=self.holders)
 
 
 def _chunks(name: str, members: Sequence[str], excluded: Set[str]) -> Iterator[list[str]]:

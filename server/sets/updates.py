@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from argwatch.server.sets.payload import DeltaUpdate, Retirement, SetPayload
 from argwatch.server.sets.retired import MAX_VALUE_CHARS, RetiredHistory
+from argwatch.server.sets.scoped import usable_key
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 
 
@@ -63,6 +64,12 @@ def judge_delta(
         return Judgement(UpdateAction.REJECT, "value_too_long")  # what the gateway would keep: members, replacements
     if current is None:
         return Judgement(UpdateAction.RESYNC, "unknown_base")
+    if (delta.added or delta.removed) and delta.scoped is not current.scoped:
+        # Keys and bare values never meet: a bare value in a scoped set would be no scope's, a key in a global
+        # set a value a call could send to pass.
+        return Judgement(UpdateAction.REJECT, "scope_mismatch")
+    if delta.scoped and not all(usable_key(key) for key in (*delta.added, *delta.removed)):
+        return Judgement(UpdateAction.REJECT, "bad_scope")
     if delta.incarnation != held_incarnation:
         return Judgement(UpdateAction.RESYNC, "new_incarnation")
     if delta.to_version <= current.version:
@@ -104,6 +111,7 @@ def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> Se
         retirements=retired_after(current, delta, now),
         excluded=frozenset(value for value in delta.removed if value in current.members) - frozenset(delta.added),
         incarnation=delta.incarnation,
+        scoped=current.scoped,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from argwatch.server.sets.scoped import MAX_SCOPE_CHARS
+
 
 class StaleCause(enum.IntEnum):
     """Mirrors admin.proto StaleCause, value for value."""
@@ -82,5 +84,10 @@ def refusal_words(reason: str, members: int | None, max_members: int) -> str:
         ),
         "oversized_delta": "oversized_delta: a delta of more than 100000 values (send such a change as a snapshot)",
         "empty_name": "empty_name: an update naming no set",
+        "scope_mismatch": (
+            "scope_mismatch: members published per scope for a set the policy does not scope, or bare members "
+            "for one it scopes (value_sets.<name>.scope)"
+        ),
+        "bad_scope": f"bad_scope: a scope that is empty, holds NUL or is longer than {MAX_SCOPE_CHARS} characters",
         "oversized": f"oversized: more members than max_members {max_members}",
     }.get(reason, reason)

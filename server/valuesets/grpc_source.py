@@ -23,7 +23,8 @@ from argwatch.server.sets.payload import (
     Update,
     WatchUnsupported,
 )
-from argwatch.server.valuesets.parts import MemberParts
+from argwatch.server.sets.scoped import scope_key, usable_scope
+from argwatch.server.valuesets.parts import MemberParts, ScopeKeys
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 log = logging.getLogger("argwatch.valuesets")
@@ -83,18 +84,13 @@ class GrpcSetFetcher:
                 elif kind == "delta":
                     delta = message.delta
                     size = len(delta.added) + len(delta.removed) + len(delta.replaced_by)
+                    size += len(delta.scoped_added) + len(delta.scoped_removed)
+                    if size <= MAX_DELTA_VALUES and (delta.scoped_added or delta.scoped_removed):
+                        size += _scoped_size(delta)  # a pass over at most MAX_DELTA_VALUES entries
                     if size > MAX_DELTA_VALUES:  # counted with len(): nothing of it converted
                         yield OversizedDelta(delta.name, delta.to_version, delta.incarnation, size)
                         continue
-                    yield DeltaUpdate(
-                        delta.name,
-                        delta.from_version,
-                        delta.to_version,
-                        tuple(delta.added),
-                        tuple(delta.removed),
-                        MappingProxyType(dict(delta.replaced_by)),
-                        delta.incarnation,
-                    )
+                    yield delta_from_wire(delta)
                 elif kind == "heartbeat":
                     heartbeat = message.heartbeat
                     yield HeartbeatUpdate(MappingProxyType(dict(heartbeat.versions)), heartbeat.incarnation)
@@ -165,11 +161,15 @@ class _PartAssembler:
             )
             self._gathering.pop(name, None)
             return None
-        gathering.members.append(value_set.members)
-        gathering.count += len(value_set.members)
+        members = _members_of(value_set)
+        gathering.members.append(members)
+        gathering.count += len(members)
         gathering.bytes += value_set.ByteSize()
         malformed = value_set.part > 0 and (
-            not value_set.members or len(value_set.retired) or len(value_set.retired_values)
+            not members
+            or len(value_set.retired)
+            or len(value_set.retired_values)
+            or bool(value_set.scopes) is not bool(gathering.first.scopes)  # every part per scope, or none
         )
         if malformed or gathering.count > limit or gathering.bytes > MAX_SET_MESSAGE_BYTES:
             self._gathering.pop(name, None)
@@ -187,20 +187,72 @@ class _PartAssembler:
             payload.retired,
             payload.retirements,
             incarnation=payload.incarnation,
+            scoped=payload.scoped,
         )
 
 
 def payload_from_wire(value_set: sources_pb2.ValueSet, name: str) -> SetPayload:
+    scoped = bool(value_set.scopes)
+    if scoped and len(value_set.members):
+        # Both a scoped and a global set: the scopes cannot be trusted, nor can the rest. Refused at install
+        # (scope_mismatch for a scoped set, whose members are never bare values).
+        return SetPayload(name, value_set.version, value_set.members, incarnation=value_set.incarnation)
     return SetPayload(
         name,
         value_set.version,
         # The repeated fields themselves: converted to str objects a chunk at a time while indexing (and
         # counted with len() before that), never in one pass on the event loop.
-        value_set.members,
+        _members_of(value_set),
         value_set.retired,
         WireRetirements(value_set.retired_values),
         incarnation=value_set.incarnation,
+        scoped=scoped,
     )
+
+
+def _members_of(value_set: sources_pb2.ValueSet) -> Sequence[str]:
+    """The members, or a scoped set's scope keys (read a slice at a time: one pass here over its scopes)."""
+    if not value_set.scopes:
+        return value_set.members
+    return ScopeKeys([(entry.scope, entry.members) for entry in value_set.scopes])
+
+
+def _scoped_size(delta: sources_pb2.ValueSetDelta) -> int:
+    return sum(len(entry.members) + len(entry.replaced_by) for entry in (*delta.scoped_added, *delta.scoped_removed))
+
+
+def delta_from_wire(delta: sources_pb2.ValueSetDelta) -> DeltaUpdate:
+    """A delta as the domain takes it; a scoped set's as scope keys. An unusable scope, or bare values beside
+    scoped ones, read as keys of the empty scope, which judge_delta refuses (bad_scope)."""
+    if not (delta.scoped_added or delta.scoped_removed):
+        return DeltaUpdate(
+            delta.name,
+            delta.from_version,
+            delta.to_version,
+            tuple(delta.added),
+            tuple(delta.removed),
+            MappingProxyType(dict(delta.replaced_by)),
+            delta.incarnation,
+        )
+    replaced_by = {
+        scope_key(entry.scope if usable_scope(entry.scope) else "", old): new
+        for entry in delta.scoped_removed
+        for old, new in entry.replaced_by.items()
+    }
+    return DeltaUpdate(
+        delta.name,
+        delta.from_version,
+        delta.to_version,
+        (*ScopeKeys([(entry.scope, entry.members) for entry in delta.scoped_added]), *_unscoped(delta.added)),
+        (*ScopeKeys([(entry.scope, entry.members) for entry in delta.scoped_removed]), *_unscoped(delta.removed)),
+        MappingProxyType(replaced_by),
+        delta.incarnation,
+        scoped=True,
+    )
+
+
+def _unscoped(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(scope_key("", value) for value in values)
 
 
 class WireRetirements(Mapping[str, Retirement]):
@@ -216,7 +268,7 @@ class WireRetirements(Mapping[str, Retirement]):
         return len(self._entries)
 
     def __iter__(self) -> Iterator[str]:
-        return (entry.value for entry in self._entries if entry.value)
+        return (_retired_key(entry) for entry in self._entries if entry.value)
 
     def __getitem__(self, value: str) -> Retirement:
         if self._index is None:
@@ -242,4 +294,10 @@ class _LazyItems(ItemsView[str, Retirement]):
         for entry in self._entries:
             if entry.value:
                 retired_at = entry.retired_at.ToNanoseconds() / 1e9 if entry.HasField("retired_at") else None
-                yield entry.value, Retirement(retired_at, entry.replaced_by)
+                yield _retired_key(entry), Retirement(retired_at, entry.replaced_by)
+
+
+def _retired_key(entry: sources_pb2.RetiredValue) -> str:
+    """A retired value as the set holds it: a scoped set's as its scope's key (the scope as sent: an unusable
+    one matches no member's key, so no call's value either)."""
+    return scope_key(entry.scope, entry.value) if entry.scope else entry.value

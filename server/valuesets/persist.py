@@ -42,6 +42,7 @@ def save(folder: str, snapshot: ValueSetSnapshot, confirmed_at: float, incarnati
         "members": list(snapshot.members),
         "retired": sorted(snapshot.retired),
         "retirements": {value: list(info) for value, info in snapshot.retirements.items()},
+        "scoped": snapshot.scoped,  # members are scope keys: only a set the policy scopes takes them back
     }
     write_atomically(path_for(folder, snapshot.name), orjson.dumps(document))
 
@@ -61,6 +62,7 @@ def load(folder: str, name: str) -> tuple[SetPayload, float] | None:
             tuple(document["retired"]),
             {value: Retirement(info[0], info[1]) for value, info in document["retirements"].items()},
             incarnation=str(document.get("incarnation", "")),  # absent in copies saved before incarnations
+            scoped=document.get("scoped") is True,
         )
         return payload, float(document["confirmed_at"])
     except FileNotFoundError:

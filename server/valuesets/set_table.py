@@ -25,6 +25,7 @@ from argwatch.server.policy.model import Policy
 from argwatch.server.sets.overlay import OverlaySet
 from argwatch.server.sets.payload import SetPayload
 from argwatch.server.sets.retired import RetiredKeep, ValueTooLong
+from argwatch.server.sets.scoped import MalformedScope
 from argwatch.server.sets.sharded import SHARD_ABOVE
 from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot, make_snapshot_async
 from argwatch.server.telemetry.events import EventLog
@@ -153,6 +154,12 @@ class SetTable:
 
         False when it was refused while built (an over-long value).
         """
+        scoped = bool(state.config.scope)
+        if payload.scoped is not scoped and len(payload.members):
+            # Published per scope for a global set, or bare values for a scoped one (from the owner, a saved
+            # copy or the shared cache of a policy that scoped it otherwise): either would be judged wrongly.
+            self.refuse(state, "scope_mismatch", payload.incarnation, payload.version)
+            return False
         if state.held == (payload.incarnation, payload.version):
             self.confirm(state, confirmed_at)
             state.loaded.set()
@@ -170,9 +177,13 @@ class SetTable:
                 retirements=payload.retirements,
                 excluded=payload.excluded,
                 keep=self.keep(state),
+                scoped=scoped,
             )
         except ValueTooLong:
             self.refuse(state, "value_too_long", payload.incarnation, payload.version)
+            return False
+        except MalformedScope:
+            self.refuse(state, "bad_scope", payload.incarnation, payload.version)
             return False
         if (
             state.snapshot is not None

@@ -23,6 +23,7 @@ class SharedCopy(NamedTuple):
     retirements: dict[str, tuple[float | None, str]]
     confirmed_at: float
     incarnation: str = ""
+    scoped: bool = False  # members are scope keys (sets/scoped.py)
 
     @classmethod
     def of(cls, payload: SetPayload, installed: ValueSetSnapshot, confirmed_at: float) -> SharedCopy:
@@ -35,6 +36,7 @@ class SharedCopy(NamedTuple):
             {value: tuple(info) for value, info in installed.retirements.items()},  # type: ignore[misc]
             confirmed_at,
             payload.incarnation,
+            payload.scoped,
         )
 
     def payload(self) -> SetPayload:
@@ -46,4 +48,5 @@ class SharedCopy(NamedTuple):
             self.retired,
             MappingProxyType(retirements),
             incarnation=self.incarnation,
+            scoped=self.scoped,
         )

@@ -33,6 +33,9 @@ class ProblemCode(enum.Enum):
     RULE_FAILED = "rule_failed"
     RULE_NOT_EVALUATED = "rule_not_evaluated"
     REPEATED_CALL = "repeated_call"
+    # A value bound to a set scoped by a session field, in a call whose session names no scope: not judged
+    # (never against every scope), never a pass; the agent's integration, not the model, must fix it.
+    MISSING_SCOPE = "missing_scope"
 
 
 class Shape(enum.Enum):
@@ -43,6 +46,9 @@ class Shape(enum.Enum):
     SEPARATOR = "separator"
     RETIRED = "retired"
     INVENTED = "invented"
+    # A member of another scope of a scoped set (another customer's): counted apart, and shown to the caller
+    # as INVENTED unless the policy says reveal_other_scopes.
+    OTHER_SCOPE = "other_scope"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,8 @@ import orjson
 
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, ArgumentBinding, Failure, ToolPolicy
 from argwatch.server.sets.normalise import LOOSE, normaliser
-from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot
+from argwatch.server.sets.scoped import scope_key, usable_scope, value_of, within_scope
+from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot, member_key
 from argwatch.server.verdict.arg_values import locate
 from argwatch.server.verdict.findings import (
     CheckResult,
@@ -34,12 +35,15 @@ from argwatch.server.verdict.tool_call import json_kind
 MAX_VALUE_CHARS = 200
 _MISSING = object()
 _loose = normaliser(LOOSE)
+_loose_retired = within_scope(_loose)  # as the retired history keeps loose forms (sets/retired.py)
+# The session fields a scoped set's bindings read (SCOPE_FIELDS), as the validator hands them for a call.
+NO_SESSION: Mapping[str, str] = {}
 
 
 class MembersPlan(NamedTuple):
     """A tool's bound arguments, prepared once for the common case: every value present and in its set."""
 
-    bindings: tuple[tuple[str, str], ...]  # (argument, value set), in policy order
+    bindings: tuple[tuple[str, str, str], ...]  # (argument, value set, scope field or ""), in policy order
     checks: tuple[ValueCheck, ...]  # what check_arguments reports when every value is in its set
     # Whether every binding names a top-level argument: a path into one is judged by check_arguments
     # (never looked up as a key: a model could send a key named "items[*].sku").
@@ -48,24 +52,34 @@ class MembersPlan(NamedTuple):
 
 def members_plan(tool: ToolPolicy) -> MembersPlan:
     return MembersPlan(
-        tuple((binding.name, binding.value_set) for binding in tool.arguments),
+        tuple((binding.name, binding.value_set, binding.scope) for binding in tool.arguments),
         tuple(ValueCheck(binding.name, binding.value_set, True, True) for binding in tool.arguments),
         not any(binding.path.nested for binding in tool.arguments),
     )
 
 
 def all_in_sets(
-    plan: MembersPlan, arguments: Mapping[str, object], readings: Mapping[str, SetReading | None]
+    plan: MembersPlan,
+    arguments: Mapping[str, object],
+    readings: Mapping[str, SetReading | None],
+    session: Mapping[str, str] = NO_SESSION,
 ) -> CheckResult | None:
     """check_arguments' result when every bound value is present and in its set, built from `plan`
     (no per-argument objects); None otherwise, and check_arguments then says what is wrong.
     `readings` must hold the tool's sets in order of first binding, as the validator builds it."""
     if not plan.top_level:
         return None
-    for argument, value_set in plan.bindings:
+    for argument, value_set, scope in plan.bindings:
         reading = readings[value_set]
         value = arguments.get(argument)
-        if reading is None or value.__class__ is not str or value not in reading.snapshot.members:
+        if reading is None or value.__class__ is not str:
+            return None
+        if scope or reading.snapshot.scoped:  # a scoped set: only the call's own scope's key is a member
+            caller = session.get(scope, "")
+            if not scope or not reading.snapshot.scoped or not usable_scope(caller):
+                return None
+            value = scope_key(caller, value)
+        if value not in reading.snapshot.members:
             return None
     # Each of the tool's sets is bound by one of these arguments, so none of them is None here.
     return CheckResult((), (), plan.checks, tuple(cast(Mapping[str, SetReading], readings).values()))
@@ -78,6 +92,7 @@ def check_arguments(
     failures: Mapping[str, Failure],
     undisclosed: frozenset[str] = frozenset(),
     max_elements: int = DEFAULT_MAX_ELEMENTS,
+    session: Mapping[str, str] = NO_SESSION,
 ) -> CheckResult:
     """Checks every bound argument of `tool`: each value its path names, at most `max_elements` a binding.
 
@@ -85,27 +100,29 @@ def check_arguments(
     unavailable; `failures` says per set whether that fails open or closed.
     A stale reading is still checked against: staleness is the caller's to report.
     No member of a set in `undisclosed` (`disclose: none`) is written into a problem.
+    A set scoped by a session field is judged within the scope `session` gives for that field only.
     """
     found = _Found([], [], [], [])
     for binding in tool.arguments:
+        scope = session.get(binding.scope, "") if binding.scope else ""
         if not binding.path.nested:
             value = arguments.get(binding.name, _MISSING)
             if value is _MISSING:
                 if binding.required:
                     found.problems.append(_missing(binding, binding.name))
                 continue
-            _check_value(binding, binding.name, value, readings, failures, undisclosed, found)
+            _check_value(binding, binding.name, value, readings, failures, undisclosed, found, scope)
             continue
         located = locate(arguments, binding.path, max_elements)
         if binding.required:
             found.problems.extend(_missing(binding, where) for where in located.missing)
         found.problems.extend(_misshapen(binding, where, value, needed) for where, value, needed in located.misshapen)
-        if located.found and readings.get(binding.value_set) is None:
+        if located.found and _reading(binding, readings) is None:
             # One set that cannot be read is one fault, however many elements it leaves unchecked.
-            _check_value(binding, binding.name, located.found[0][1], readings, failures, undisclosed, found)
+            _check_value(binding, binding.name, located.found[0][1], readings, failures, undisclosed, found, scope)
         else:
             for where, value in located.found:
-                _check_value(binding, where, value, readings, failures, undisclosed, found)
+                _check_value(binding, where, value, readings, failures, undisclosed, found, scope)
         if located.unchecked:
             found.skipped.append(
                 SkippedCheck(binding.name, binding.value_set, SkipReason.ELEMENTS_LIMIT, located.unchecked)
@@ -128,10 +145,11 @@ def _check_value(
     failures: Mapping[str, Failure],
     undisclosed: frozenset[str],
     found: _Found,
+    scope: str = "",
 ) -> None:
     """One value of `binding` (at concrete path `where`) against its set; value checks count under the
-    binding's pattern, problems name `where`."""
-    reading = readings.get(binding.value_set)
+    binding's pattern, problems name `where`. A scoped set's within `scope`, the call's."""
+    reading = _reading(binding, readings)
     if reading is None:
         if failures.get(binding.value_set, Failure.OPEN) is Failure.CLOSED:
             found.problems.append(_unavailable(binding, where, value))
@@ -145,27 +163,41 @@ def _check_value(
         found.value_checks.append(ValueCheck(binding.name, binding.value_set, False, False))
         found.problems.append(_wrong_type(binding, where, value))
         return
-    if value in snapshot.members:
+    if binding.scope and not usable_scope(scope):
+        if (missing := _missing_scope(binding)) not in found.problems:  # one per binding, however many elements
+            found.problems.append(missing)
+        return
+    if member_key(snapshot, value, scope) in snapshot.members:
         found.value_checks.append(ValueCheck(binding.name, binding.value_set, True, True))
         return
     rule = binding.normalisation
-    in_set_normalised = normaliser(rule)(value) in snapshot.index_for(rule)
+    in_set_normalised = member_key(snapshot, normaliser(rule)(value), scope) in snapshot.index_for(rule)
     found.value_checks.append(ValueCheck(binding.name, binding.value_set, False, in_set_normalised))
-    found.problems.append(
-        _out_of_set(binding, where, value, snapshot, in_set_normalised, binding.value_set in undisclosed)
-    )
+    hidden = binding.value_set in undisclosed
+    found.problems.append(_out_of_set(binding, where, value, snapshot, in_set_normalised, hidden, scope))
 
 
-def classify_shape(value: str, snapshot: ValueSetSnapshot) -> tuple[Shape, str]:
-    """Why `value` (not a member) missed, and the legal value it is a slip of, if any."""
-    loose = _loose(value)
-    suggestion = snapshot.loose_index.get(loose)
+def _reading(binding: ArgumentBinding, readings: Mapping[str, SetReading | None]) -> SetReading | None:
+    """The binding's reading; None also for a copy scoped otherwise than the policy binds it (no copy to judge
+    by: a key in a global set would be a value a call could send to pass)."""
+    reading = readings.get(binding.value_set)
+    return reading if reading is None or reading.snapshot.scoped is bool(binding.scope) else None
+
+
+def classify_shape(value: str, snapshot: ValueSetSnapshot, scope: str = "") -> tuple[Shape, str]:
+    """Why `value` (not a member) missed, and the legal value it is a slip of, if any; in a scoped set, within
+    `scope` (and OTHER_SCOPE when another scope holds the value exactly: for the counts, not the caller)."""
+    suggestion = snapshot.loose_index.get(member_key(snapshot, _loose(value), scope))
     if suggestion is not None:
+        suggestion = value_of(suggestion) if snapshot.scoped else suggestion
         # One loose index serves both shapes: a slip that differs only in case is CASE.
         shape = Shape.CASE if value.casefold() == suggestion.casefold() else Shape.SEPARATOR
         return shape, suggestion
-    if value in snapshot.retired or loose in snapshot.loose_retired:
+    key = member_key(snapshot, value, scope)
+    if key in snapshot.retired or _loose_retired(key) in snapshot.loose_retired:
         return Shape.RETIRED, ""
+    if snapshot.scoped and snapshot.holders.get(value) is not None:
+        return Shape.OTHER_SCOPE, ""
     return Shape.INVENTED, ""
 
 
@@ -215,10 +247,18 @@ def _out_of_set(
     snapshot: ValueSetSnapshot,
     in_set_normalised: bool,
     undisclosed: bool,
+    scope: str = "",
 ) -> Problem:
-    shape, suggestion = classify_shape(value, snapshot)
+    shape, suggestion = classify_shape(value, snapshot, scope)
     shown = as_json_text(value)
-    if undisclosed:
+    if shape is Shape.OTHER_SCOPE and binding.reveal_other_scopes:
+        who = _SCOPE_WORDS.get(binding.scope, binding.scope)
+        message = f"{where}: {shown} is not in {binding.value_set} for this {who}: it is another {who}'s"
+    elif shape is Shape.OTHER_SCOPE:
+        # Word for word an invented value's message: the caller is not told that another scope holds it (the
+        # validator shows the shape as INVENTED too; the counts keep OTHER_SCOPE).
+        message = f"{where}: {shown} is not in {binding.value_set}"
+    elif undisclosed:
         # The shape is kept for the counts (the validator hides it from the caller: see `undisclosed`); the
         # message says neither the member the value slipped from nor that there is one.
         suggestion = ""
@@ -229,8 +269,8 @@ def _out_of_set(
             f"({shape.value}); the legal value is {as_json_text(suggestion)}"
         )
     elif shape is Shape.RETIRED:
-        message = f"{where}: {shown} was retired from {binding.value_set}{retirement_note(value, snapshot)}"
-        suggestion = _replacement(value, snapshot)
+        message = f"{where}: {shown} was retired from {binding.value_set}{retirement_note(value, snapshot, scope)}"
+        suggestion = _replacement(value, snapshot, scope)
     else:
         message = f"{where}: {shown} is not in {binding.value_set}"
     return Problem(
@@ -259,9 +299,18 @@ def undisclosed(problem: Problem) -> Problem:
     )
 
 
-def retirement_note(value: str, snapshot: ValueSetSnapshot) -> str:
+def concealed_scope(problem: Problem) -> Problem:
+    """`problem` as a caller sees it unless the policy says reveal_other_scopes: another scope's member reads
+    as an invented value (its message already does: see _out_of_set)."""
+    return replace(problem, shape=Shape.INVENTED) if problem.shape is Shape.OTHER_SCOPE else problem
+
+
+_SCOPE_WORDS = {"customer_id": "customer", "tenant": "tenant"}
+
+
+def retirement_note(value: str, snapshot: ValueSetSnapshot, scope: str = "") -> str:
     """' on 2026-10-01, replaced by "OTHER"': as much of it as the source said ("" if nothing)."""
-    info = snapshot.retirements.get(value)
+    info = snapshot.retirements.get(member_key(snapshot, value, scope))
     if info is None:
         return ""
     when = f" on {time.strftime('%Y-%m-%d', time.gmtime(info.retired_at))}" if info.retired_at is not None else ""
@@ -269,9 +318,26 @@ def retirement_note(value: str, snapshot: ValueSetSnapshot) -> str:
     return when + by
 
 
-def _replacement(value: str, snapshot: ValueSetSnapshot) -> str:
-    info = snapshot.retirements.get(value)
-    return info.replaced_by if info is not None and info.replaced_by in snapshot.members else ""
+def _replacement(value: str, snapshot: ValueSetSnapshot, scope: str = "") -> str:
+    info = snapshot.retirements.get(member_key(snapshot, value, scope))
+    if info is None or member_key(snapshot, info.replaced_by, scope) not in snapshot.members:
+        return ""
+    return info.replaced_by
+
+
+def _missing_scope(binding: ArgumentBinding) -> Problem:
+    # No value: the model wrote nothing wrong (it is no offender, and nothing of it is sampled). Named by the
+    # binding's pattern: one problem however many elements it leaves unjudged.
+    who = _SCOPE_WORDS.get(binding.scope, binding.scope)
+    return Problem(
+        code=ProblemCode.MISSING_SCOPE,
+        message=(
+            f"{binding.name}: {binding.value_set} holds each {who}'s own values, and the call's session names no "
+            f"{who} (session.{binding.scope} is empty or unusable): the value cannot be checked"
+        ),
+        argument=binding.name,
+        value_set=binding.value_set,
+    )
 
 
 def _missing(binding: ArgumentBinding, where: str) -> Problem:

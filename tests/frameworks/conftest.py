@@ -1,6 +1,7 @@
 """A gateway for the framework gates' tests: refund_order in reject mode, its reason code bound to the
 `source` fixture's set, and its order looked up in a real RecordSource that says who owns it. A gate that
-did not pass the customer through would have the corrected call refused as NOT_OWNED, and the tool never run.
+did not pass the customer through would have the corrected call refused (another customer's order), and the tool
+never run.
 refund_order has side effects, so the gates that run the tool report its outcome."""
 
 from __future__ import annotations

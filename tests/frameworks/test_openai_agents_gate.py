@@ -114,7 +114,7 @@ async def test_agents_sharing_a_tool_each_keep_their_own_customer(owned_gateway:
         await Runner.run(owners, "refund", run_config=RunConfig(tracing_disabled=True))
         assert runs == [ORDER]
         await Runner.run(others, "refund", run_config=RunConfig(tracing_disabled=True))
-    assert runs == [ORDER]  # not the other customer's order: refused as NOT_OWNED
+    assert runs == [ORDER]  # not the other customer's order: refused (counted NOT_OWNED, told as NOT_FOUND)
 
 
 async def test_each_untraced_run_is_a_conversation_of_its_own(

@@ -175,7 +175,7 @@ async def test_every_id_of_an_array_is_looked_up_in_one_round_trip(tmp_path, sto
         assert _found(response) == [
             (pb.PROBLEM_CODE_WRONG_TYPE, "related_orders[3]"),
             (pb.PROBLEM_CODE_NOT_FOUND, "related_orders[1]"),
-            (pb.PROBLEM_CODE_NOT_OWNED, "related_orders[2]"),
+            (pb.PROBLEM_CODE_NOT_FOUND, "related_orders[2]"),  # another customer's: told as not found
         ]
     finally:
         await gateway.stop(0)
@@ -188,7 +188,7 @@ async def test_an_owner_without_the_batch_call_is_asked_one_id_at_a_time(tmp_pat
     try:
         items = [{"sku": "SKU-1", "quantity": 1}]
         response = await _call(gateway, {"items": items, "related_orders": ["ord_1", "ord_2", "ord_B"]})
-        assert _found(response) == [(pb.PROBLEM_CODE_NOT_OWNED, "related_orders[2]")]
+        assert _found(response) == [(pb.PROBLEM_CODE_NOT_FOUND, "related_orders[2]")]  # another customer's
         assert owner.store.lookups == 3
     finally:
         await gateway.stop(0)

@@ -23,7 +23,7 @@ ORDERS = {
 }
 
 
-def policy_yaml(record_target: str, failure: str, schema: str = "") -> str:
+def policy_yaml(record_target: str, failure: str, schema: str = "", reveal: bool = False) -> str:
     return f"""
 sources:
   orders_db: {{grpc: {{target: "{record_target}", timeout: 300ms}}}}
@@ -36,7 +36,7 @@ tools:
     arguments: {{reason_code: {{value_set: refunds.reason_codes}}}}
     records:
       order: {{source: orders_db, kind: order, id_argument: order_id, owner: customer_id,
-               failure: {failure}, lookup_tool: search_orders}}
+               failure: {failure}, lookup_tool: search_orders, reveal_not_owned: {str(reveal).lower()}}}
     rules:
       - name: not_above_paid
         expr: args.amount_cents <= record.order.paid_cents
@@ -61,11 +61,13 @@ async def start(tmp_path) -> AsyncIterator[Start]:
     await server.start()
     gateways: list[RunningGateway] = []
 
-    async def begin(failure: str = "open", source_up: bool = True, schema: str = "") -> RunningGateway:
+    async def begin(
+        failure: str = "open", source_up: bool = True, schema: str = "", reveal: bool = False
+    ) -> RunningGateway:
         if not source_up:
             await server.stop(0)
         (tmp_path / "sets.yaml").write_text("refunds.reason_codes: {version: 1, members: [DAMAGED_ITEM]}\n")
-        (tmp_path / "policy.yaml").write_text(policy_yaml(f"127.0.0.1:{port}", failure, schema))
+        (tmp_path / "policy.yaml").write_text(policy_yaml(f"127.0.0.1:{port}", failure, schema, reveal))
         policy = load_policy(str(tmp_path / "policy.yaml"))
         gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
         gateways.append(gateway)
@@ -129,17 +131,27 @@ async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_on
     assert "look it up first with search_orders" in response.problems[0].message
 
 
-async def test_a_real_order_of_another_customer_is_not_owned(start: Start) -> None:
+async def test_a_real_order_of_another_customer_reads_to_the_caller_as_not_found_and_is_counted_not_owned(
+    start: Start,
+) -> None:
     gateway = await start()
     response = await call(gateway, {"order_id": "ord_2", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    invented = await call(gateway, {"order_id": "ord_999", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+    # Another customer's order and one that does not exist read the same: the caller cannot probe which ids exist.
+    assert found(response) == found(invented) == [(pb.PROBLEM_CODE_NOT_FOUND, "order_id")]
+    assert response.problems[0].message == invented.problems[0].message.replace("ord_999", "ord_2")
+    # Arguments named by records and rules are the policy's: labelled by name, not _unknown. The counts tell
+    # the two apart.
+    labels = {"tool": "refund_order", "argument": "order_id"}
+    assert value(gateway.registry, "tool_argument_problems_total", **labels, code="not_owned") == 1
+    assert value(gateway.registry, "tool_argument_problems_total", **labels, code="not_found") == 1
+
+
+async def test_a_record_that_reveals_its_owner_says_not_owned(start: Start) -> None:
+    gateway = await start(reveal=True)
+    response = await call(gateway, {"order_id": "ord_2", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
     assert found(response) == [(pb.PROBLEM_CODE_NOT_OWNED, "order_id")]
-    # Arguments named by records and rules are the policy's: labelled by name, not _unknown.
-    assert (
-        value(
-            gateway.registry, "tool_argument_problems_total", tool="refund_order", argument="order_id", code="not_owned"
-        )
-        == 1
-    )
+    assert "belongs to another customer" in response.problems[0].message
 
 
 async def test_an_amount_above_what_was_paid_is_caught_by_a_rule_against_the_record(start: Start) -> None:

@@ -182,7 +182,7 @@ def test_every_error_names_its_line_and_column_in_the_shape_editors_link() -> No
     ]
     assert rendered(GOOD.replace("      reason_code:\n", "      reason_code:\n        requird: false\n")) == [
         "policy.yaml:14:9: tools.refund_order.arguments.reason_code.requird: unknown key; did you mean 'required'? "
-        "expected one of hint, normalise, required, value_set"
+        "expected one of hint, normalise, required, reveal_other_scopes, value_set"
     ]
 
 
