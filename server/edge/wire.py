@@ -9,7 +9,8 @@ from google.protobuf import timestamp_pb2
 
 from argwatch.common.struct_values import struct_to_dict
 from argwatch.server.policy.model import Mode
-from argwatch.server.repair.message import LegalValues, RepairAdvice
+from argwatch.server.repair.legal_values import LegalValues
+from argwatch.server.repair.message import RepairAdvice
 from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape, SkippedCheck, SkipReason

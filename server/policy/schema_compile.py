@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import jsonschema_rs
@@ -38,6 +39,9 @@ class CompiledSchema(NamedTuple):
 
     full: Draft202012Validator  # lists problems, and decides
     fast: Any  # jsonschema_rs.Draft202012Validator, or None where it cannot take the schema
+    # Where each `enum` is in the schema (a JSON pointer), by the id of its list: the full check reports a
+    # miss with that very list, even reached through a $ref, so a problem can name the enum it missed.
+    enums: Mapping[int, str] = MappingProxyType({})
 
 
 def compile_schema(schema: Mapping[str, Any] | bool, *, assert_formats: bool = True) -> CompiledSchema:
@@ -63,7 +67,26 @@ def compile_schema(schema: Mapping[str, Any] | bool, *, assert_formats: bool = T
     except Exception as error:  # a pattern its regex engine rejects, a reference it cannot resolve offline
         log.info("schema: the fast check cannot take it (%s); every call uses the full check", error)
         fast = None
-    return CompiledSchema(full, fast)
+    return CompiledSchema(full, fast, MappingProxyType(enum_pointers(schema)))
+
+
+def enum_pointers(schema: object) -> dict[int, str]:
+    """Each enum list in `schema`, by id, with its JSON pointer; the lists are the ones the full check holds
+    (_located_falses copies the mappings around them, never an enum)."""
+    found: dict[int, str] = {}
+    stack: list[tuple[object, str]] = [(schema, "")]
+    while stack:  # a loop, not recursion: a schema may be nested as deeply as its YAML allows
+        node, pointer = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                where = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                if key == "enum" and isinstance(value, list):
+                    found.setdefault(id(value), where)
+                else:
+                    stack.append((value, where))
+        elif isinstance(node, list):
+            stack.extend((item, f"{pointer}/{index}") for index, item in enumerate(node))
+    return found
 
 
 # Keywords whose values are subschemas. jsonschema (4.26) reports a nested `false` with no path, so

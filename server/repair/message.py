@@ -1,42 +1,34 @@
 """Builds the model-facing error for a rejected call: what failed, the legal values, that nothing ran, what to do.
 
 Pure: it reads the problems, the current snapshots and the policy, and returns
-text and the values offered. Large sets are never listed whole: the nearest few
-to the value given, by edit similarity on the normalised forms, plus the count.
-A set's `disclose` bounds that: `nearest` never lists the whole set, and `none`
-shows no member at all (not even a retirement's replacement).
+text and the values offered. A value set and a schema enum are listed alike
+(legal_values.py): whole up to `repair.list_limit`, else the nearest few to the
+value given plus the count, and then the model is told where to find the rest,
+never that what it was shown is all there is. A set's `disclose` bounds that:
+`nearest` never lists the whole set, and `none` shows no member at all (not even
+a retirement's replacement).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from rapidfuzz import process
-from rapidfuzz.distance import Levenshtein
-
 from argwatch.server.policy.arg_paths import pattern_of
-from argwatch.server.policy.model import Disclosure, Policy, RepairConfig
-from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.policy.model import Disclosure, Policy, ToolPolicy
+from argwatch.server.repair.legal_values import (
+    LegalValues,
+    as_strings,
+    enum_at,
+    enum_values_for,
+    legal_values_for,
+    unquote,
+)
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
 from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord
 from argwatch.server.verdict.set_checks import retirement_note
-
-_loose = normaliser(LOOSE)
-
-
-@dataclass(frozen=True, slots=True)
-class LegalValues:
-    """The values offered for one argument."""
-
-    argument: str
-    value_set: str
-    values: tuple[str, ...]
-    total: int
-    complete: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,37 +41,6 @@ class RepairAdvice:
     legal_values: tuple[LegalValues, ...]
     attempt: int
     give_up: bool
-
-
-def legal_values_for(
-    problem: Problem, snapshot: ValueSetSnapshot, config: RepairConfig, disclose: Disclosure = Disclosure.LIST
-) -> LegalValues:
-    """All members sorted for a small set that may be listed; otherwise the nearest few to the value given."""
-    total = snapshot.size
-    if disclose is Disclosure.LIST and total <= config.list_limit:
-        everything = snapshot.sorted_members or tuple(sorted(snapshot.members))
-        return LegalValues(problem.argument, problem.value_set, everything, total, True)
-    wanted = _unquote(problem.value)
-    nearest = [problem.suggestion] if problem.suggestion else []
-    if wanted:
-        # Levenshtein, because a model's typo is mostly a substitution; compared on loose
-        # forms so case and separators do not dominate. A few extra candidates, ordered by
-        # (score, value), make ties come out the same in every process.
-        found = process.extract(
-            wanted,
-            snapshot.members,
-            scorer=Levenshtein.normalized_similarity,
-            processor=_loose,
-            limit=config.nearest * 4,
-        )
-        for member, _, _ in sorted(found, key=lambda hit: (-hit[1], hit[0])):
-            if member not in nearest:
-                nearest.append(member)
-    else:
-        nearest.extend(m for m in heapq.nsmallest(config.nearest, snapshot.members) if m not in nearest)
-    # "Never the whole set": a set no larger than `nearest` would otherwise be listed whole after all.
-    offered = config.nearest if disclose is Disclosure.LIST else min(config.nearest, total - 1)
-    return LegalValues(problem.argument, problem.value_set, tuple(nearest[:offered]), total, False)
 
 
 def build_advice(
@@ -102,6 +63,7 @@ def build_advice(
     lines = [f"The call to {tool} was rejected by argument validation. Nothing was executed."]
     offered: list[LegalValues] = []
     hints: list[str] = []
+    unlisted: list[str] = []  # arguments whose valid values were not all shown
     tool_policy = policy.tools.get(tool)
     bindings = {b.name: b for b in tool_policy.arguments} if tool_policy else {}
     for problem in problems:
@@ -110,7 +72,9 @@ def build_advice(
         disclose = set_config.disclose if set_config is not None else Disclosure.LIST
         if disclose is Disclosure.NONE:
             snapshot = None  # nothing of the set is read: not a retirement's replacement, not a member
-        lines.append(f"- {_describe(problem, policy, snapshot)}")
+        enum = _missed_enum(problem, tool_policy)
+        lines.append(f"- {_describe(problem, policy, snapshot, enum is not None)}")
+        legal: LegalValues | None = None
         if problem.code in _OFFERS_VALUES and disclose is Disclosure.NONE:
             lines.append(
                 "  Its valid values are not shown. Use a value from an earlier tool result or from the user; "
@@ -119,9 +83,16 @@ def build_advice(
         elif problem.code in _OFFERS_VALUES and snapshot is not None:
             legal = legal_values_for(problem, snapshot, config, disclose)
             offered.append(legal)
-            rendered = f"  {_render_legal(legal)}"
-            # Many elements of one array from one set: its values once, not once per element.
-            lines.append(rendered if rendered not in lines else "  Its valid values are listed above.")
+            lines.append(_once(f"  {_render_legal(legal, [_quoted(value) for value in legal.values])}", lines))
+        elif enum is not None:
+            legal = enum_values_for(problem, enum, config)
+            lines.append(_once(f"  {_render_legal(legal, legal.values)}", lines))  # JSON text already: "A", 3, null
+            if (as_offered := as_strings(legal)) is not None:
+                offered.append(as_offered)
+        if (problem.enum_pointer or (problem.value_set and problem.code in _OFFERS_VALUES)) and (
+            legal is None or not legal.complete
+        ):
+            unlisted.append(pattern_of(problem.argument))  # items[*].sku once, however many elements missed
         binding = bindings.get(problem.argument) or bindings.get(pattern_of(problem.argument))
         if binding is not None and binding.hint and binding.hint not in hints:
             hints.append(binding.hint)
@@ -133,11 +104,7 @@ def build_advice(
             "Tell the user what failed and ask how to proceed."
         )
     else:
-        lines.append(
-            f"What to do: call {tool} again with each argument above set to one of its valid "
-            "values, copied exactly. Do not guess a value that is not listed; if none fits, "
-            "ask the user."
-        )
+        lines.append(_what_to_do(tool, tool_policy, unlisted))
         lines.extend(hints)
         lines.append(f"(attempt {attempt} of {config.max_attempts})")
     return RepairAdvice(
@@ -195,6 +162,42 @@ def repeat_message(tool: str, policy: Policy, earlier: OperationRecord, give_up_
     return "\n".join(lines)
 
 
+def _what_to_do(tool: str, tool_policy: ToolPolicy | None, unlisted: Sequence[str]) -> str:
+    """The closing advice. "Do not guess a value that is not listed" only where every valid value was listed:
+    past repair.list_limit (or with a set that is not shown) the value meant may be valid and unlisted, so the
+    model is told where to get it instead."""
+    start = f"What to do: call {tool} again with each argument above set to one of its valid values, copied exactly."
+    if not unlisted:
+        return f"{start} Do not guess a value that is not listed; if none fits, ask the user."
+    names = list(dict.fromkeys(unlisted))
+    lookups = [(name, found) for name in names if (found := _lookup_tool(tool_policy, name))]
+    if len(lookups) == 1 and len(names) == 1:
+        source = f"look it up with {lookups[0][1]}, take it from an earlier tool result, or ask the user"
+    elif lookups:
+        found_with = _listed([f"{name} with {found}" for name, found in lookups])
+        source = f"look up {found_with}, take it from an earlier tool result, or ask the user"
+    else:
+        source = "take it from an earlier tool result or ask the user"
+    return (
+        f"{start} Not every valid value of {_listed(names)} is listed above, so the one meant may be valid though "
+        f"not listed: {source}. Never guess one."
+    )
+
+
+def _lookup_tool(tool_policy: ToolPolicy | None, argument: str) -> str:
+    """The tool the policy names for finding a real value of `argument` (a record's lookup_tool), or ""."""
+    if tool_policy is None:
+        return ""
+    return next((r.lookup_tool for r in tool_policy.records if r.id_argument == argument and r.lookup_tool), "")
+
+
+def _missed_enum(problem: Problem, tool_policy: ToolPolicy | None) -> Sequence[object] | None:
+    """The members of the schema enum `problem` missed, read from the tool's schema as the policy has it now."""
+    if not problem.enum_pointer or tool_policy is None:
+        return None
+    return enum_at(tool_policy.schema, problem.enum_pointer)
+
+
 def _listed(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -203,12 +206,14 @@ _OFFERS_VALUES = {ProblemCode.OUT_OF_SET, ProblemCode.WRONG_TYPE, ProblemCode.MI
 _SCHEMA_BOUNDS = {ProblemCode.OUT_OF_RANGE, ProblemCode.OUT_OF_SET}
 
 
-def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | None) -> str:
+def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | None, enum_listed: bool) -> str:
+    if enum_listed:  # its members follow, as a set's do
+        return f"{problem.argument or 'arguments'}: {problem.value} is not a valid value."
     if problem.expected and not problem.value_set and problem.code in _SCHEMA_BOUNDS:  # the tool's schema said so
         return f"{problem.argument or 'arguments'}: {problem.value} is not accepted; expected {problem.expected}."
     if problem.code is ProblemCode.OUT_OF_SET:
         if problem.shape is Shape.RETIRED:
-            note = retirement_note(_unquote(problem.value), snapshot) if snapshot is not None else ""
+            note = retirement_note(unquote(problem.value), snapshot) if snapshot is not None else ""
             return f"{problem.argument}: {problem.value} is no longer a valid value (it was retired{note})."
         if problem.suggestion:
             return (
@@ -231,14 +236,17 @@ def _describe(problem: Problem, policy: Policy, snapshot: ValueSetSnapshot | Non
     return problem.message
 
 
-def _render_legal(legal: LegalValues) -> str:
-    shown = ", ".join(f'"{value}"' for value in legal.values)
+def _render_legal(legal: LegalValues, shown: Sequence[str]) -> str:
+    listed = ", ".join(shown)
     if legal.complete:
-        return f"Valid values ({legal.total}): {shown}."
-    return f"The {len(legal.values)} closest of {legal.total} valid values: {shown}."
+        return f"Valid values ({legal.total}): {listed}."
+    return f"The {len(legal.values)} closest of {legal.total} valid values: {listed}."
 
 
-def _unquote(json_text: str) -> str:
-    if len(json_text) >= 2 and json_text.startswith('"') and json_text.endswith('"'):
-        return json_text[1:-1]
-    return ""
+def _once(rendered: str, lines: list[str]) -> str:
+    # Many elements of one array from one set or enum: its values once, not once per element.
+    return rendered if rendered not in lines else "  Its valid values are listed above."
+
+
+def _quoted(member: str) -> str:
+    return f'"{member}"'

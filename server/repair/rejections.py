@@ -73,7 +73,8 @@ def _bounded(problem: Problem) -> Problem:
         len(problem.message) <= KEPT_CHARS
         and len(problem.argument) <= 256
         and len(problem.value) <= 256
-        and max(len(problem.value_set), len(problem.suggestion), len(problem.expected)) <= KEPT_NAME_CHARS
+        and max(len(problem.value_set), len(problem.suggestion), len(problem.expected), len(problem.enum_pointer))
+        <= KEPT_NAME_CHARS
     ):
         return problem
     return replace(
@@ -84,6 +85,7 @@ def _bounded(problem: Problem) -> Problem:
         value_set=_cut(problem.value_set, KEPT_NAME_CHARS),
         suggestion=_cut(problem.suggestion, KEPT_NAME_CHARS),
         expected=_cut(problem.expected, KEPT_NAME_CHARS),
+        enum_pointer=_cut(problem.enum_pointer, KEPT_NAME_CHARS),  # cut, it names no enum: Repair lists none
     )
 
 

@@ -64,6 +64,9 @@ class Problem:
     suggestion: str = ""  # the legal value a CASE or SEPARATOR slip normalises to
     in_set_normalised: bool = False
     expected: str = ""  # what the argument takes, in words ("an integer", "at most 5000"); "" if nothing more
+    # An enum miss: where that enum is in the tool's schema (a JSON pointer), so Repair can list its members
+    # as it lists a set's; "" otherwise.
+    enum_pointer: str = ""
 
 
 class SkipReason(enum.Enum):

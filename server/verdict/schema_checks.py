@@ -62,7 +62,7 @@ def schema_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> 
         except (ValueError, OverflowError):  # a value it cannot convert (a lone surrogate): the full check decides
             pass
     try:
-        return _listed_problems(schema.full, arguments)
+        return _listed_problems(schema, arguments)
     except RecursionError:  # nesting deep enough to exhaust the library's recursion: a verdict all the same
         return [
             Problem(
@@ -73,9 +73,10 @@ def schema_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> 
         ]
 
 
-def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, object]) -> list[Problem]:
+def _listed_problems(schema: CompiledSchema, arguments: Mapping[str, object]) -> list[Problem]:
     from argwatch.server.verdict.set_checks import as_json_text  # the checker imports nothing of this module
 
+    validator: Draft202012Validator = schema.full
     problems: list[Problem] = []
     missing_seen: set[str] = set()  # jsonschema raises one `required` error per missing name, each naming all
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
@@ -114,6 +115,7 @@ def _listed_problems(validator: Draft202012Validator, arguments: Mapping[str, ob
                 argument=argument,
                 value=as_json_text(error.instance),
                 expected=expected_by(str(error.validator), error.validator_value),
+                enum_pointer=schema.enums.get(id(error.validator_value), "") if error.validator == "enum" else "",
             )
         )
     return _one_per_fault(problems)
@@ -181,6 +183,11 @@ _BOUNDS = {
 }
 
 
+# An enum's members named in `expected`, the summary people and logs read. Repair lists the enum itself, up to
+# repair.list_limit, from the problem's enum_pointer (repair/legal_values.py).
+_ENUM_IN_WORDS = 20
+
+
 def expected_by(keyword: str, value: object) -> str:
     """What a schema keyword asks for, in words the model can act on ("an integer", "at most 5000")."""
     from argwatch.server.verdict.set_checks import as_json_text
@@ -189,8 +196,9 @@ def expected_by(keyword: str, value: object) -> str:
         kinds = value if isinstance(value, list) else [value]
         return " or ".join(_TYPES.get(str(kind), str(kind)) for kind in kinds)
     if keyword == "enum" and isinstance(value, list):
-        shown = ", ".join(as_json_text(item, 60) for item in value[:20])
-        return f"one of {shown}" + (f" (and {len(value) - 20} more)" if len(value) > 20 else "")
+        shown = ", ".join(as_json_text(item, 60) for item in value[:_ENUM_IN_WORDS])
+        more = len(value) - _ENUM_IN_WORDS
+        return f"one of {shown}" + (f" (and {more} more)" if more > 0 else "")
     if keyword == "const":
         return f"exactly {as_json_text(value, 80)}"
     template = _BOUNDS.get(keyword)

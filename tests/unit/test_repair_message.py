@@ -124,3 +124,94 @@ def test_a_retired_value_says_when_and_what_replaced_it() -> None:
     assert (
         '- code: "CUSTOMER_UNHAPPY" is no longer a valid value (it was retired on 2026-09-21, replaced by "OTHER").'
     ) in advice.message
+
+
+def test_a_large_set_never_tells_the_model_that_the_few_shown_are_all_there_is() -> None:
+    advice = advise(not_in_set("user", "big", "handle-0O123"))
+    assert "Do not guess a value that is not listed" not in advice.message
+    assert (
+        "Not every valid value of user is listed above, so the one meant may be valid though not listed: take it "
+        "from an earlier tool result or ask the user. Never guess one."
+    ) in advice.message
+
+
+CODES = [f"CODE_{i:02d}" for i in range(28)]
+REGIONS = [f"REGION_{i:02d}" for i in range(80)]
+ENUMS = parse_policy(
+    f"""
+sources: {{owners: {{grpc: {{target: "127.0.0.1:1"}}}}}}
+tools:
+  t:
+    schema:
+      type: object
+      properties:
+        code: {{enum: {CODES}}}
+        region: {{$ref: "#/$defs/region"}}
+        size: {{enum: [1, 2, "XL", null]}}
+      $defs:
+        region: {{enum: {REGIONS}}}
+    records:
+      area: {{source: owners, kind: region, id_argument: region, lookup_tool: search_regions}}
+""".encode(),
+    "/p.yaml",
+)
+
+
+def enum_advice(arguments: dict[str, object], policy=ENUMS):
+    from argwatch.server.verdict.schema_checks import schema_problems
+
+    problems = schema_problems(ENUMS.tools["t"].schema_validator, arguments)
+    return build_advice(
+        call_id="c", tool="t", policy=policy, problems=problems, snapshots={}, attempt=1, give_up_reason=""
+    )
+
+
+def test_an_enum_of_28_is_listed_whole_as_a_set_of_28_would_be() -> None:
+    """The schema's enum is listed up to repair.list_limit (50 by default), not cut at 20."""
+    advice = enum_advice({"code": "code-07"})
+    (legal,) = advice.legal_values
+    assert (legal.argument, legal.value_set, legal.values, legal.total, legal.complete) == (
+        "code",
+        "",
+        tuple(CODES),
+        28,
+        True,
+    )
+    lines = advice.message.splitlines()
+    assert lines[1:3] == [
+        '- code: "code-07" is not a valid value.',
+        "  Valid values (28): " + ", ".join(f'"{code}"' for code in CODES) + ".",
+    ]
+    assert "more)" not in advice.message
+    assert "Do not guess a value that is not listed; if none fits, ask the user." in advice.message
+
+
+def test_an_enum_past_the_limit_offers_the_nearest_and_where_to_find_the_rest() -> None:
+    """An enum of 80: the nearest five and the total, reached through a $ref; the model is pointed at the
+    record's lookup tool, and never told not to guess a value that is not listed."""
+    advice = enum_advice({"region": "REGON_07"})
+    (legal,) = advice.legal_values
+    assert (legal.total, legal.complete, len(legal.values), legal.values[0]) == (80, False, 5, "REGION_07")
+    assert '  The 5 closest of 80 valid values: "REGION_07", ' in advice.message
+    assert "Do not guess a value that is not listed" not in advice.message
+    assert (
+        "Not every valid value of region is listed above, so the one meant may be valid though not listed: look "
+        "it up with search_regions, take it from an earlier tool result, or ask the user. Never guess one."
+    ) in advice.message
+
+
+def test_an_enum_of_other_json_types_is_listed_as_json_and_not_offered_as_strings() -> None:
+    """LegalValues carries strings a client copies as they are: "1" there would send a string for the number 1."""
+    advice = enum_advice({"size": "xl"})
+    assert '  Valid values (4): 1, 2, "XL", null.' in advice.message
+    assert advice.legal_values == ()
+
+
+def test_an_enum_no_longer_in_the_schema_is_not_listed_and_not_claimed_to_be() -> None:
+    """Repair reads the enum from the policy as it is now: after a reload that moved it, the problem's own
+    summary is shown, and the model is not told that what it saw was every value."""
+    reloaded = parse_policy(b"tools: {t: {schema: {type: object}}}\n", "/p.yaml")
+    advice = enum_advice({"region": "REGON_07"}, policy=reloaded)
+    assert advice.legal_values == ()
+    assert '- region: "REGON_07" is not accepted; expected one of "REGION_00",' in advice.message
+    assert "Do not guess a value that is not listed" not in advice.message

@@ -9,6 +9,7 @@ import pytest
 from argwatch.server.policy.loader import PolicyError, parse_policy
 from argwatch.server.policy.schema_compile import compile_schema
 from argwatch.server.policy.tool_import import DefinitionError, parse_definitions
+from argwatch.server.repair.legal_values import enum_at
 from argwatch.server.verdict.findings import ProblemCode
 from argwatch.server.verdict.schema_checks import schema_problems
 
@@ -145,3 +146,25 @@ def test_a_value_that_breaks_two_keywords_is_one_problem_with_both_reasons() -> 
     assert (problem.code, problem.argument) == (ProblemCode.OUT_OF_RANGE, "url")
     assert problem.message == "url: '' is not a 'uri'; '' should be non-empty"
     assert problem.expected == "a string in the format uri and a string of at least 1 characters"
+
+
+def test_an_enum_miss_names_where_its_enum_is_even_through_a_ref() -> None:
+    """Repair lists the enum's members from the schema, so the problem says which enum it missed."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "c/d~": {"enum": ["A", "B"]},
+            "region": {"$ref": "#/$defs/region"},
+            "items": {"type": "array", "items": {"enum": [1, 2]}},
+        },
+        "$defs": {"region": {"enum": [f"R{i}" for i in range(80)]}},
+    }
+    problems = schema_problems(compile_schema(schema), {"c/d~": "C", "region": "R", "items": [1, 3]})
+    assert [(p.code, p.argument, p.enum_pointer) for p in problems] == [
+        (ProblemCode.OUT_OF_SET, "c/d~", "/properties/c~1d~0/enum"),
+        (ProblemCode.OUT_OF_SET, "items[1]", "/properties/items/items/enum"),
+        (ProblemCode.OUT_OF_SET, "region", "/$defs/region/enum"),
+    ]
+    assert enum_at(schema, problems[0].enum_pointer) == ["A", "B"]
+    # Its words for people and logs stay short; Repair lists the enum itself.
+    assert problems[2].expected.endswith('"R19" (and 60 more)')
