@@ -89,9 +89,7 @@ def build_advice(
             lines.append(_once(f"  {_render_legal(legal, legal.values)}", lines))  # JSON text already: "A", 3, null
             if (as_offered := as_strings(legal)) is not None:
                 offered.append(as_offered)
-        if (problem.enum_pointer or (problem.value_set and problem.code in _OFFERS_VALUES)) and (
-            legal is None or not legal.complete
-        ):
+        if _not_all_listed(problem, legal):
             unlisted.append(pattern_of(problem.argument))  # items[*].sku once, however many elements missed
         binding = bindings.get(problem.argument) or bindings.get(pattern_of(problem.argument))
         if binding is not None and binding.hint and binding.hint not in hints:
@@ -184,6 +182,16 @@ def _what_to_do(tool: str, tool_policy: ToolPolicy | None, unlisted: Sequence[st
     )
 
 
+def _not_all_listed(problem: Problem, legal: LegalValues | None) -> bool:
+    """Whether the argument takes values that the message did not all list: a set or enum past the limit or not
+    shown, or a record's ids (never listed: a miss there is NOT_FOUND or NOT_OWNED)."""
+    if legal is not None:
+        return not legal.complete
+    if problem.enum_pointer:
+        return True
+    return bool(problem.value_set) and problem.code in _OFFERS_VALUES | _NAMES_NO_RECORD
+
+
 def _lookup_tool(tool_policy: ToolPolicy | None, argument: str) -> str:
     """The tool the policy names for finding a real value of `argument` (a record's lookup_tool), or ""."""
     if tool_policy is None:
@@ -203,6 +211,7 @@ def _listed(names: Sequence[str]) -> str:
 
 
 _OFFERS_VALUES = {ProblemCode.OUT_OF_SET, ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED}
+_NAMES_NO_RECORD = {ProblemCode.NOT_FOUND, ProblemCode.NOT_OWNED}  # value_set: the record ("record.order")
 _SCHEMA_BOUNDS = {ProblemCode.OUT_OF_RANGE, ProblemCode.OUT_OF_SET}
 
 

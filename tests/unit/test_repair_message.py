@@ -215,3 +215,13 @@ def test_an_enum_no_longer_in_the_schema_is_not_listed_and_not_claimed_to_be() -
     assert advice.legal_values == ()
     assert '- region: "REGON_07" is not accepted; expected one of "REGION_00",' in advice.message
     assert "Do not guess a value that is not listed" not in advice.message
+
+
+def test_a_record_that_is_not_found_points_at_its_lookup_tool_not_at_a_list() -> None:
+    """A record's ids are never listed, so "a value that is not listed" would be every value."""
+    problem = Problem(ProblemCode.NOT_FOUND, 'region: no region "R9" exists', "region", "record.area", value='"R9"')
+    advice = build_advice(
+        call_id="c", tool="t", policy=ENUMS, problems=[problem], snapshots={}, attempt=1, give_up_reason=""
+    )
+    assert "Do not guess a value that is not listed" not in advice.message
+    assert "look it up with search_regions, take it from an earlier tool result, or ask the user" in advice.message
