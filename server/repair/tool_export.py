@@ -1,9 +1,14 @@
 """The policy's tools as model clients describe them (OpenAI, Anthropic, MCP), with enums from today's value sets.
 
-A bound argument whose set has at most `repair.list_limit` members gets that
-set's members as its `enum` (sorted), so the model is offered exactly what the
-owning service accepts today; a larger set, or one whose `disclose` is not
-`list`, is named in the description instead. Each definition carries a digest that changes when, and only when,
+Every argument the policy knows of is there: the schema's properties, the
+bound arguments, each record's id argument (a string, required: the look-up
+needs it) and the arguments rules read, typed as the rule types them;
+`required` is the schema's list, the bound arguments not marked `required:
+false`, and the record ids. A bound argument whose set has at most
+`repair.list_limit` members gets that set's members as its `enum` (sorted), so
+the model is offered exactly what the owning service accepts today; a larger
+set, or one whose `disclose` is not `list`, is named in the description
+instead. Each definition carries a digest that changes when, and only when,
 the definition does: an agent compares it to know when to describe its tools to
 the model again, and drift between what the model is offered and what the
 service takes is caught where it starts.
@@ -89,9 +94,29 @@ def _schema(
             prop["description"] = (f"{prop['description']} " if prop.get("description") else "") + f"Must be {owner}."
         if binding.required and binding.name not in required:
             required.append(binding.name)
+    _add_checked_arguments(tool, properties, required)
     if required:
         schema["required"] = required
     return schema, readings
+
+
+def _add_checked_arguments(tool: ToolPolicy, properties: dict[str, Any], required: list[str]) -> None:
+    """The arguments the records and rules check, where the schema leaves them out: a model never told of
+    `order_id` never sends it, and the record check (fail closed) then refuses every call."""
+    for record in tool.records:
+        if record.id_path.nested:  # items[*].order_id: a property of the schema's own nested shape, not a new one
+            continue
+        # The id is looked up as a string, and a call without it is refused (MISSING_REQUIRED).
+        if record.id_argument not in properties:
+            look_up = f", as {record.lookup_tool} returns it" if record.lookup_tool else ""
+            properties[record.id_argument] = {"type": "string", "description": f"The {record.kind}'s id{look_up}."}
+        if record.id_argument not in required:
+            required.append(record.id_argument)
+    for rule in tool.rules:
+        # Typed by the rule's `types:` (or the schema, already listed); required only where the schema says so.
+        for name, kinds in rule.argument_types.items():
+            if name not in properties:
+                properties[name] = {"type": kinds[0] if len(kinds) == 1 else list(kinds)}
 
 
 def _members(reading: SetReading) -> list[str]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
 import pytest
 
 from argwatch.v1 import gateway_pb2 as pb
-from tests.conftest import REASON_CODES, WAREHOUSES, GatewayFactory, SourceServer
+from tests.conftest import REASON_CODES, RECORDS_POLICY, WAREHOUSES, GatewayFactory, SourceServer, gateway_on
 from tests.service.helpers import eventually, gateway_stub, run_program
 
 
@@ -67,6 +68,18 @@ async def test_a_change_at_the_owning_service_changes_the_definition_and_its_ver
     assert after.tools[0].version != before.tools[0].version and after.version != before.version
     assert after.tools[1].version == before.tools[1].version  # transfer_stock did not change
     assert after.tools[0].value_sets[0].version == 2
+
+
+async def test_a_record_id_is_in_every_format_and_required(tmp_path: Path) -> None:
+    """GetToolDefinitions tells the model of the argument a record is looked up by, as `tools export` does."""
+    gateway = await gateway_on(tmp_path, RECORDS_POLICY.format(target="127.0.0.1:1"))
+    try:
+        for fmt, key in ((pb.TOOL_FORMAT_MCP, "inputSchema"), (pb.TOOL_FORMAT_ANTHROPIC, "input_schema")):
+            (tool,) = (await definitions(gateway, "refund_order", fmt=fmt)).tools
+            schema = json.loads(tool.definition_json)[key]
+            assert schema["properties"]["order_id"]["type"] == "string" and schema["required"] == ["order_id"]
+    finally:
+        await gateway.stop(0)
 
 
 async def test_an_unknown_tool_is_not_found(gateway_factory: GatewayFactory) -> None:
