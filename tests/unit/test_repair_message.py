@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.repair.message import build_advice
 from argwatch.server.verdict.findings import Problem, ProblemCode, Shape
@@ -225,3 +227,17 @@ def test_a_record_that_is_not_found_points_at_its_lookup_tool_not_at_a_list() ->
     )
     assert "Do not guess a value that is not listed" not in advice.message
     assert "look it up with search_regions, take it from an earlier tool result, or ask the user" in advice.message
+
+
+def test_elements_of_one_array_missing_a_long_enum_are_named_once_in_the_advice() -> None:
+    from argwatch.server.verdict.schema_checks import schema_problems
+
+    schema = {"type": "object", "properties": {"regions": {"type": "array", "items": {"enum": REGIONS}}}}
+    policy = parse_policy(json.dumps({"tools": {"t": {"schema": schema}}}).encode(), "/p.yaml")
+    problems = schema_problems(policy.tools["t"].schema_validator, {"regions": ["REGON_01", "REGION_02", "RGION_03"]})
+    advice = build_advice(
+        call_id="c", tool="t", policy=policy, problems=problems, snapshots={}, attempt=1, give_up_reason=""
+    )
+    assert [legal.argument for legal in advice.legal_values] == ["regions[0]", "regions[2]"]
+    assert "Not every valid value of regions[*] is listed above" in advice.message
+    assert "Do not guess a value that is not listed" not in advice.message
