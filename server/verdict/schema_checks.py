@@ -133,8 +133,13 @@ def _one_per_fault(problems: list[Problem]) -> list[Problem]:
         elif problem.message != first.message:
             reason = problem.message.split(": ", 1)[-1]
             expected = " and ".join(part for part in (first.expected, problem.expected) if part)
-            merged[key] = replace(first, message=f"{first.message}; {reason}", expected=expected)
+            # Missed an enum and another keyword (allOf): no one enum holds its valid values, so Repair lists none.
+            pointer = _NO_ONE_ENUM if first.enum_pointer or problem.enum_pointer else ""
+            merged[key] = replace(first, message=f"{first.message}; {reason}", expected=expected, enum_pointer=pointer)
     return list(merged.values())
+
+
+_NO_ONE_ENUM = "#no-one-enum"  # an enum_pointer that names no enum (it is no JSON pointer): nothing is listed
 
 
 def _refused_by_false(path: list[str | int], instance: object, in_object: bool) -> Problem:

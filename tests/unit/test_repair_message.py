@@ -241,3 +241,18 @@ def test_elements_of_one_array_missing_a_long_enum_are_named_once_in_the_advice(
     assert [legal.argument for legal in advice.legal_values] == ["regions[0]", "regions[2]"]
     assert "Not every valid value of regions[*] is listed above" in advice.message
     assert "Do not guess a value that is not listed" not in advice.message
+
+
+def test_a_value_that_misses_two_enums_gets_neither_listed_as_all_there_is() -> None:
+    """Under allOf the valid values are in both enums: listing one would offer values the other refuses."""
+    from argwatch.server.verdict.schema_checks import schema_problems
+
+    schema = {"type": "object", "properties": {"x": {"allOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]}}}
+    policy = parse_policy(json.dumps({"tools": {"t": {"schema": schema}}}).encode(), "/p.yaml")
+    (problem,) = schema_problems(policy.tools["t"].schema_validator, {"x": "z"})
+    advice = build_advice(
+        call_id="c", tool="t", policy=policy, problems=[problem], snapshots={}, attempt=1, give_up_reason=""
+    )
+    assert advice.legal_values == ()
+    assert '- x: "z" is not accepted; expected one of "a", "b" and one of "b", "c".' in advice.message
+    assert "Do not guess a value that is not listed" not in advice.message
