@@ -401,9 +401,20 @@ def _concealed(tool: ToolPolicy) -> dict[str, Callable[[Problem], Problem]]:
 
 
 def _merged(schema_found: list[Problem], set_found: tuple[Problem, ...]) -> list[Problem]:
-    """Schema problems, then value-set problems the schema did not already report (one fault, one problem)."""
+    """Schema problems, then value-set problems the schema did not already report (one fault, one problem).
+    A schema problem standing for a set's (a bound argument missing, or of the wrong type) names the set, so
+    repair still offers its values."""
+    if not set_found:
+        return schema_found
+    by_place = {(problem.code, problem.argument): problem for problem in set_found}
+    merged = [
+        replace(problem, value_set=same.value_set)
+        if not problem.value_set and (same := by_place.get((problem.code, problem.argument))) is not None
+        else problem
+        for problem in schema_found
+    ]
     seen = {(problem.code, problem.argument) for problem in schema_found}
-    return [*schema_found, *(problem for problem in set_found if (problem.code, problem.argument) not in seen)]
+    return [*merged, *(problem for problem in set_found if (problem.code, problem.argument) not in seen)]
 
 
 _UNSENDABLE = (ProblemCode.WRONG_TYPE, ProblemCode.MISSING_REQUIRED)

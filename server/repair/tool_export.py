@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from argwatch.server.policy.arg_paths import EVERY, ArgPath, top_of
 from argwatch.server.policy.model import Disclosure, Policy, ToolPolicy
 from argwatch.server.sets.snapshot import SetReading
 
@@ -74,7 +75,10 @@ def _schema(
     readings: list[SetReading] = []
     limit = policy.repair.list_limit
     for binding in tool.arguments:
-        prop: dict[str, Any] = properties.setdefault(binding.name, {})
+        if binding.path.nested:  # items[*].sku: the property inside the schema's own nested shape
+            prop, holder = _node_at(schema, binding.path)
+        else:
+            prop, holder = properties.setdefault(binding.name, {}), None
         prop.setdefault("type", "string")
         reading = read(binding.value_set)
         disclose = policy.value_sets[binding.value_set].disclose
@@ -92,8 +96,11 @@ def _schema(
             elif reading is not None and disclose is not Disclosure.NONE:
                 owner += f" ({reading.snapshot.size} values)"
             prop["description"] = (f"{prop['description']} " if prop.get("description") else "") + f"Must be {owner}."
-        if binding.required and binding.name not in required:
-            required.append(binding.name)
+        leaf = binding.path.steps[-1]
+        if binding.required and isinstance(leaf, str):
+            listed: list[str] = required if holder is None else holder.setdefault("required", [])
+            if leaf not in listed:
+                listed.append(leaf)
     _add_checked_arguments(tool, properties, required)
     if required:
         schema["required"] = required
@@ -113,10 +120,54 @@ def _add_checked_arguments(tool: ToolPolicy, properties: dict[str, Any], require
         if record.id_argument not in required:
             required.append(record.id_argument)
     for rule in tool.rules:
-        # Typed by the rule's `types:` (or the schema, already listed); required only where the schema says so.
+        # Typed by the rule's `types:` (or the schema, already listed); required only where the schema says so
+        # (a rule may read an optional argument behind has()).
         for name, kinds in rule.argument_types.items():
+            if name != top_of(name):
+                continue  # an element's field (items[*].quantity): typed inside the schema's own nested shape
             if name not in properties:
                 properties[name] = {"type": kinds[0] if len(kinds) == 1 else list(kinds)}
+
+
+def _node_at(schema: dict[str, Any], path: ArgPath) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The subschema `path` names in `schema` (a copy, built out where it says nothing: an object's
+    `properties`, an array's `items`), and the object schema holding its last step (None after `[*]`). A
+    local `$ref` on the way is followed into the copy's own `$defs`, so a shared definition carries the
+    enum too."""
+    node = schema
+    holder: dict[str, Any] | None = None
+    for step in path.steps:
+        node = _followed(schema, node)
+        if step is EVERY:
+            node.setdefault("type", "array")
+            items = node.get("items")
+            if not isinstance(items, dict):
+                items = node["items"] = {}
+            node, holder = items, None
+            continue
+        node.setdefault("type", "object")
+        properties = node.setdefault("properties", {})
+        holder = node
+        child = properties.get(step)
+        if not isinstance(child, dict):
+            child = properties[step] = {}
+        node = child
+    return _followed(schema, node), holder
+
+
+def _followed(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """`node`, or what its local `$ref` names in `root` (a few hops at most)."""
+    for _ in range(8):
+        reference = node.get("$ref")
+        if not isinstance(reference, str) or not reference.startswith("#/"):
+            return node
+        target: Any = root
+        for part in reference[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            return node
+        node = target
+    return node
 
 
 def _members(reading: SetReading) -> list[str]:

@@ -124,6 +124,25 @@ async def test_a_value_a_rule_reads_of_the_wrong_type_is_one_problem_not_one_per
     assert value(gateway.registry, "argwatch_rule_errors_total", tool="refund_order", rule="not_above_paid") == 1
 
 
+async def test_a_bound_value_of_the_wrong_type_is_the_schemas_problem_and_repair_still_offers_the_set(
+    start: Start,
+) -> None:
+    schema = "schema: {type: object, properties: {reason_code: {type: string}, order_id: {type: string}}}"
+    gateway = await start(schema=schema)
+    wrong = await call(gateway, {"order_id": "ord_1", "reason_code": 120, "amount_cents": 100})
+    assert [(p.code, p.argument, p.value_set) for p in wrong.problems] == [
+        (pb.PROBLEM_CODE_WRONG_TYPE, "reason_code", "refunds.reason_codes")
+    ]
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        repair = await stub.Repair(
+            pb.RepairRequest(call_id=wrong.call_id, session=pb.Session(customer_id="cus_A")), timeout=5
+        )
+    assert [(legal.argument, list(legal.values)) for legal in repair.legal_values] == [
+        ("reason_code", ["DAMAGED_ITEM"])
+    ]
+
+
 async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_one(start: Start) -> None:
     gateway = await start()
     response = await call(gateway, {"order_id": "ord_999", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})

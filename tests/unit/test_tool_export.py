@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+from argwatch.server.policy.arg_paths import top_of
 from argwatch.server.policy.loader import load_policy, parse_policy
 from argwatch.server.repair.tool_export import export_tool, export_tools
+from argwatch.server.sets.snapshot import SetReading
+from tests.snapshots import make_snapshot
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "policy.yaml")
 
@@ -41,7 +44,7 @@ def test_every_example_tool_exports_every_argument_the_policy_knows() -> None:
     exported, _ = export_tools(policy, [], lambda _: None, "mcp")
     for tool in exported:
         properties = tool.definition["inputSchema"]["properties"]
-        assert policy.tools[tool.name].known_arguments <= set(properties), tool.name
+        assert {top_of(known) for known in policy.tools[tool.name].known_arguments} <= set(properties), tool.name
 
 
 POLICY = b"""
@@ -109,3 +112,46 @@ tools:
     )
     schema = parameters(policy, "refund_many")
     assert list(schema["properties"]) == ["items"] and "required" not in schema
+
+
+def test_a_path_binding_fills_the_enum_where_the_path_points_in_the_schemas_own_shape() -> None:
+    """create_order's line items: the SKU set's members go into items.items.properties.sku, never into a
+    top-level property named "items[*].sku"; the scoped payment methods are listed to no one."""
+    policy = load_policy(EXAMPLE)
+    skus = make_snapshot("catalog.skus", 1, ["SKU-A", "SKU-B"], received_at=0.0)
+    countries = make_snapshot("geo.countries", 1, ["DE", "FR"], received_at=0.0)
+    readings = {snapshot.name: SetReading(snapshot, 0.0, False) for snapshot in (skus, countries)}
+    definition = export_tool(policy, policy.tools["create_order"], readings.get, "openai").definition
+    schema = definition["function"]["parameters"]
+    assert set(schema["properties"]) == {"items", "payment_method_id", "shipping"}
+    line = schema["properties"]["items"]["items"]
+    assert line["properties"]["sku"]["enum"] == ["SKU-A", "SKU-B"]
+    assert line["properties"]["sku"]["type"] == "string"
+    assert "sku" in line["required"]
+    country = schema["properties"]["shipping"]["properties"]["country"]
+    assert country["enum"] == ["DE", "FR"] and "required" not in schema["properties"]["shipping"]  # optional
+    assert "enum" not in schema["properties"]["payment_method_id"]
+    assert "caller's own values" in schema["properties"]["payment_method_id"]["description"]
+    assert sorted(schema["required"]) == ["items", "payment_method_id"]
+
+
+def test_a_nested_binding_without_a_schema_builds_the_shape_it_names() -> None:
+    policy = parse_policy(
+        b"""
+sources: {local: {file: sets.yaml}}
+value_sets: {skus: {source: local}}
+tools:
+  order:
+    arguments: {"lines[*].sku": {value_set: skus}}
+""",
+        "/p.yaml",
+    )
+    schema = parameters(policy, "order")
+    assert schema["properties"]["lines"] == {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"sku": {"type": "string", "description": "Must be one of the values of skus."}},
+            "required": ["sku"],
+        },
+    }
