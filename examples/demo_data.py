@@ -40,3 +40,18 @@ def demo_orders(
             "status": "paid",
         }
     return orders
+
+
+# The catalogue's SKUs: what create_order's line items must name.
+CATALOG_SKUS = tuple(f"SKU-{family}-{size}" for family in ("TEE", "HOODIE", "CAP", "MUG", "SOCK") for size in "SML")
+# Each SKU's price in cents, as the shop lists it.
+SKU_PRICES = {sku: 500 + 250 * index for index, sku in enumerate(CATALOG_SKUS)}
+
+
+def payment_methods(customers: int = 20) -> dict[str, list[str]]:
+    """Each customer's saved payment methods (a set scoped per customer): cus_003 -> [pm_visa_0003, ...]."""
+    kinds = ("visa", "amex", "sepa")
+    return {
+        f"cus_{index:03d}": [f"pm_{kinds[(index + n) % 3]}_{index:02d}{n:02d}" for n in range(1 + index % 3)]
+        for index in range(customers)
+    }

@@ -1,4 +1,5 @@
-"""The demo owning service: a real ValueSetSource (refunds and identity sets) and RecordSource (orders) server.
+"""The demo owning service: a real ValueSetSource (refunds, identity, catalogue and payment sets) and RecordSource
+(orders) server.
 
 python examples/demo_source.py --listen 127.0.0.1:50061
 """
@@ -13,7 +14,7 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles, demo_orders
+from demo_data import CATALOG_SKUS, REASON_CODES, RETIRED_REASON_CODES, active_handles, demo_orders, payment_methods
 
 from argwatch.sources import RecordStore, ValueSetCatalog, serve
 
@@ -22,6 +23,9 @@ def demo_catalog() -> ValueSetCatalog:
     catalog = ValueSetCatalog()
     catalog.publish("refunds.reason_codes", REASON_CODES, RETIRED_REASON_CODES)
     catalog.publish("identity.active_handles", active_handles())
+    catalog.publish("catalog.skus", CATALOG_SKUS)
+    # Scoped per customer: a call is judged against its own customer's methods only, and repair lists only those.
+    catalog.publish("payments.methods", members_by_scope=payment_methods())
     return catalog
 
 

@@ -3,6 +3,9 @@
 Mostly legal values; some case and separator slips; some retired and invented
 values; a few wrong types, missing arguments and unknown tools. Rejected calls
 are repaired the way a model would: call Repair, then retry with a legal value.
+Shop orders carry line items, a nested shipping address and a saved payment method:
+now and then a line names an invented SKU, the payment method is another
+customer's, or a line's quantity pushes the total past the shop's limit.
 Refunds have side effects: most report their outcome, and a few time out and
 are called again, the way an agent loop does after a timeout; the gateway
 refuses the repeat, and the model checks the refund's status as told.
@@ -16,6 +19,7 @@ import argparse
 import asyncio
 import os
 import random
+import re
 import signal
 import sys
 import time
@@ -26,7 +30,15 @@ import grpc
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo_data import REASON_CODES, RETIRED_REASON_CODES, active_handles, demo_orders
+from demo_data import (
+    CATALOG_SKUS,
+    REASON_CODES,
+    RETIRED_REASON_CODES,
+    SKU_PRICES,
+    active_handles,
+    demo_orders,
+    payment_methods,
+)
 
 from argwatch.v1 import gateway_pb2, gateway_pb2_grpc
 
@@ -95,11 +107,42 @@ def refund_for(customer: str, rng: random.Random) -> dict[str, Any]:
     return {"order_id": order_id, "reason_code": choose("reason_code", REASON_CODES, rng), "amount_cents": amount}
 
 
+PAYMENT_METHODS = payment_methods()
+COUNTRIES = ("DE", "FR", "NL", "PL", "ES")
+INVENTED_SKUS = ("SKU-TEE-XL", "SKU-JACKET-M", "TEE-M", "SKU-MUG-2")
+
+
+def order_for(customer: str, rng: random.Random) -> dict[str, Any]:
+    """A shop order as a model writes it: lines from the catalogue, paid with one of the customer's own
+    methods; sometimes an invented SKU in one line, a slip, another customer's payment method, or a
+    quantity that takes the total past the shop's limit (a rule over the items)."""
+    lines = []
+    for _ in range(rng.randrange(1, 5)):
+        sku = rng.choice(CATALOG_SKUS)
+        lines.append({"sku": sku, "quantity": rng.randrange(1, 4), "price_cents": SKU_PRICES[sku]})
+    args: dict[str, Any] = {"items": lines, "payment_method_id": rng.choice(PAYMENT_METHODS[customer])}
+    if rng.random() < 0.6:
+        args["shipping"] = {"country": rng.choice(COUNTRIES)}
+    roll = rng.random()
+    if roll < 0.04:
+        lines[-1]["sku"] = rng.choice(INVENTED_SKUS)
+    elif roll < 0.06:
+        lines[0]["sku"] = slip(lines[0]["sku"], rng)
+    elif roll < 0.08:
+        other = rng.choice([c for c in PAYMENT_METHODS if c != customer])
+        args["payment_method_id"] = rng.choice(PAYMENT_METHODS[other])  # real, but someone else's
+    elif roll < 0.10:
+        lines[0]["quantity"] = 200  # at least 100,000 cents: past the limit whatever the SKU
+    return args
+
+
 def make_call(rng: random.Random, handles: list[str], customer: str = "cus_000") -> tuple[str, dict[str, Any]]:
     """One tool call of the demo mix: (tool name, arguments)."""
     roll = rng.random()
-    if roll < 0.45:
+    if roll < 0.40:
         return "refund_order", refund_for(customer, rng)
+    if roll < 0.55:
+        return "create_order", order_for(customer, rng)
     if roll < 0.75:
         args: dict[str, Any] = {
             "component_id": choose("component_id", COMPONENTS, rng),
@@ -154,12 +197,21 @@ async def repair_and_retry(
     repair = await stub.Repair(repair_request(rejected.call_id, conversation, customer), timeout=2)
     if repair.give_up:
         return False
-    fixed = dict(args)
+    fixed = orjson.loads(orjson.dumps(args))  # a deep copy: values are put back where the problem says
     for legal in repair.legal_values:
         if legal.values:
-            fixed[legal.argument] = legal.values[0]
+            put_at(fixed, legal.argument, legal.values[0])
     retry = await stub.Validate(request_for(tool, fixed, conversation, customer), timeout=2)
     return retry.decision == gateway_pb2.DECISION_ALLOW
+
+
+def put_at(args: dict[str, Any], path: str, value: str) -> None:
+    """Sets the value at a problem's path (`reason_code`, `items[2].sku`, `shipping.country`)."""
+    steps: list[str | int] = [int(s[1:-1]) if s.startswith("[") else s for s in re.findall(r"\[\d+\]|[^.\[\]]+", path)]
+    node: Any = args
+    for step in steps[:-1]:
+        node = node[step]
+    node[steps[-1]] = value
 
 
 async def after_refund(

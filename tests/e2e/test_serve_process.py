@@ -148,7 +148,7 @@ def test_policy_check_prints_ok_for_the_example_and_errors_otherwise(tmp_path) -
     ok = subprocess.run(
         [ARGWATCH, "policy", "check", os.path.join(EXAMPLES, "policy.yaml")], capture_output=True, text=True, timeout=30
     )
-    assert ok.returncode == 0 and "ok: 4 tools, 4 bound arguments, 4 value sets" in ok.stdout
+    assert ok.returncode == 0 and "ok: 5 tools, 7 bound arguments, 7 value sets" in ok.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("value_sets: {s: {source: x, ttl: forever}}\ntools: {}\n")
     result = subprocess.run([ARGWATCH, "policy", "check", str(bad)], capture_output=True, text=True, timeout=30)
@@ -219,6 +219,9 @@ def test_the_demo_traffic_runs_against_the_demo_policy_with_repeats_caught(examp
     repeats = re.search(r'^tool_call_repeat_total\{tool="refund_order"\} (\S+)$', body, re.MULTILINE)
     assert repeats is not None and float(repeats.group(1)) == int(counts["repeats_refused"])
     assert re.search(r'^argwatch_outcome_reports_total\{outcome="succeeded",tool="refund_order"\} [1-9]', body, re.M)
+    # The nested tool: each line item's SKU checked, counted under the binding's pattern, never an index.
+    assert re.search(r'^tool_argument_value_check_total\{argument="items\[\*\]\.sku",', body, re.M)
+    assert not re.search(r'argument="items\[[0-9]', body)
 
 
 def test_sighup_reloads_the_policy_and_a_broken_one_keeps_the_last_good(example_policy: str) -> None:

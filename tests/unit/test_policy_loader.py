@@ -40,7 +40,7 @@ def errors_of(text: str) -> list[str]:
     return [f"{issue.path}: {issue.message}" for issue in raised.value.issues]
 
 
-def test_the_bundled_demo_policy_binds_the_four_arguments_from_the_field() -> None:
+def test_the_bundled_demo_policy_binds_the_four_arguments_from_the_field_and_a_nested_order() -> None:
     policy = load_policy(os.path.join(EXAMPLES, "policy.yaml"))
     bound = {(tool, b.name): b.value_set for tool, t in policy.tools.items() for b in t.arguments}
     assert bound == {
@@ -48,6 +48,9 @@ def test_the_bundled_demo_policy_binds_the_four_arguments_from_the_field() -> No
         ("create_ticket", "component_id"): "catalog.components",
         ("create_ticket", "assignee"): "identity.active_handles",
         ("transfer_stock", "warehouse_code"): "wms.warehouses",
+        ("create_order", "items[*].sku"): "catalog.skus",
+        ("create_order", "payment_method_id"): "payments.methods",
+        ("create_order", "shipping.country"): "geo.countries",
     }
 
 
