@@ -10,6 +10,9 @@ Each line is recognised by its shape, so one file may mix them:
 - MCP: a `tools/call` JSON-RPC request;
 - plain: {"tool": ..., "arguments": {...} or "<JSON text>"}, optionally with "model",
   "prompt_version", "conversation_id".
+Any line may carry the session its calls were made in, {"session": {"customer_id": ..., "tenant": ...}}:
+sets scoped per customer or tenant, and ownership, are judged in it (without one, a scoped set's check
+reads MISSING_SCOPE, as a live call without a session does).
 A line that is not JSON, or JSON of no known shape, is counted as malformed with its reason, and
 reading goes on. Files ending in .gz (or starting with gzip's magic bytes) are read through gzip.
 """
@@ -22,7 +25,7 @@ import os
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import orjson
@@ -42,6 +45,8 @@ class RecordedCall:
     model: str = ""
     prompt_version: str = ""
     call_id: str = ""  # the provider's id for the call, where the shape has one (tool_calls[].id, call_id, ...)
+    customer_id: str = ""  # the session's, where the line records one
+    tenant: str = ""
 
 
 @dataclass
@@ -150,7 +155,22 @@ class _Unrecognised(ValueError):
 
 
 def calls_in(document: object) -> Iterator[RecordedCall]:
-    """The tool calls of one recorded document; raises _Unrecognised for a shape it does not know."""
+    """The tool calls of one recorded document, each in the line's session if it records one; raises
+    _Unrecognised for a shape it does not know."""
+    session = document.get("session") if isinstance(document, dict) else None
+    if not isinstance(session, dict):
+        yield from _calls_in(document)
+        return
+    customer = _text(session.get("customer_id"))[:MAX_SESSION_CHARS]
+    tenant = _text(session.get("tenant"))[:MAX_SESSION_CHARS]
+    for call in _calls_in(document):
+        yield replace(call, customer_id=customer, tenant=tenant)
+
+
+MAX_SESSION_CHARS = 256  # as the gateway takes them (edge/request_limits.py)
+
+
+def _calls_in(document: object) -> Iterator[RecordedCall]:
     if not isinstance(document, dict):
         raise _Unrecognised("not a JSON object")
     model = _text(document.get("model"))

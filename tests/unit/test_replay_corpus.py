@@ -71,3 +71,20 @@ def test_a_call_repeated_by_a_later_transcript_is_judged_once(tmp_path: Path) ->
     path.write_text(json.dumps(response) + "\n" + json.dumps(transcript) + "\n" + json.dumps(transcript) + "\n")
     tools, counts = read(path)
     assert tools == ["refund_order"] and counts.duplicates == 2 and counts.lines_with_calls == 3
+
+
+def test_a_line_may_carry_the_session_its_calls_were_made_in(tmp_path: Path) -> None:
+    """Scoped sets and ownership are judged in the caller's session: a corpus keeps it per line, any shape."""
+    path = tmp_path / "sessions.jsonl"
+    lines = [
+        {"tool": "create_order", "arguments": {}, "session": {"customer_id": "cus_1", "tenant": "acme"}},
+        {
+            "object": "chat.completion",
+            "session": {"customer_id": "c" * 400},
+            "choices": [{"message": {"tool_calls": [{"id": "t1", "function": {"name": "x", "arguments": "{}"}}]}}],
+        },
+        {"tool": "y", "arguments": {}, "session": "not a mapping"},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    calls = list(read_corpus([str(path)], ReadCounts()))
+    assert [(call.customer_id, call.tenant) for call in calls] == [("cus_1", "acme"), ("c" * 256, ""), ("", "")]
