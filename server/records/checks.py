@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from argwatch.server.policy.arg_paths import format_path
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, RecordBinding, ToolPolicy
 from argwatch.server.records.lookup_client import Lookup, RecordClient
 from argwatch.server.verdict.arg_values import locate
@@ -51,11 +52,11 @@ async def check_records(
         located = locate(arguments, binding.id_path, max_elements)
         problems_before = len(outcome.problems)
         if binding.required:
-            outcome.problems.extend(_absent_id(binding, where) for where in located.missing)
+            outcome.problems.extend(_absent_id(binding, format_path(where)) for where in located.missing)
         for where, value, needed in located.misshapen:
-            outcome.problems.append(_misshapen_id(binding, where, value, needed))
+            outcome.problems.append(_misshapen_id(binding, format_path(where), value, needed))
         for where, value in located.found:
-            _take(binding, where, value, wanted, outcome)
+            _take(binding, format_path(where), value, wanted, outcome)
         if located.unchecked:
             incomplete.add(binding.name)
             outcome.skipped.append(

@@ -13,26 +13,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from argwatch.server.policy.arg_paths import EVERY, ArgPath, join
+from argwatch.server.policy.arg_paths import EVERY, ArgPath
+
+Parts = tuple[str | int, ...]  # a concrete path's steps: ("items", 2, "sku"); format_path writes it
 
 
 class Located(NamedTuple):
-    """What a path names in one call's arguments."""
+    """What a path names in one call's arguments. Paths are kept as their steps and written (format_path)
+    only where a problem names them: most values are fine, and writing every path costs more than checking."""
 
-    found: list[tuple[str, object]]  # (concrete path, value), in the arguments' order
-    missing: list[str]  # concrete paths where the path stopped: a key absent
-    misshapen: list[tuple[str, object, str]]  # (concrete path, value, what was needed there: "an object", "an array")
+    found: list[tuple[Parts, object]]  # (concrete path, value), in the arguments' order
+    missing: list[Parts]  # concrete paths where the path stopped: a key absent
+    misshapen: list[tuple[Parts, object, str]]  # (concrete path, value, what was needed there: "an object", "an array")
     unchecked: int  # elements past the limit, not looked at
 
 
 def locate(arguments: Mapping[str, object], path: ArgPath, limit: int) -> Located:
     """Every value `path` names in `arguments`, at most `limit` of them."""
-    frontier: list[tuple[str, object]] = [("", arguments)]
-    missing: list[str] = []
-    misshapen: list[tuple[str, object, str]] = []
+    frontier: list[tuple[Parts, object]] = [((), arguments)]
+    missing: list[Parts] = []
+    misshapen: list[tuple[Parts, object, str]] = []
     unchecked = 0
     for step in path.steps:
-        reached: list[tuple[str, object]] = []
+        reached: list[tuple[Parts, object]] = []
         for where, node in frontier:
             if step is EVERY:
                 if not isinstance(node, list):
@@ -40,12 +43,12 @@ def locate(arguments: Mapping[str, object], path: ArgPath, limit: int) -> Locate
                     continue
                 room = limit - len(reached)
                 unchecked += max(0, len(node) - room)
-                reached.extend((join(where, index), item) for index, item in enumerate(node[: max(0, room)]))
+                reached.extend(((*where, index), item) for index, item in enumerate(node[: max(0, room)]))
             elif not isinstance(node, Mapping):
                 misshapen.append((where, node, "an object"))
             elif step in node:
-                reached.append((join(where, step), node[step]))
+                reached.append(((*where, step), node[step]))
             else:
-                missing.append(join(where, step))
+                missing.append((*where, step))
         frontier = reached
     return Located(frontier, missing, misshapen, unchecked)

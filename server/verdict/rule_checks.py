@@ -11,6 +11,7 @@ the values, so it must not be able to switch a rule off by changing a type.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -192,7 +193,8 @@ def _run_over_arrays(
     rest = _element_argument(rule)
     for parts, element in elements(prepared.arguments, each):
         at = (*parts, *rest) if rest is not None else None
-        argument = format_path(at) if at is not None else rule.argument
+        # Written only where a problem names it: most elements pass, and writing each path costs more than CEL.
+        argument = _LAZY if at is not None else rule.argument
         if parts in faulty:
             _unevaluated(rule, outcome, argument, faulty[parts], arguments, at)
             continue
@@ -236,15 +238,24 @@ def _judge(
         _unevaluated(rule, outcome, argument, "", arguments, at)
         return
     if holds is not True:
+        if argument is _LAZY and at is not None:
+            argument = format_path(at)
         outcome.problems.append(_rule_problem(rule, roots, arguments, argument, at))
+
+
+_LAZY = "\0path"  # stands for format_path(at) until a problem needs it written
 
 
 def _element_argument(rule: Rule) -> tuple[str, ...] | None:
     """What follows the element in the path a problem of an `each` rule names (("quantity",) for
     items[*].quantity, () for items[*]); None for an argument outside the elements (the whole list)."""
     assert rule.arrays is not None
-    each = rule.arrays.each
-    steps = parse_path(rule.argument).steps if rule.argument else each
+    return _after_element(rule.argument, rule.arrays.each)
+
+
+@functools.cache  # by policy text: as many entries as the policies served have each rules
+def _after_element(argument: str, each: Steps) -> tuple[str, ...] | None:
+    steps = parse_path(argument).steps if argument else each
     rest = steps[len(each) :]
     if steps[: len(each)] != each or EVERY in rest:
         return None
@@ -263,6 +274,8 @@ def _unevaluated(
     """A rule (or one element's turn of it) that could not be judged: counted once per call, then a
     RULE_NOT_EVALUATED problem naming the path, or with on_error: open one skipped check per rule (its
     `unchecked` elements, when a list longer than limits.max_elements is why, counted as not checked)."""
+    if argument is _LAZY and at is not None:
+        argument = format_path(at)
     if rule.name not in outcome.errors:
         outcome.errors.append(rule.name)
     if rule.on_error is Failure.OPEN:

@@ -16,6 +16,7 @@ from typing import NamedTuple, cast
 
 import orjson
 
+from argwatch.server.policy.arg_paths import format_path
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, ArgumentBinding, Failure, ToolPolicy
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.scoped import scope_key, usable_scope, value_of, within_scope
@@ -115,14 +116,24 @@ def check_arguments(
             continue
         located = locate(arguments, binding.path, max_elements)
         if binding.required:
-            found.problems.extend(_missing(binding, where) for where in located.missing)
-        found.problems.extend(_misshapen(binding, where, value, needed) for where, value, needed in located.misshapen)
-        if located.found and _reading(binding, readings) is None:
+            found.problems.extend(_missing(binding, format_path(where)) for where in located.missing)
+        for where, value, needed in located.misshapen:
+            found.problems.append(_misshapen(binding, format_path(where), value, needed))
+        reading = _reading(binding, readings)
+        if located.found and reading is None:
             # One set that cannot be read is one fault, however many elements it leaves unchecked.
             _check_value(binding, binding.name, located.found[0][1], readings, failures, undisclosed, found, scope)
-        else:
+        elif located.found:
+            assert reading is not None
+            members = reading.snapshot.members if not (binding.scope or reading.snapshot.scoped) else None
+            in_set = ValueCheck(binding.name, binding.value_set, True, True)
             for where, value in located.found:
-                _check_value(binding, where, value, readings, failures, undisclosed, found, scope)
+                if members is not None and value.__class__ is str and value in members:  # the common case
+                    found.value_checks.append(in_set)
+                    if reading not in found.used:
+                        found.used.append(reading)
+                    continue
+                _check_value(binding, format_path(where), value, readings, failures, undisclosed, found, scope)
         if located.unchecked:
             found.skipped.append(
                 SkippedCheck(binding.name, binding.value_set, SkipReason.ELEMENTS_LIMIT, located.unchecked)

@@ -122,9 +122,11 @@ def test_without_a_schema_any_well_formed_path_loads() -> None:
 
 def test_locating_reports_what_is_absent_misshapen_and_past_the_limit() -> None:
     located = locate({"items": [{"sku": "A"}, {"qty": 2}, 7, {"sku": "B"}]}, parse_path("items[*].sku"), 3)
-    assert located.found == [("items[0].sku", "A")]
-    assert located.missing == ["items[1].sku"]
-    assert located.misshapen == [("items[2]", 7, "an object")]
+    assert [(format_path(where), value) for where, value in located.found] == [("items[0].sku", "A")]
+    assert [format_path(where) for where in located.missing] == ["items[1].sku"]
+    assert [(format_path(where), value, needed) for where, value, needed in located.misshapen] == [
+        ("items[2]", 7, "an object")
+    ]
     assert located.unchecked == 1
 
 
