@@ -12,7 +12,7 @@ from dataclasses import replace
 from functools import partial
 
 from argwatch.server.modes.store import ModeStore
-from argwatch.server.policy.arg_paths import label_for, top_of
+from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
 from argwatch.server.records.lookup_client import RecordClient
@@ -231,6 +231,11 @@ class Validator:
         scope = getattr(call, config.scope, "") if config is not None and config.scope else ""
         return reading.snapshot.within(scope) if usable_scope(scope) else None
 
+    def _redacted(self, path: str) -> bool:
+        """Whether the policy redacts the argument at `path`: any name along it (payment.card redacts
+        payment.card.number and card[2])."""
+        return path in self._redact or any(name in self._redact for name in names_in(path))
+
     def _hidden(self, tool: str, problems: list[Problem]) -> list[Problem]:
         """The problems as the caller is told them: nothing shown of a `disclose: none` set, nor that a value or
         a record is another scope's (unless the policy opts out)."""
@@ -377,7 +382,7 @@ class Validator:
                 # Not the model's fault: the value was never checked, so it is no offender.
                 metrics.check_unavailable(label, problem.value_set)
             elif problem.value:
-                if problem.argument in self._redact or argument in self._redact:  # never written where people read it
+                if self._redact and self._redacted(problem.argument):  # never written where people read it
                     problem = replace(problem, value=REDACTED)
                 # Under the label the status rows use: a call-level problem (an invented tool's name, say)
                 # is the `_call` row's offender, not kept under "" where no detail looks.

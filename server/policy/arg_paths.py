@@ -121,6 +121,15 @@ def top_of(path: str) -> str:
     return plain.group(0) if plain is not None else path
 
 
+def names_in(path: str) -> list[str]:
+    """The property names along a path, concrete or a pattern (`payment.card[2].number` -> payment, card,
+    number): what `sampling.redact` is matched against, so a redacted name is redacted at any depth."""
+    return [plain or json.loads(f'"{quoted}"') for plain, quoted in _NAMES.findall(path)]
+
+
+_NAMES = re.compile(r'(?:^|\.)([^.\["]+)|\["((?:[^"\\]|\\.)*)"\]')
+
+
 def label_for(concrete: str, known: frozenset[str]) -> str | None:
     """The metric label of an argument path: the pattern a policy knows, else its top-level argument if
     the policy knows that, else None (the caller writes `_unknown`). Never an index or a model's key."""

@@ -53,7 +53,7 @@ from argwatch.server.policy.model import (
     ValueSetConfig,
 )
 from argwatch.server.policy.path_schema import check_path
-from argwatch.server.policy.rule_arrays import EACH_VARIABLE, array_reads, read_each, split_types
+from argwatch.server.policy.rule_arrays import EACH_VARIABLE, array_reads, each_reads_whole, read_each, split_types
 from argwatch.server.policy.schema_compile import compile_schema, schema_error_location
 from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
@@ -699,6 +699,9 @@ def _typed_rules(
                     f"add types: {{{name}: integer}} (say) to the rule; CEL compares values of different types "
                     f'as unequal, so args.{name} != 5 would pass the string "5"',
                 )
+        if each:
+            for why in each_reads_whole(rule.expression, each, types):
+                reader.fail(f"{path}[{index}].expr", why)
         typed.append(replace(rule, argument_types=types, arrays=arrays))
     return tuple(typed)
 

@@ -135,6 +135,9 @@ class ArrayReads:
     record_lists: tuple[Steps, ...] = ()
     # Whether it calls sum() (verdict/rule_functions.py), a function the gateway registers with CEL.
     sums: bool = False
+    # Whether it uses map() or filter(), whose time grows with the square of the list: such a rule judges at
+    # most MAX_SQUARE_ELEMENTS elements, whatever limits.max_elements allows (the rest as past the bound).
+    squares: bool = False
     # The same reads as one tree per top-level argument: what a call's values are checked against, and
     # what of them CEL is handed (only the fields read: less to convert, nothing untyped to compare).
     plan: Mapping[str, ReadNode] = field(default_factory=dict, compare=False)
@@ -276,6 +279,8 @@ class RepairConfig:
 
 # How many elements of one array a call may have checked (bindings and rules over `[*]`), by default.
 DEFAULT_MAX_ELEMENTS = 256
+# At most this many for a rule using map() or filter() (ArrayReads.squares), whatever the policy raises it to.
+MAX_SQUARE_ELEMENTS = DEFAULT_MAX_ELEMENTS
 
 
 @dataclass(frozen=True, slots=True)

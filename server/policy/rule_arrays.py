@@ -14,6 +14,8 @@ from argwatch.server.policy.schema_surface import _resolved
 
 # A macro or an index: the ways an expression reaches into a list.
 _WALKS = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(|\[")
+# CEL's macros whose time grows with the square of the list, in the library version pinned (cel-rust #340).
+_SQUARES = re.compile(r"\.\s*(?:map|filter)\s*\(")
 # The variable an `each` rule's expression reads the current element as.
 EACH_VARIABLE = "item"
 
@@ -26,6 +28,26 @@ def read_each(value: object) -> Steps:
     if steps[-1] is not EVERY:
         raise ValueError(f"{value!r}: each names every element of an array, so it ends in [*] (items[*])")
     return steps
+
+
+def each_reads_whole(expression: str, each: Steps, types: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Why an `each` rule may not read an argument it names with `args.`: the list it runs over, or any array
+    or object. CEL converts every variable on every evaluation, and an each rule is evaluated once per
+    element, so a whole list beside each element costs the square of its length on the event loop (and is
+    not cut to limits.max_elements). A rule over the whole list is written without `each`."""
+    errors = []
+    for name in sorted(set(_ARGUMENT.findall(expression))):
+        kinds = set(types.get(name, ()))
+        if name == each[0] or kinds & {"array", "object"}:
+            what = "the list it runs over" if name == each[0] else ("an array" if "array" in kinds else "an object")
+            errors.append(
+                f"an each rule reads its element as {EACH_VARIABLE} and plain arguments; args.{name} is {what}: "
+                "read it in a rule of its own, without each"
+            )
+    return errors
+
+
+_ARGUMENT = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def array_reads(
@@ -70,6 +92,7 @@ def array_reads(
             walked=tuple(sorted(walked, key=pattern)),
             record_lists=tuple(sorted(reads.record_lists, key=repr)),
             sums=reads.sums,
+            squares=bool(_SQUARES.search(expression)),
             plan=_plan(types, walked),
         ),
         errors,

@@ -47,7 +47,7 @@ async def check_records(
     incomplete: set[str] = set()  # many-id bindings with an id not judged found
     for binding in tool.records:
         if not binding.id_path.nested:
-            _take(binding, binding.id_argument, arguments.get(binding.id_argument), wanted, outcome)
+            _take(binding, binding.id_argument, arguments.get(binding.id_path.top), wanted, outcome)
             continue
         located = locate(arguments, binding.id_path, max_elements)
         problems_before = len(outcome.problems)
@@ -104,14 +104,16 @@ async def _look_up(
     nothing when there is only one: docs/performance.md)."""
     answers: dict[tuple[str, str, str], Lookup] = {}
     pending: dict[tuple[str, str], list[str]] = {}
+    asked: set[tuple[str, str, str]] = set()  # a set: ids in the thousands, each asked once
     for one in wanted:
         key = (one.binding.source, one.binding.kind, one.record_id)
-        if key in answers or one.record_id in pending.get(key[:2], ()):
+        if key in answers or key in asked:
             continue
         hit = clients[key[0]].cached(key[1], key[2])
         if hit is not None:
             answers[key] = hit
         else:
+            asked.add(key)
             pending.setdefault(key[:2], []).append(one.record_id)
     if len(pending) == 1:
         (source, kind), ids = next(iter(pending.items()))
@@ -164,6 +166,24 @@ def _unusable_id(binding: RecordBinding, argument: str, value: object) -> Proble
     return None
 
 
+def _owned_by(held: object, customer_id: str) -> bool:
+    """Whether a record's owner attribute names `customer_id`: a string or whole number equal to it; a
+    record with no owner, or null, is no one's (str(None) would equal a customer named "None")."""
+    if isinstance(held, bool) or not isinstance(held, str | int) or held == "":
+        return False
+    return str(held) == customer_id
+
+
+def _no_customer(binding: RecordBinding) -> Problem:
+    return Problem(
+        ProblemCode.MISSING_SCOPE,
+        f"{binding.id_argument}: the {binding.kind} must belong to the session's customer, and the call's "
+        "session names none (session.customer_id is empty): ownership cannot be checked",
+        argument=binding.id_argument,
+        value_set=f"record.{binding.name}",
+    )
+
+
 def _absent_id(binding: RecordBinding, where: str) -> Problem:
     return Problem(
         ProblemCode.MISSING_REQUIRED,
@@ -208,7 +228,13 @@ def _judge(one: _Wanted, lookup: Lookup, customer_id: str, outcome: RecordOutcom
         outcome.problems.append(_not_found(binding, shown, argument))
         return None
     owner = binding.owner_attribute
-    if owner and str(lookup.attributes.get(owner, "")) != customer_id:
+    if owner and not customer_id:
+        # No customer to compare with: the integration's omission, never a pass ("" would equal a record
+        # that names no owner), and not the model's to repair.
+        if (missing := _no_customer(binding)) not in outcome.problems:
+            outcome.problems.append(missing)
+        return None
+    if owner and not _owned_by(lookup.attributes.get(owner), customer_id):
         outcome.problems.append(
             Problem(
                 ProblemCode.NOT_OWNED,

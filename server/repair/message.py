@@ -101,6 +101,13 @@ def build_advice(
             f"Do not call {tool} again in this conversation: {give_up_reason}. "
             "Tell the user what failed and ask how to proceed."
         )
+    elif all(problem.code is ProblemCode.MISSING_SCOPE for problem in problems):
+        # The agent's integration sent no session: no argument the model could change would pass.
+        lines.append(
+            f"What to do: do not call {tool} again with other values; no argument is at fault. This "
+            "conversation carries no customer session, so the call cannot be checked: tell the user it cannot "
+            "be done now."
+        )
     else:
         lines.append(_what_to_do(tool, tool_policy, unlisted))
         lines.extend(hints)

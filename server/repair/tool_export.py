@@ -78,7 +78,7 @@ def _schema(
         if binding.path.nested:  # items[*].sku: the property inside the schema's own nested shape
             prop, holder = _node_at(schema, binding.path)
         else:
-            prop, holder = properties.setdefault(binding.name, {}), None
+            prop, holder = properties.setdefault(binding.path.top, {}), None
         prop.setdefault("type", "string")
         reading = read(binding.value_set)
         disclose = policy.value_sets[binding.value_set].disclose
@@ -114,11 +114,12 @@ def _add_checked_arguments(tool: ToolPolicy, properties: dict[str, Any], require
         if record.id_path.nested:  # items[*].order_id: a property of the schema's own nested shape, not a new one
             continue
         # The id is looked up as a string, and a call without it is refused (MISSING_REQUIRED).
-        if record.id_argument not in properties:
+        name = record.id_path.top  # a quoted path (["order.id"]) names the key order.id
+        if name not in properties:
             look_up = f", as {record.lookup_tool} returns it" if record.lookup_tool else ""
-            properties[record.id_argument] = {"type": "string", "description": f"The {record.kind}'s id{look_up}."}
-        if record.id_argument not in required:
-            required.append(record.id_argument)
+            properties[name] = {"type": "string", "description": f"The {record.kind}'s id{look_up}."}
+        if name not in required:
+            required.append(name)
     for rule in tool.rules:
         # Typed by the rule's `types:` (or the schema, already listed); required only where the schema says so
         # (a rule may read an optional argument behind has()).
@@ -132,12 +133,12 @@ def _add_checked_arguments(tool: ToolPolicy, properties: dict[str, Any], require
 def _node_at(schema: dict[str, Any], path: ArgPath) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The subschema `path` names in `schema` (a copy, built out where it says nothing: an object's
     `properties`, an array's `items`), and the object schema holding its last step (None after `[*]`). A
-    local `$ref` on the way is followed into the copy's own `$defs`, so a shared definition carries the
-    enum too."""
+    local `$ref` on the way is inlined where the path passes (a copy of its target): a definition two
+    arguments share (shipping and billing, one Address) carries neither's enum."""
     node = schema
     holder: dict[str, Any] | None = None
     for step in path.steps:
-        node = _followed(schema, node)
+        node = _inlined(schema, node)
         if step is EVERY:
             node.setdefault("type", "array")
             items = node.get("items")
@@ -152,12 +153,13 @@ def _node_at(schema: dict[str, Any], path: ArgPath) -> tuple[dict[str, Any], dic
         if not isinstance(child, dict):
             child = properties[step] = {}
         node = child
-    return _followed(schema, node), holder
+    return _inlined(schema, node), holder
 
 
-def _followed(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """`node`, or what its local `$ref` names in `root` (a few hops at most)."""
-    for _ in range(8):
+def _inlined(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """`node` with its local `$ref` replaced by a copy of the target's keywords (its own kept beside them, as
+    2020-12 reads a `$ref` with siblings): what is written into it then changes this place alone."""
+    for _ in range(8):  # a few hops at most: a reference to a reference
         reference = node.get("$ref")
         if not isinstance(reference, str) or not reference.startswith("#/"):
             return node
@@ -166,7 +168,9 @@ def _followed(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
             target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, dict) else None
         if not isinstance(target, dict):
             return node
-        node = target
+        del node["$ref"]
+        for key, value in copy.deepcopy(target).items():
+            node.setdefault(key, value)
     return node
 
 

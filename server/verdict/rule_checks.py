@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import cel
 
 from argwatch.server.policy.arg_paths import EVERY, format_path, parse_path
-from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, Rule, Steps, ToolPolicy
+from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, MAX_SQUARE_ELEMENTS, Failure, Rule, Steps, ToolPolicy
 from argwatch.server.policy.rule_arrays import EACH_VARIABLE
 from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck, SkipReason
 from argwatch.server.verdict.rule_elements import Fault, Parts, elements, is_json_type, prepare
@@ -58,7 +58,8 @@ def check_rules(
                 outcome.problems.append(_not_evaluated(rule, arguments))
             continue
         if rule.arrays is not None:  # over arrays: typed, bounded and run on its own (rule_elements.py)
-            _run_over_arrays(rule, arguments, found, session, max_elements, outcome)
+            bound = min(max_elements, MAX_SQUARE_ELEMENTS) if rule.arrays.squares else max_elements
+            _run_over_arrays(rule, arguments, found, session, bound, outcome)
             continue
         runnable.append(rule)
     # A rule whose record is missing does not run: that is already a problem (or a skipped check).
@@ -81,12 +82,20 @@ def check_rules(
         context = cel.Context(
             variables={
                 "args": {name: arguments[name] for name in wanted if name in arguments},
-                "record": {name: dict(attrs) for name, attrs in found.items()},
+                "record": _records(found),
                 "session": dict(session),
             }
         )
         _run(nested, context, outcome, roots, arguments, flat=False)
     return outcome
+
+
+def _records(found: Mapping[str, Any]) -> dict[str, object]:
+    """The records as CEL reads them: each a map, and a binding of many ids (`items[*].order_id`) the list of
+    its records (records/checks.py), bounded there by limits.max_elements."""
+    return {
+        name: [dict(one) for one in attrs] if isinstance(attrs, list) else dict(attrs) for name, attrs in found.items()
+    }
 
 
 def _bind(
@@ -153,7 +162,7 @@ def _run_over_arrays(
     # CEL is handed only what the expression reads: an `each` rule's list is not converted again per element.
     read = {name: value for name, value in prepared.arguments.items() if name in rule.arguments}
     roots = {"args": read, "record": found, "session": session}
-    nested = {"args": read, "record": {n: dict(a) for n, a in found.items()}, "session": dict(session)}
+    nested = {"args": read, "record": _records(found), "session": dict(session)}
     # An each rule's element variables are bound per element, the others once.
     per_element = tuple(pair for pair in rule.flat_paths if pair[1][0] == EACH_VARIABLE)
     once = tuple(pair for pair in rule.flat_paths if pair[1][0] != EACH_VARIABLE)

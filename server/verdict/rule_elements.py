@@ -120,8 +120,13 @@ class _Walk:
                 for name, child in node.fields.items()
                 if name in value
             }
-        # A value the rule reads whole (an element compared as a string) is handed whole.
-        return value if node.kinds else projected
+        # A value the rule reads whole (size(o.lines), an element compared as a string) is handed whole, but
+        # never a list past the bound: that is a fault already (`over`), and its rest must not reach CEL.
+        if node.kinds and not (
+            node.elements is not None and isinstance(value, list) and len(value) > self.max_elements
+        ):
+            return value
+        return projected
 
     def _number(self, value: object, kinds: tuple[str, ...], parts: Parts) -> object:
         """An integer as CEL can hold it: 2.0 (JSON's integer too) as 2, so int arithmetic on it runs; one

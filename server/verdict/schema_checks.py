@@ -31,6 +31,7 @@ jsonschema on real tool catalogues.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -42,6 +43,7 @@ from argwatch.server.policy.arg_paths import format_path
 from argwatch.server.policy.schema_compile import CompiledSchema
 from argwatch.server.verdict.findings import Problem, ProblemCode
 
+MAX_SCHEMA_ERRORS = 256  # schema errors listed per call (the same default as limits.max_elements)
 _CODES = {
     "required": ProblemCode.MISSING_REQUIRED,
     "additionalProperties": ProblemCode.UNEXPECTED_ARGUMENT,
@@ -79,7 +81,15 @@ def _listed_problems(schema: CompiledSchema, arguments: Mapping[str, object]) ->
     validator: Draft202012Validator = schema.full
     problems: list[Problem] = []
     missing_seen: set[str] = set()  # jsonschema raises one `required` error per missing name, each naming all
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
+    # The library finds errors lazily: past MAX_SCHEMA_ERRORS of them (100,000 wrong elements would be
+    # seconds of the event loop and a verdict too large to send) the rest are said to exist, not listed.
+    found = list(itertools.islice(validator.iter_errors(arguments), MAX_SCHEMA_ERRORS + 1))
+    if len(found) > MAX_SCHEMA_ERRORS:
+        del found[MAX_SCHEMA_ERRORS:]
+        problems_past_limit = True
+    else:
+        problems_past_limit = False
+    for error in sorted(found, key=lambda e: list(e.absolute_path)):
         code = _CODES.get(str(error.validator), ProblemCode.OUT_OF_RANGE)
         path = list(error.absolute_path)
         if error.validator is None or (error.validator == "not" and error.validator_value == {}):
@@ -116,6 +126,15 @@ def _listed_problems(schema: CompiledSchema, arguments: Mapping[str, object]) ->
                 value=as_json_text(error.instance),
                 expected=expected_by(str(error.validator), error.validator_value),
                 enum_pointer=schema.enums.get(id(error.validator_value), "") if error.validator == "enum" else "",
+            )
+        )
+    if problems_past_limit:
+        problems.append(
+            Problem(
+                ProblemCode.MALFORMED_ARGUMENTS,
+                f"arguments: more than {MAX_SCHEMA_ERRORS} schema problems; the first are listed, fix them and "
+                "call again to see the rest",
+                expected=f"arguments with fewer than {MAX_SCHEMA_ERRORS} faults",
             )
         )
     return _one_per_fault(problems)

@@ -53,7 +53,8 @@ class MembersPlan(NamedTuple):
 
 def members_plan(tool: ToolPolicy) -> MembersPlan:
     return MembersPlan(
-        tuple((binding.name, binding.value_set, binding.scope) for binding in tool.arguments),
+        # Keyed by the argument's own name: a quoted path (["a.b"]) names the key a.b.
+        tuple((binding.path.top, binding.value_set, binding.scope) for binding in tool.arguments),
         tuple(ValueCheck(binding.name, binding.value_set, True, True) for binding in tool.arguments),
         not any(binding.path.nested for binding in tool.arguments),
     )
@@ -107,7 +108,7 @@ def check_arguments(
     for binding in tool.arguments:
         scope = session.get(binding.scope, "") if binding.scope else ""
         if not binding.path.nested:
-            value = arguments.get(binding.name, _MISSING)
+            value = arguments.get(binding.path.top, _MISSING)
             if value is _MISSING:
                 if binding.required:
                     found.problems.append(_missing(binding, binding.name))

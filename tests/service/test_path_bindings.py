@@ -51,10 +51,19 @@ tools:
     records:
       related: {{source: orders_db, kind: order, id_argument: "related_orders[*]", owner: customer_id,
                  failure: closed}}
+    rules:
+      - name: few_related
+        expr: size(record.related) <= 50
+        argument: related_orders
+        code: out_of_range
+      - name: none_refunded
+        expr: "!record.related.exists(o, o.status == 'refunded')"
+        argument: related_orders
 """
 
-ORDERS = {("order", f"ord_{n}"): {"customer_id": "cus_A"} for n in range(60)} | {
-    ("order", "ord_B"): {"customer_id": "cus_B"}
+ORDERS = {("order", f"ord_{n}"): {"customer_id": "cus_A", "status": "paid", "paid": 100} for n in range(60)} | {
+    ("order", "ord_B"): {"customer_id": "cus_B", "status": "paid", "paid": 100},
+    ("order", "ord_R"): {"customer_id": "cus_A", "status": "refunded", "paid": 100},
 }
 
 
@@ -177,6 +186,21 @@ async def test_every_id_of_an_array_is_looked_up_in_one_round_trip(tmp_path, sto
             (pb.PROBLEM_CODE_NOT_FOUND, "related_orders[1]"),
             (pb.PROBLEM_CODE_NOT_FOUND, "related_orders[2]"),  # another customer's: told as not found
         ]
+    finally:
+        await gateway.stop(0)
+
+
+async def test_rules_read_a_many_id_record_binding_as_the_list_of_its_records(tmp_path, store) -> None:
+    gateway = await _gateway(tmp_path, store[1])
+    try:
+        items = [{"sku": "SKU-1", "quantity": 1}]
+        fine = await _call(gateway, {"items": items, "related_orders": ["ord_1", "ord_2", "ord_3"]})
+        assert _found(fine) == []
+        refunded = await _call(gateway, {"items": items, "related_orders": ["ord_1", "ord_R"]})
+        assert _found(refunded) == [(pb.PROBLEM_CODE_RULE_FAILED, "related_orders")]
+        many = await _call(gateway, {"items": items, "related_orders": [f"ord_{n}" for n in range(55)]})
+        assert _found(many) == [(pb.PROBLEM_CODE_OUT_OF_RANGE, "related_orders")]
+        assert (await _call(gateway, {"items": items, "related_orders": []})).decision == pb.DECISION_ALLOW
     finally:
         await gateway.stop(0)
 

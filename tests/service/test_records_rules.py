@@ -143,6 +143,26 @@ async def test_a_bound_value_of_the_wrong_type_is_the_schemas_problem_and_repair
     ]
 
 
+async def test_an_ownership_check_without_a_customer_in_the_session_never_passes(start: Start) -> None:
+    """ "" once equalled the owner of a record that names none: a call without a session passed ownership."""
+    gateway = await start()
+    response = await call(gateway, {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 100}, "")
+    assert response.decision == pb.DECISION_REJECT
+    assert found(response) == [(pb.PROBLEM_CODE_MISSING_SCOPE, "order_id")]
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        repair = await stub.Repair(pb.RepairRequest(call_id=response.call_id), timeout=5)
+    assert "no argument is at fault" in repair.message and "valid values" not in repair.message
+
+
+def test_an_owner_attribute_that_names_no_one_belongs_to_no_one() -> None:
+    from argwatch.server.records.checks import _owned_by
+
+    assert _owned_by("cus_A", "cus_A") and _owned_by(7, "7")
+    assert not _owned_by(None, "None") and not _owned_by("", "") and not _owned_by(True, "True")
+    assert not _owned_by({"id": "cus_A"}, "{'id': 'cus_A'}")
+
+
 async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_one(start: Start) -> None:
     gateway = await start()
     response = await call(gateway, {"order_id": "ord_999", "reason_code": "DAMAGED_ITEM", "amount_cents": 100})

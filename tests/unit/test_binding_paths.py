@@ -138,3 +138,31 @@ def test_an_operations_key_names_top_level_arguments_only() -> None:
         "tools.create_order.side_effect.same_operation: 'items[*].sku': name a top-level argument (its whole "
         "value counts)"
     ]
+
+
+def test_a_quoted_top_level_name_is_the_key_it_quotes_never_the_quoted_text() -> None:
+    """`["a.b"]` binds the argument a.b: a call carrying a key spelt `["a.b"]` must not stand in for it."""
+    from argwatch.server.policy.model import Failure
+    from argwatch.server.sets.snapshot import SetReading
+    from argwatch.server.verdict.findings import ProblemCode
+    from argwatch.server.verdict.set_checks import all_in_sets, check_arguments, members_plan
+    from tests.snapshots import make_snapshot
+
+    text = json.dumps(
+        {
+            "sources": {"local": {"file": "sets.yaml"}},
+            "value_sets": {"s": {"source": "local"}},
+            "tools": {"t": {"arguments": {'["a.b"]': {"value_set": "s"}}}},
+        }
+    )
+    tool = parse_policy(text.encode(), "/p/policy.yaml").tools["t"]
+    readings = {"s": SetReading(make_snapshot("s", 1, ["OK"], received_at=0.0), 0.0, False)}
+
+    def judged(arguments: dict[str, object]) -> list[tuple[ProblemCode, str]]:
+        fast = all_in_sets(members_plan(tool), arguments, readings)
+        result = fast or check_arguments(tool, arguments, readings, {"s": Failure.OPEN})
+        return [(problem.code, problem.argument) for problem in result.problems]
+
+    assert judged({"a.b": "OK"}) == []
+    assert judged({"a.b": "NOPE", '["a.b"]': "OK"}) == [(ProblemCode.OUT_OF_SET, '["a.b"]')]
+    assert judged({'["a.b"]': "OK"}) == [(ProblemCode.MISSING_REQUIRED, '["a.b"]')]

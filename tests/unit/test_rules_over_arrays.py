@@ -234,3 +234,47 @@ def test_no_element_value_of_another_type_passes_an_inequality(quantities: list[
         for q in quantities
     ) and 5 not in [q for q in quantities if not isinstance(q, bool)]
     assert (not outcome.problems and not outcome.skipped) == accepted, (quantities, outcome)
+
+
+def test_an_each_rule_reading_its_whole_list_or_another_array_is_a_load_error() -> None:
+    """Per element, CEL would convert the whole list again: the square of its length on the event loop."""
+    for expression in ("item.quantity > 0 && size(args.items) < 1000", "item.quantity > 0 && size(args.tags) < 9"):
+        with pytest.raises(PolicyError) as raised:
+            tool(
+                {"name": "r", "each": "items[*]", "expr": expression, "argument": "items[*].quantity"},
+                properties={"items": ITEMS, "tags": {"type": "array", "items": {"type": "string"}}},
+            )
+        assert "an each rule reads its element as item and plain arguments" in str(raised.value)
+    plain = tool(
+        {"name": "r", "each": "items[*]", "expr": "item.quantity <= args.cap", "argument": "items[*].quantity"},
+        properties={"items": ITEMS, "cap": {"type": "integer"}},
+    )
+    assert named(judged(plain, {"items": [line(quantity=3)], "cap": 2})) == [
+        (ProblemCode.RULE_FAILED, "items[0].quantity")
+    ]
+
+
+def test_a_list_read_whole_past_the_bound_is_never_handed_to_cel_whole() -> None:
+    nested = {
+        "type": "array",
+        "items": {"type": "object", "properties": {"lines": {"type": "array", "items": {"type": "integer"}}}},
+    }
+    # o.lines walked (all) and read whole (size): past the bound, the rule is not judged, and CEL gets no more.
+    rule = {
+        "name": "r",
+        "expr": "args.orders.all(o, o.lines.all(n, n >= 0) && size(o.lines) > 0)",
+        "argument": "orders",
+    }
+    policy_tool = tool(rule, properties={"orders": nested})
+    outcome = judged(policy_tool, {"orders": [{"lines": list(range(1000))}]}, max_elements=256)
+    assert named(outcome) == [(ProblemCode.RULE_NOT_EVALUATED, "orders")]
+    assert "orders[0].lines has 1000 elements; a rule judges at most 256" in outcome.problems[0].message
+
+
+def test_a_rule_using_map_or_filter_judges_at_most_256_elements_whatever_the_policy_allows() -> None:
+    total = {"name": "total", "expr": "sum(args.items.map(i, i.quantity)) <= 100000", "argument": "items"}
+    policy_tool = tool(total)
+    assert policy_tool.rules[0].arrays is not None and policy_tool.rules[0].arrays.squares
+    assert named(judged(policy_tool, {"items": [line()] * 256}, max_elements=10_000)) == []
+    over = judged(policy_tool, {"items": [line()] * 257}, max_elements=10_000)
+    assert named(over) == [(ProblemCode.RULE_NOT_EVALUATED, "items")]

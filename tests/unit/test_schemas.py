@@ -168,3 +168,13 @@ def test_an_enum_miss_names_where_its_enum_is_even_through_a_ref() -> None:
     assert enum_at(schema, problems[0].enum_pointer) == ["A", "B"]
     # Its words for people and logs stay short; Repair lists the enum itself.
     assert problems[2].expected.endswith('"R19" (and 60 more)')
+
+
+def test_a_hundred_thousand_faults_list_the_first_and_say_there_are_more() -> None:
+    """Listing every one took seconds of the event loop and a verdict past gRPC's 4 MiB."""
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}
+    problems = schema_problems(compile_schema(schema), {"items": ["x"] * 100_000})
+    assert len(problems) == 257
+    assert problems[0].argument == "items[0]" and problems[255].argument == "items[255]"
+    assert problems[-1].code is ProblemCode.MALFORMED_ARGUMENTS
+    assert problems[-1].message.startswith("arguments: more than 256 schema problems")

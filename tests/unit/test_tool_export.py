@@ -155,3 +155,38 @@ tools:
             "required": ["sku"],
         },
     }
+
+
+def test_two_paths_through_one_shared_definition_each_get_their_own_enum() -> None:
+    policy = parse_policy(
+        b"""
+sources: {local: {file: sets.yaml}}
+value_sets: {ship: {source: local}, bill: {source: local}}
+tools:
+  order:
+    schema:
+      type: object
+      properties:
+        shipping: {$ref: "#/$defs/Address"}
+        billing: {$ref: "#/$defs/Address"}
+        returns: {$ref: "#/$defs/Address"}
+      $defs:
+        Address: {type: object, properties: {country: {type: string}}}
+    arguments:
+      shipping.country: {value_set: ship, required: true}
+      billing.country: {value_set: bill}
+""",
+        "/p.yaml",
+    )
+    sets = {
+        name: SetReading(make_snapshot(name, 1, members, received_at=0.0), 0.0, False)
+        for name, members in (("ship", ["DE", "FR"]), ("bill", ["GB", "US"]))
+    }
+    schema = export_tool(policy, policy.tools["order"], sets.get, "openai").definition["function"]["parameters"]
+    properties = schema["properties"]
+    assert properties["shipping"]["properties"]["country"]["enum"] == ["DE", "FR"]
+    assert properties["shipping"]["required"] == ["country"]
+    assert properties["billing"]["properties"]["country"]["enum"] == ["GB", "US"]
+    assert "required" not in properties["billing"]
+    assert properties["returns"] == {"$ref": "#/$defs/Address"}  # unbound: as the schema wrote it
+    assert "enum" not in schema["$defs"]["Address"]["properties"]["country"]
