@@ -34,12 +34,14 @@ from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
 from argwatch.tui.status_view import (
     COLUMNS,
     MODE_NAMES,
+    REFUSING_MOST,
     WIDTHS,
     WINDOW_NAMES,
     WINDOWS,
     Row,
     RowSource,
     Selected,
+    mode_cell,
     row_cells,
     row_key,
     row_sources,
@@ -251,7 +253,14 @@ class ArgwatchApp(App[None]):
         widths = {key: max(width, len(_LABELS[key])) for key, width in WIDTHS.items()}
         widths["tool"] = max([len(_LABELS["tool"]), *(len(source.tool_name) for source in sources)])
         widths["argument"] = max([len(_LABELS["argument"]), *(len(source.argument_name) for source in sources)])
+        # MODE grows to "reject · refusing 100%" while a tool refuses: the columns after it give way, not it.
+        widths["mode"] = max([widths["mode"], *(len(mode_cell(tool)) for tool in self._tools_of(sources))])
         return layout(self.size.width or 200, widths, _COLUMN_KEYS)
+
+    @staticmethod
+    def _tools_of(sources: list[RowSource]) -> list[admin_pb2.ToolStatus]:
+        """Each tool once (a tool has a row per argument)."""
+        return list({source.tool_name: source.tool for source in sources}.values())
 
     def _draw_visible(self) -> None:
         """Fills or updates the cells of the rows in view from the newest snapshot, changed cells only."""
@@ -449,6 +458,8 @@ def _styled(row: Row, key: str, width: int) -> Text:
     if key == "health" and row.flags:
         cell = fit_flags(row.flags, width)
     if key in _FLAGGED and row.unhealthy:
+        return Text(cell, style="bold red")
+    if key == "mode" and row.refusing >= REFUSING_MOST:
         return Text(cell, style="bold red")
     if key == "spark":
         return Text(cell, style="yellow")

@@ -18,7 +18,7 @@ ALWAYS = ("flag", "tool", "argument", "mode", "oos", "health")
 BY_USE = ("rate", "open", "age", "norm", "repair", "problems", "repeats", "spark")
 CELL_PADDING = 2  # Textual's DataTable pads each cell by one on each side
 HEALTH_MIN = 16  # the widest single flag ("FAIL-CLOSED 999k"): optional columns give way first
-SHORT_MODE_WIDTH = 13  # "observe (ovr)"
+SHORT_MODE_WIDTH = 13  # "observe (ovr)", "refusing 100%"
 
 
 class Layout(NamedTuple):

@@ -69,6 +69,7 @@ class Row(NamedTuple):
     unhealthy: bool
     cells: tuple[str, ...]  # in COLUMNS order; HEALTH holds every flag (see flags)
     flags: tuple[str, ...] = ()  # HEALTH's flags, each whole: a narrow column shows those that fit
+    refusing: float = 0.0  # the share of the tool's calls refused now (the last minute)
 
 
 def row_key(tool: str, argument: str) -> str:
@@ -95,6 +96,33 @@ def mode_text(tool: admin_pb2.ToolStatus, short: bool = False) -> str:
         source = SHORT_SOURCES[tool.mode_source] if short else tool.mode_source
         return f"{name} ({source})"
     return name
+
+
+REFUSING_MOST = 0.5  # a tool refusing at least this share of its calls now: its MODE cell is drawn in alarm
+
+
+def refusing_share(tool: admin_pb2.ToolStatus) -> float:
+    """The share of the tool's calls refused in the last minute, whatever window the table shows: "now"."""
+    return window_of(tool, WINDOWS[0]).rejected_rate
+
+
+def refusing_text(share: float) -> str:
+    """ "refusing 37%", never rounded up to "100%" (which must mean every call) nor down to "0%"."""
+    if share <= 0:
+        return ""
+    if share >= 1:
+        return "refusing 100%"
+    shown = 100 * share
+    return "refusing <1%" if shown < 1 else f"refusing {min(round(shown), 99)}%"
+
+
+def mode_cell(tool: admin_pb2.ToolStatus, short: bool = False) -> str:
+    """MODE as the table shows it: the mode, and how much it refuses now ("reject · refusing 100%"). Written
+    short, a tool that refuses reads "refusing 100%" alone: only reject mode refuses, so it says the mode too."""
+    refusing = refusing_text(refusing_share(tool))
+    if short:
+        return refusing or mode_text(tool, short=True)
+    return f"{mode_text(tool)} · {refusing}" if refusing else mode_text(tool)
 
 
 def percent(part: int, whole: int) -> str:
@@ -275,7 +303,7 @@ def row_cells(source: RowSource, window: int, short_modes: bool = False) -> Row:
         "!" if health else " ",
         tool.tool,
         name,
-        mode_text(tool, short_modes),
+        mode_cell(tool, short_modes),
         per_second(tool_figures.per_second),
         percent(figures.out_of_set, figures.value_checks) if argument is not None else "-",
         percent(figures.out_of_set_normalised, figures.value_checks) if argument is not None else "-",
@@ -295,6 +323,7 @@ def row_cells(source: RowSource, window: int, short_modes: bool = False) -> Row:
         unhealthy=bool(health),
         cells=cells,
         flags=tuple(health),
+        refusing=refusing_share(tool),
     )
 
 

@@ -481,6 +481,7 @@ def _window_to_wire(figures: WindowFigures) -> admin_pb2.WindowFigures:
     if isinstance(counts, ToolCounts):
         wire_figures.calls = counts.calls
         wire_figures.rejected = counts.rejected
+        wire_figures.rejected_rate = counts.rejected_rate
         wire_figures.repair_started = counts.repair_started
         wire_figures.repair_succeeded = counts.repair_succeeded
         wire_figures.repair_abandoned = counts.repair_abandoned

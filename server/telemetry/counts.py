@@ -119,6 +119,11 @@ class ToolCounts(ArgumentCounts):
     unavailable: int = 0
     stale_checks: int = 0
 
+    @property
+    def rejected_rate(self) -> float:
+        """The share of calls refused (decision REJECT): over the last minute, the TUI's "refusing X% now"."""
+        return self.rejected / self.calls if self.calls else 0.0
+
 
 @dataclass(slots=True)
 class CountTable:

@@ -30,6 +30,7 @@ async def test_the_figures_of_a_known_mix_add_up_and_give_the_blast_radius(gatew
     (argument,) = [a for a in status.arguments if (a.tool, a.argument) == ("refund_order", "reason_code")]
     calls, checks = window_of(tool, 900), window_of(argument, 900)
     assert (calls.calls, calls.rejected, calls.calls_with_problems, calls.calls_with_invented_values) == (20, 10, 10, 6)
+    assert window_of(tool, 60).rejected_rate == 0.5  # the TUI's "refusing 50%" now
     assert (checks.value_checks, checks.out_of_set, checks.out_of_set_normalised) == (20, 10, 6)
     assert checks.problems == {"out_of_set": 10}
     assert dict(checks.shapes) == {"invented": 6, "case": 4}  # every out-of-set value has one shape

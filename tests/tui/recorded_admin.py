@@ -35,6 +35,7 @@ def _windows(calls: int, checks: int, oos: int, norm: int, **extra: int) -> list
                 per_second=calls * scale / seconds,
                 calls=calls * scale,
                 rejected=extra.get("rejected", 0) * scale,
+                rejected_rate=extra.get("rejected", 0) / calls if calls else 0.0,
                 value_checks=checks * scale,
                 out_of_set=oos * scale,
                 out_of_set_rate=oos / checks if checks else 0.0,

@@ -101,3 +101,25 @@ def test_an_override_about_to_expire_asks_for_attention() -> None:
     ticket.mode_expires_at.FromSeconds(status.taken_at.seconds + 240)  # 4 minutes away, within the policy's 10
     (row,) = [r for r in build_rows(status, 60) if r.tool == "create_ticket"]
     assert row.cells[COLUMN["health"]].endswith("EXPIRES 4m")
+
+
+def test_mode_says_how_much_a_tool_refuses_now_whatever_the_window() -> None:
+    from argwatch.tui.status_view import mode_cell, refusing_text
+
+    status = recorded_status()
+    (refund,) = [tool for tool in status.tools if tool.tool == "refund_order"]
+    assert cells("refund_order", "reason_code", 3600)["mode"] == "reject · refusing 9%"  # 110 of 1200, last minute
+    assert cells("create_ticket", "assignee")["mode"] == "observe (override)"  # observe refuses nothing
+    for figures in refund.windows:  # the owner of a fail-closed record is down: every call refused
+        figures.rejected, figures.rejected_rate = figures.calls, 1.0
+    (row, *_) = [r for r in build_rows(status, 900) if r.tool == "refund_order"]
+    assert row.cells[COLUMN["mode"]] == "reject · refusing 100%" and row.refusing == 1.0
+    assert mode_cell(refund, short=True) == "refusing 100%"  # only reject refuses: it names the mode too
+    # Never rounded into a figure that says something else: 100% is every call, 0% is none.
+    assert [refusing_text(share) for share in (0.0, 0.004, 0.5, 0.996, 1.0)] == [
+        "",
+        "refusing <1%",
+        "refusing 50%",
+        "refusing 99%",
+        "refusing 100%",
+    ]
