@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Sparkline, Static
 
 from argwatch.tui.admin_client import AdminApi
+from argwatch.tui.offender_verdict import offender_verdict
 from argwatch.tui.status_view import (
     CAUSE_WORDS,
     NO_ARGUMENT,
@@ -187,13 +188,7 @@ def _cohorts_table(cohorts: list[admin_pb2.CohortFigures]) -> Table:
 def _offenders_text(samples: admin_pb2.ListSamplesResponse) -> Text:
     if not samples.total:
         return Text("none seen")
-    verdict = (
-        f"CLUSTERED: the top two values hold {100 * samples.top_two_share:.0f}% of {samples.total} "
-        "(enum drift: a renamed or retired value the model keeps emitting)"
-        if samples.clustered
-        else f"scattered: the top two hold {100 * samples.top_two_share:.0f}% of {samples.total} (inventions)"
-    )
-    text = Text(verdict + "\n", style="bold" if samples.clustered else "")
+    text = Text(offender_verdict(samples) + "\n", style="bold" if samples.clustered else "")
     for value in samples.values:
         text.append(f"  {value.count:>7}  {value.value}  {value.shape or '-'}\n")
     return text

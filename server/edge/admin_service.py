@@ -368,7 +368,11 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.ListSamplesResponse:
         found = self._offenders.offenders(request.tool, request.argument, min(request.limit or 20, MAX_VALUES))
         response = admin_pb2.ListSamplesResponse(
-            total=found.total, top_two_share=found.top_two_share, clustered=found.clustered
+            total=found.total,
+            top_two_share=found.top_two_share,
+            clustered=found.clustered,
+            out_of_set=found.out_of_set,
+            invented=found.invented,
         )
         for row in found.rows:
             response.values.add(

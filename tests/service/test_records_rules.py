@@ -224,6 +224,20 @@ async def test_a_record_source_down_rejects_where_the_policy_says_closed(start: 
     assert (samples.total, list(samples.values)) == (0, [])
 
 
+async def test_ids_the_look_up_did_not_find_or_found_anothers_are_offenders_but_not_inventions(start: Start) -> None:
+    gateway = await start()
+    for order_id in ("ord_404", "ord_405", "ord_2"):  # two not found, one another customer's
+        response = await call(gateway, {"order_id": order_id, "reason_code": "DAMAGED_ITEM", "amount_cents": 100})
+        assert response.decision == pb.DECISION_REJECT
+    await call(gateway, {"order_id": "ord_1", "reason_code": "GOODWILL", "amount_cents": 100})  # an invented code
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        ids = await admin.ListSamples(admin_pb2.ListSamplesRequest(tool="refund_order", argument="order_id"))
+        codes = await admin.ListSamples(admin_pb2.ListSamplesRequest(tool="refund_order", argument="reason_code"))
+    assert (ids.total, ids.out_of_set, ids.invented) == (3, 0, 0)
+    assert (codes.total, codes.out_of_set, codes.invented) == (1, 1, 1)
+
+
 def test_a_bad_rule_is_a_load_error_with_its_location() -> None:
     with pytest.raises(PolicyError) as raised:
         parse_policy(

@@ -183,7 +183,9 @@ class RecordedAdmin:
         ]  # fmt: skip
 
     async def samples(self, tool: str, argument: str, limit: int = 10) -> admin_pb2.ListSamplesResponse:
-        response = admin_pb2.ListSamplesResponse(total=113, top_two_share=0.85, clustered=True)
+        response = admin_pb2.ListSamplesResponse(
+            total=113, top_two_share=0.85, clustered=True, out_of_set=113, invented=17
+        )
         for value, count, shape in (('"LOST_IN_TRANSIT"', 71, "retired"), ('"damaged item"', 25, "case"),
                                     ('"GOODWILL"', 10, "invented"), ('"OTHER"', 7, "invented")):  # fmt: skip
             response.values.add(value=value, count=count, shape=shape, last_seen=_at(-2))
