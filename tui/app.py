@@ -77,7 +77,9 @@ class ArgwatchApp(App[None]):
 
     TITLE = "argwatch"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # `?` and `q` first: the footer cuts what does not fit, and these two must show at any width.
         Binding("question_mark", "help", "help"),
+        Binding("q", "quit", "quit"),
         Binding("slash", "filter", "filter"),
         Binding("w", "next_window", "window"),
         Binding("s", "next_sort", "sort"),
@@ -89,7 +91,6 @@ class ArgwatchApp(App[None]):
         # Not in the footer, which 80 columns already cut after `r`: `?` lists every key.
         Binding("c", "coverage", "coverage", show=False),
         Binding("escape", "go_back", "back", show=False),
-        Binding("q", "quit", "quit"),
     ]
     CSS = """
     #banner { height: 1; padding: 0 1; background: $success-darken-2; color: $text; }
@@ -140,7 +141,7 @@ class ArgwatchApp(App[None]):
             table.add_column(label, key=key, width=max(width, len(label)))
         yield table
         yield Input(placeholder="filter: part of a tool or argument name (Enter keeps it, Esc clears)", id="filter")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#table", DataTable)

@@ -21,7 +21,7 @@ from argwatch.tui.status_view import (
     WINDOW_NAMES,
     WINDOWS,
     age_text,
-    mode_text,
+    mode_cell,
     per_second,
     percent,
     repair_text,
@@ -70,7 +70,7 @@ class DetailScreen(Screen[None]):
             yield Static("asking the gateway...", id="shapes")
             yield Static("Value set", classes="heading")
             yield Static(id="value-set")
-        yield Footer()
+        yield Footer(compact=True)
 
     async def on_mount(self) -> None:
         await self.refresh_side()
@@ -85,7 +85,7 @@ class DetailScreen(Screen[None]):
             self.query_one("#title", Static).update(Text(f"{self.tool}: no longer in the gateway's policy"))
             return
         value_set_name = argument.value_set if argument is not None else ""
-        title = f"{self.tool} . {self.argument}   mode {mode_text(tool)}"
+        title = f"{self.tool} . {self.argument}   mode {mode_cell(tool)}"
         if tool.HasField("mode_expires_at"):
             title += f" until {tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC"
         if value_set_name:
@@ -143,28 +143,32 @@ def _range(values: list[int]) -> str:
 
 
 def _figures_table(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatus | None) -> Table:
-    table = Table(box=None, padding=(0, 2), show_edge=False)
-    columns = ["window", "calls/s", "checks", "oos%", "norm%", "rejected", "repair succeeded/abandoned/open"]
-    if tool.side_effect:
-        columns.append("repeats")  # calls that repeated an operation that may already have happened
-    for column in (*columns, "fail-open", "problems"):
-        table.add_column(column, justify="left" if column in ("window", "problems") else "right")
+    """The figures of the three windows, one column per window and one row per figure: it stays whole at 80
+    columns (a column per figure, cut to fit, read "win… cal… 114…"), and each problem code gets its row."""
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    table.add_column("figure", overflow="fold")
     for seconds in WINDOWS:
-        tool_figures = window_of(tool, seconds)
-        figures = window_of(argument, seconds) if argument is not None else tool_figures
-        problems = ", ".join(f"{code} {count}" for code, count in sorted(figures.problems.items())) or "-"
-        cells = [
-            WINDOW_NAMES[seconds],
-            per_second(tool_figures.per_second),
-            str(figures.value_checks),
-            percent(figures.out_of_set, figures.value_checks),
-            percent(figures.out_of_set_normalised, figures.value_checks),
-            str(tool_figures.rejected),
-            repair_text(tool_figures),  # the same figures as the main table's REPAIR
-        ]
-        if tool.side_effect:
-            cells.append(str(tool_figures.repeats))
-        table.add_row(*cells, str(figures.failed_open), problems)
+        table.add_column(WINDOW_NAMES[seconds], justify="right", overflow="fold")
+    tools = [window_of(tool, seconds) for seconds in WINDOWS]
+    rows = [window_of(argument, seconds) for seconds in WINDOWS] if argument is not None else tools
+    lines: list[tuple[str, list[str]]] = [
+        ("calls/s", [per_second(f.per_second) for f in tools]),
+        ("checks", [str(f.value_checks) for f in rows]),
+        ("oos%", [percent(f.out_of_set, f.value_checks) for f in rows]),
+        ("norm%", [percent(f.out_of_set_normalised, f.value_checks) for f in rows]),
+        ("rejected", [str(f.rejected) for f in tools]),
+        ("rejected %", [percent(f.rejected, f.calls) for f in tools]),  # the share MODE says "refusing" now
+        ("repair succeeded/abandoned/open", [repair_text(f) for f in tools]),  # as the main table's REPAIR
+    ]
+    if tool.side_effect:  # calls that repeated an operation that may already have happened
+        lines.append(("repeats", [str(f.repeats) for f in tools]))
+    lines.append(("fail-open", [str(f.failed_open) for f in rows]))
+    codes = sorted({code for f in rows for code in f.problems})
+    lines.extend((f"problem {code}", [str(f.problems.get(code, 0)) for f in rows]) for code in codes)
+    if not codes:
+        lines.append(("problems", ["-"] * len(WINDOWS)))
+    for label, cells in lines:
+        table.add_row(label, *cells)
     return table
 
 

@@ -30,7 +30,7 @@ CHANGING = {"m", "g", "r"}
 FLAGS = (
     ("FAIL-OPEN n", "checks skipped (set unavailable): they did not check"),
     ("FAIL-CLOSED n", "checks that could not run: refused in reject mode"),
-    ("STALE", "the set is not fresh; the next flag says why:"),
+    ("STALE", "the set is not fresh; a flag before it may say why:"),
     ("REFUSED", "  the source's update was refused (detail: reason)"),
     ("TOO-LARGE", "  the owner's set is over max_members"),
     ("NOT-SERVED", "  the source does not serve this set"),

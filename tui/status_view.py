@@ -244,25 +244,27 @@ def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[Ro
 
 
 def health_flags(source: RowSource, window: int) -> list[str]:
-    """What on-call must act on for this row, in words, worst first."""
+    """What on-call must act on for this row, in words, ordered by what to do: a narrow HEALTH shows the
+    first ones whole and counts the rest ("+2 more"), so a source down or a check refusing calls comes
+    before the staleness and out-of-set rates that follow from it (STALE first once hid SRC-DOWN)."""
     tool, argument, value_set = source.tool, source.argument, source.value_set
     figures = window_of(argument, window) if argument is not None else window_of(tool, window)
     health = []
-    failed_open = figures.failed_open
-    if failed_open:
-        health.append(f"FAIL-OPEN {compact_count(failed_open, COUNT_IN_FLAG)}")
+    if value_set is not None and not value_set.source_connected:
+        health.append("SRC-DOWN")
     failed_closed = figures.problems.get("check_unavailable", 0)
     if failed_closed:
         health.append(f"FAIL-CLOSED {compact_count(failed_closed, COUNT_IN_FLAG)}")
+    failed_open = figures.failed_open
+    if failed_open:
+        health.append(f"FAIL-OPEN {compact_count(failed_open, COUNT_IN_FLAG)}")
     if value_set is not None:
         if not value_set.available:
             health.append("NO-SET")
-        elif value_set.stale:
-            health.append("STALE")
-        if value_set.stale_cause in CAUSE_FLAGS:
+        if value_set.stale_cause in CAUSE_FLAGS:  # why it is not fresh says what to fix: before STALE itself
             health.append(CAUSE_FLAGS[value_set.stale_cause])
-        if not value_set.source_connected:
-            health.append("SRC-DOWN")
+        if value_set.available and value_set.stale:
+            health.append("STALE")
     limits = source.attention
     checks = figures.value_checks
     if argument is not None and checks >= limits.min_checks and figures.out_of_set / checks > limits.out_of_set_rate:

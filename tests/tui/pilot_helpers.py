@@ -30,3 +30,19 @@ def table_rows(app: ArgwatchApp) -> list[tuple[str, str]]:
 
     table = app.query_one("#table", DataTable)
     return [(str(table.get_row_at(i)[1]), str(table.get_row_at(i)[2])) for i in range(table.row_count)]
+
+
+def screen_lines(app: ArgwatchApp) -> list[str]:
+    """The screen as on-call sees it, one string per terminal line (what a snapshot holds, as text)."""
+    # The compositor's strips: the only way to read what was drawn, cuts and all, rather than what was meant.
+    return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
+
+
+async def until_on_screen(pilot: Pilot[None], condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """`until`, and when it fails, the screen as it was in the message: what a layout test needs to see."""
+    try:
+        await until(pilot, condition, seconds)
+    except AssertionError as error:
+        app = pilot.app
+        assert isinstance(app, ArgwatchApp)
+        raise AssertionError(f"{error}; the screen:\n" + "\n".join(screen_lines(app))) from None

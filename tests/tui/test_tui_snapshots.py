@@ -67,6 +67,26 @@ def test_detail_view(snap_compare: SnapCompare) -> None:
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_detail)
 
 
+async def open_refund_detail(pilot: Pilot[None]) -> None:
+    """The detail of refund_order . reason_code: the windows table with a tool with side effects' repeats."""
+    await shown(pilot)
+    app = pilot.app
+    assert isinstance(app, ArgwatchApp)
+    while (row := app.selected_row()) is None or row.argument != "reason_code":
+        await pilot.press("down")
+    await pilot.press("enter")
+    await settled(pilot, lambda: isinstance(pilot.app.screen, DetailScreen) and "CLUSTERED" in offenders(pilot))
+
+
+# The detail on a laptop split in two and in a normal window: its figures stack, none is cut.
+def test_detail_view_at_80x24(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(80, 24), run_before=open_refund_detail)
+
+
+def test_detail_view_at_120x40(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=open_refund_detail)
+
+
 def test_mode_dialog(snap_compare: SnapCompare) -> None:
     async def open_dialog(pilot: Pilot[None]) -> None:
         await shown(pilot)

@@ -24,10 +24,10 @@ def cells(tool: str, argument: str, window: int = 60) -> dict[str, str]:
 def test_an_unhealthy_row_says_why_in_words_and_is_flagged() -> None:
     assignee = cells("create_ticket", "assignee")
     assert assignee["flag"] == "!"
-    assert assignee["health"] == "FAIL-OPEN 31 NO-SET SRC-DOWN"
+    assert assignee["health"] == "SRC-DOWN FAIL-OPEN 31 NO-SET"  # what to act on first: the source
     assert assignee["mode"] == "observe (override)"
     # 29 of 240 values out of set: over the policy's (and the shipped alert's) 3%.
-    assert cells("transfer_stock", "warehouse_code")["health"] == "STALE TOO-LARGE OOS>3%"
+    assert cells("transfer_stock", "warehouse_code")["health"] == "TOO-LARGE STALE OOS>3%"  # why, then what
     # 9.4% out of set, and repairs abandoned: both ask for attention now (a high rate used to read "ok").
     assert cells("refund_order", "reason_code")["health"] == "OOS>3% ABANDONED 9"
     calm = recorded_status()
