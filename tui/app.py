@@ -31,6 +31,7 @@ from argwatch.tui.help_screen import HelpScreen
 from argwatch.tui.layout import Layout, fit_flags, layout
 from argwatch.tui.mode_dialog import ModeDialog, ModeRequest
 from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
+from argwatch.tui.runbook import entries_for
 from argwatch.tui.status_view import (
     COLUMNS,
     MODE_NAMES,
@@ -41,7 +42,9 @@ from argwatch.tui.status_view import (
     Row,
     RowSource,
     Selected,
+    health_flags,
     mode_cell,
+    refusing_share,
     row_cells,
     row_key,
     row_sources,
@@ -297,10 +300,13 @@ class ArgwatchApp(App[None]):
 
     def selected_row(self) -> Selected | None:
         """The row in the open detail view, else the table's selected row."""
+        source = self._selected_source()
+        return Selected.of(source) if source is not None else None
+
+    def _selected_source(self) -> RowSource | None:
         screen = self.screen
         key = row_key(screen.tool, screen.argument) if isinstance(screen, DetailScreen) else self.selected_key()
-        source = self._sources.get(key) if key is not None else None
-        return Selected.of(source) if source is not None else None
+        return self._sources.get(key) if key is not None else None
 
     # -- keys ---------------------------------------------------------------------------------------
 
@@ -309,7 +315,13 @@ class ArgwatchApp(App[None]):
         return not (self.readonly and action in CHANGING_ACTIONS)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.readonly))
+        """The help, opening on what to do about the selected row's flags (the runbook's words)."""
+        source = self._selected_source()
+        if source is None:
+            self.push_screen(HelpScreen(self.readonly))
+            return
+        flags = entries_for(health_flags(source, self.window), refusing=refusing_share(source.tool) > 0)
+        self.push_screen(HelpScreen(self.readonly, f"{source.tool_name} . {source.argument_name}", flags))
 
     def action_filter(self) -> None:
         field = self.query_one("#filter", Input)

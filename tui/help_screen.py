@@ -1,4 +1,4 @@
-"""The key help (`?`)."""
+"""The help (`?`): what to do about the selected row's flags, from the runbook, then the keys and the legend."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from argwatch.tui.runbook import RUNBOOK, Entry
 
 KEYS = (
     ("?", "this help"),
@@ -27,31 +29,22 @@ KEYS = (
     ("q", "quit"),
 )
 CHANGING = {"m", "g", "r"}
-FLAGS = (
-    ("FAIL-OPEN n", "checks skipped (set unavailable): they did not check"),
-    ("FAIL-CLOSED n", "checks that could not run: refused in reject mode"),
-    ("STALE", "the set is not fresh; a flag before it may say why:"),
-    ("REFUSED", "  the source's update was refused (detail: reason)"),
-    ("TOO-LARGE", "  the owner's set is over max_members"),
-    ("NOT-SERVED", "  the source does not serve this set"),
-    ("UNCONFIRMED", "  the source is up but silent past the TTL"),
-    ("SAVED-COPY", "  the copy saved on disk, until the source answers"),
-    ("SRC-DOWN", "the set's source is unreachable"),
-    ("NO-SET", "no usable copy of the set: its checks are skipped"),
-)
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "app.pop_screen", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 90; height: auto; max-height: 100%; border: thick $primary; padding: 0 1;
-                            background: $surface; overflow-y: auto; }
+    HelpScreen > Vertical { width: 90; max-width: 100%; height: auto; max-height: 100%; border: thick $primary;
+                            padding: 0 1; background: $surface; overflow-y: auto; }
     """
 
-    def __init__(self, readonly: bool) -> None:
+    def __init__(self, readonly: bool, subject: str = "", flags: list[Entry] | None = None) -> None:
+        """`flags`: the runbook's rows for the selected row (`subject`, "tool . argument"), shown first."""
         super().__init__()
         self._readonly = readonly
+        self._subject = subject
+        self._flags = flags or []
 
     def compose(self) -> ComposeResult:
         lines = [f"{key:>10}  {what}" for key, what in KEYS if not (self._readonly and key in CHANGING)]
@@ -63,15 +56,26 @@ class HelpScreen(ModalScreen[None]):
             "  -          a tool the policy checks no argument of",
             "Columns (narrow screens show the first ones; the rest as width allows):",
             "  MODE       observe or reject, with (override) or (global) when on-call forced it",
-            "             ((ovr) and (glb) on a narrow screen)",
+            "             ((ovr) and (glb) on a narrow screen), and refusing N%: the share",
+            "             of its calls refused in the last minute",
             "  OOS%       values not in their set; NORM% after normalisation (case, separators)",
             "  CALLS/S    the tool's calls a second;  PROBLEMS  every problem on the argument",
             "  REPAIR     succeeded/abandoned/open: repairs started by rejected calls",
             "  REPEATS    repeated calls of a tool with side effects;  SET AGE  since confirmed",
-            "A row marked ! needs attention; HEALTH says why (flags that do not fit: +N):",
-            *(f"  {flag:<15}{what}" for flag, what in FLAGS),
+            "A row marked ! needs attention; HEALTH says why, what to act on first (flags that do not fit: +N):",
+            *(f"  {entry.flag:<15}{entry.means}" for entry in RUNBOOK),
         ]
         if self._readonly:
             legend.append("Read-only: mode changes and refreshes are hidden.")
         with Vertical():
+            if self._flags:
+                yield Static(_what_to_do(self._subject, self._flags), id="what-to-do")
             yield Static("\n".join(["Keys", "", *lines, *legend]))
+
+
+def _what_to_do(subject: str, flags: list[Entry]) -> str:
+    """The selected row's flags, each with what it means and what to do, in the runbook's words."""
+    lines = [f"What to do about {subject} (the runbook, docs/operating.md)", ""]
+    for entry in flags:
+        lines.extend((f"{entry.flag}: {entry.means}", f"  what to do: {entry.todo}", ""))
+    return "\n".join(lines)

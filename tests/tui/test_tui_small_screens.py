@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Static
 
 from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.tui.app import ArgwatchApp
 from argwatch.tui.detail_screen import DetailScreen
+from argwatch.tui.help_screen import HelpScreen
 from tests.conftest import GatewayFactory, SourceServer
 from tests.service.helpers import gateway_stub, request
 from tests.tui.pilot_helpers import screen_lines
@@ -48,5 +50,33 @@ async def test_a_source_down_shows_and_the_detail_figures_stay_whole(
             (rejected,) = [line.split() for line in lines if line.strip().startswith("rejected %")]
             assert rejected == ["rejected", "%", "40.0", "40.0", "40.0"]
             assert "? help" in lines[-1] and "q quit" in lines[-1]
+    finally:
+        await client.close()
+
+
+async def test_question_mark_on_a_flagged_row_says_what_to_do_in_the_runbooks_words(
+    gateway_factory: GatewayFactory, source: SourceServer
+) -> None:
+    gateway = await gateway_factory(refund_mode="reject")
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for index, code in enumerate(CODES):
+            await stub.Validate(request("refund_order", {"reason_code": code}, conversation=f"c{index}"), timeout=5)
+    await source.stop()
+    client = AdminClient(Connection(gateway.admin_target, actor="pilot@oncall"))
+    app = ArgwatchApp(client, interval=0.2)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: any("SRC-DOWN STALE" in line for line in screen_lines(app)))
+            while (row := app.selected_row()) is None or row.argument != "reason_code":
+                await pilot.press("down")
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            said = str(app.screen.query_one("#what-to-do", Static).render())
+            assert "What to do about refund_order . reason_code" in said
+            assert "SRC-DOWN: the set's source is unreachable from this replica" in said
+            assert "what to do: Check the owning service's health and the network path from the gateway." in said
+            assert "refusing 100%: the share of the tool's calls refused in the last minute" in said  # it refuses
+            assert said.index("SRC-DOWN:") < said.index("STALE:") < said.index("OOS>3%:")  # what to act on first
     finally:
         await client.close()
