@@ -243,6 +243,14 @@ def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[Ro
     return sources
 
 
+def cannot_run_now(tool: admin_pb2.ToolStatus, argument: admin_pb2.ArgumentStatus | None) -> bool:
+    """Whether a check of the row cannot run now (its set unavailable, its record source not answering).
+    A gateway that does not say (available_now false everywhere, or no checks listed) reads as "cannot":
+    its flags then go by the window's counts, as they always did."""
+    checks = [c for c in tool.checks if argument is None or c.argument == argument.argument]
+    return not checks or any(not check.available_now for check in checks)
+
+
 def health_flags(source: RowSource, window: int) -> list[str]:
     """What on-call must act on for this row, in words, ordered by what to do: a narrow HEALTH shows the
     first ones whole and counts the rest ("+2 more"), so a source down or a check refusing calls comes
@@ -252,11 +260,13 @@ def health_flags(source: RowSource, window: int) -> list[str]:
     health = []
     if value_set is not None and not value_set.source_connected:
         health.append("SRC-DOWN")
+    # The window's counts say how many checks could not run; the flag stays only while one still cannot.
+    failing = cannot_run_now(tool, argument)
     failed_closed = figures.problems.get("check_unavailable", 0)
-    if failed_closed:
+    if failed_closed and failing:
         health.append(f"FAIL-CLOSED {compact_count(failed_closed, COUNT_IN_FLAG)}")
     failed_open = figures.failed_open
-    if failed_open:
+    if failed_open and failing:
         health.append(f"FAIL-OPEN {compact_count(failed_open, COUNT_IN_FLAG)}")
     if value_set is not None:
         if not value_set.available:

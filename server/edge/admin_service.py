@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -28,6 +28,7 @@ from argwatch.server.policy.coverage import (
     policy_surface,
 )
 from argwatch.server.policy.model import Failure, Policy
+from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey, ToolCounts, fold
 from argwatch.server.telemetry.events import MAX_EVENTS, Event, EventLog
@@ -90,6 +91,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         tokens: TokenBook | None = None,
         clock: Callable[[], float] = time.time,
         events: EventLog | None = None,
+        record_clients: Mapping[str, RecordClient] | None = None,
     ) -> None:
         self._replica_id = replica_id
         self._policy_version = policy_version
@@ -97,6 +99,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._control: ModeControl = control if control is not None else LocalModes(modes)
         self._metrics = metrics
         self._provider = provider
+        self._record_clients: Mapping[str, RecordClient] = record_clients or {}
         self._policy = policy
         self._windows = windows
         self._status_windows = StatusWindows(policy, windows)
@@ -118,9 +121,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     def attach_reloader(self, reloader: Reloader) -> None:
         self._reloader = reloader
 
-    def use(self, policy: Policy, provider: ValueSetProvider) -> None:
-        """A reloaded policy and its provider: the next status is built from them whole."""
+    def use(
+        self, policy: Policy, provider: ValueSetProvider, record_clients: Mapping[str, RecordClient] | None = None
+    ) -> None:
+        """A reloaded policy, its provider and record clients: the next status is built from them whole."""
         self._policy, self._provider, self._policy_version = policy, provider, policy.version
+        self._record_clients = record_clients or {}
         self._status_windows = StatusWindows(policy, self._windows)
         self._last_status = None
         self._generation += 1  # a snapshot being built from the policy before is not kept as the latest
@@ -183,6 +189,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         # One policy and one provider for the whole snapshot: it pauses to let calls in, and a reload may
         # swap both meanwhile (a tool it removed would not be found in the new one).
         policy, provider, policy_version = self._policy, self._provider, self._policy_version
+        can_run = _checks_that_can_run(provider, self._record_clients)
         tool_modes = self._modes.tool_modes()
         clock = _SliceClock()
         figures = self._status_windows.figures()
@@ -203,7 +210,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool) or ToolCounts())
-            tool_status.checks.extend(_check_policies(policy, tool))
+            tool_status.checks.extend(_check_policies(policy, tool, can_run))
             tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
             if tool_policy is not None:
@@ -565,8 +572,16 @@ async def _within_limits(context: grpc.aio.ServicerContext[Any, Any], *fields: t
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}")
 
 
-def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolicy]:
-    """Each check of a tool and whether it fails closed, as `policy` has them."""
+def _checks_that_can_run(provider: ValueSetProvider, record_clients: Mapping[str, RecordClient]) -> set[str]:
+    """The sets available now and the record sources that answered their latest look-up, as "set:<name>"
+    and "source:<name>": the state now, read once per snapshot."""
+    can_run = {f"set:{state.config.name}" for state in provider.statuses() if state.available}
+    can_run.update(f"source:{name}" for name, client in record_clients.items() if client.answering)
+    return can_run
+
+
+def _check_policies(policy: Policy, tool_name: str, can_run: set[str]) -> list[admin_pb2.CheckPolicy]:
+    """Each check of a tool, whether it fails closed, as `policy` has them, and whether it can run now."""
     tool = policy.tools.get(tool_name)
     if tool is None:
         return []
@@ -575,6 +590,7 @@ def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolic
             check=f"set:{binding.value_set}",
             argument=binding.name,
             fails_closed=policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+            available_now=f"set:{binding.value_set}" in can_run,
         )
         for binding in tool.arguments
     ]
@@ -583,6 +599,7 @@ def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolic
             check=f"record:{record.name}",
             argument=record.id_argument,
             fails_closed=record.failure is Failure.CLOSED,
+            available_now=f"source:{record.source}" in can_run,
         )
         for record in tool.records
     ]

@@ -253,6 +253,7 @@ async def build_gateway(
         tokens=tokens,
         clock=clock,
         events=events,
+        record_clients=record_clients,
     )
     health_servicer = CappedHealth()
     # The Gateway's methods are admitted by their own caps (edge/admission.py), health and reflection by

@@ -156,7 +156,7 @@ class PolicyReloader:
         # The swap: one reference per holder, with no await between them.
         gateway.modes.rebind(policy)
         gateway.gateway_servicer.use(parts.validator)
-        gateway.admin.use(policy, parts.provider)
+        gateway.admin.use(policy, parts.provider, parts.record_clients)
         serving.policy, serving.provider = policy, parts.provider
         serving.record_clients, serving.validator = parts.record_clients, parts.validator
         gateway.repairs.remember_for(policy.repair.remember_seconds)

@@ -51,6 +51,9 @@ class RecordClient:
         self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
         self._ttl = ttl
         self._batch_unimplemented = False
+        # Whether the source answered the latest look-up sent to it: the state now, which the Admin API's
+        # status shows (a window's counts of checks that could not run lag a recovery by the whole window).
+        self.answering = True
         # Bounded: ids are model-written and may be endless.
         self._cache: TtlStore[tuple[str, str]] = TtlStore(monotonic, max_entries=100_000, on_evict=on_evict)
 
@@ -71,9 +74,11 @@ class RecordClient:
         try:
             response = await self._stub.Lookup(sources_pb2.LookupRequest(kind=kind, id=record_id), timeout=timeout)
         except grpc.aio.AioRpcError as error:
+            self.answering = False
             return Lookup(False, {}, f"{self._config.target} Lookup: {error.code().name}")
         except asyncio.CancelledError:
             raise
+        self.answering = True
         return self._kept(key, response)
 
     async def lookup_many(self, kind: str, record_ids: Sequence[str], deadline: float | None) -> list[Lookup]:
@@ -99,8 +104,10 @@ class RecordClient:
                 if error.code() is grpc.StatusCode.UNIMPLEMENTED:
                     self._batch_unimplemented = True  # an owner without it: asked one id at a time from now on
                     return await self.lookup_many(kind, record_ids, deadline)
+                self.answering = False
                 fetched = [Lookup(False, {}, f"{self._config.target} LookupBatch: {error.code().name}")] * len(asked)
             else:
+                self.answering = True
                 if len(response.records) != len(asked):  # which answer is whose cannot be known: none is used
                     error_text = (
                         f"{self._config.target} LookupBatch: {len(response.records)} answers to {len(asked)} ids"

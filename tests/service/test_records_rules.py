@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
@@ -12,10 +13,11 @@ from prometheus_client import CollectorRegistry
 from argwatch.server.policy.loader import PolicyError, load_policy, parse_policy
 from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.sources import RecordStore
+from argwatch.tui.status_view import window_of
 from argwatch.v1 import admin_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import loopback_settings
-from tests.service.helpers import admin_stub, gateway_stub, value
+from tests.service.helpers import admin_status, admin_stub, gateway_stub, value
 
 ORDERS = {
     ("order", "ord_1"): {"customer_id": "cus_A", "paid_cents": 4500},
@@ -256,3 +258,46 @@ tools:
     assert messages[0].startswith("tools.t.rules[0].expr: not a valid CEL expression:")
     assert "1:16" in messages[0]  # CEL's own line:column
     assert messages[1] == "tools.t.rules[1].expr: refers to record.invoice, which this tool's records do not define"
+
+
+async def test_a_record_check_can_run_again_the_moment_its_source_answers(tmp_path) -> None:
+    """Status says whether each check can run now: the window's counts of checks that could not run last a
+    minute after a recovery, and the TUI's FAIL-CLOSED must not."""
+
+    async def serve(port: int = 0) -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server()
+        sources_pb2_grpc.add_RecordSourceServicer_to_server(RecordStore(ORDERS), server)
+        bound = server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        return server, bound
+
+    def can_run(status: admin_pb2.GetStatusResponse) -> dict[str, bool]:
+        (tool,) = [t for t in status.tools if t.tool == "refund_order"]
+        return {check.check: check.available_now for check in tool.checks}
+
+    server, port = await serve()
+    (tmp_path / "sets.yaml").write_text("refunds.reason_codes: {version: 1, members: [DAMAGED_ITEM]}\n")
+    (tmp_path / "policy.yaml").write_text(policy_yaml(f"127.0.0.1:{port}", "closed"))
+    policy = load_policy(str(tmp_path / "policy.yaml"))
+    gateway = await build_gateway(loopback_settings(policy.path), policy=policy, registry=CollectorRegistry())
+    try:
+        args = {"reason_code": "DAMAGED_ITEM", "amount_cents": 100}
+        assert (await call(gateway, {"order_id": "ord_1", **args})).decision == pb.DECISION_ALLOW
+        assert can_run(await admin_status(gateway)) == {"set:refunds.reason_codes": True, "record:order": True}
+        await server.stop(0)
+        down = await call(gateway, {"order_id": "ord_2", **args}, customer="cus_B")  # not cached: asked
+        assert found(down) == [(pb.PROBLEM_CODE_CHECK_UNAVAILABLE, "order_id")]
+        assert can_run(await admin_status(gateway))["record:order"] is False
+        server, _ = await serve(port)
+        deadline = time.monotonic() + 10
+        for attempt in range(1000):  # fresh ids, never cached, until one is looked up again
+            answer = await call(gateway, {"order_id": f"ord_new_{attempt}", **args})
+            if found(answer) != [(pb.PROBLEM_CODE_CHECK_UNAVAILABLE, "order_id")] or time.monotonic() > deadline:
+                break
+        status = await admin_status(gateway)
+        assert can_run(status)["record:order"] is True
+        (order_id,) = [a for a in status.arguments if a.argument == "order_id"]
+        assert window_of(order_id, 60).problems["check_unavailable"] >= 1  # the window still counts them
+    finally:
+        await gateway.stop(0)
+        await server.stop(0)

@@ -123,3 +123,18 @@ def test_mode_says_how_much_a_tool_refuses_now_whatever_the_window() -> None:
         "refusing 99%",
         "refusing 100%",
     ]
+
+
+def test_fail_flags_follow_the_state_now_not_the_windows_counts() -> None:
+    status = recorded_status()
+    (refund,) = [tool for tool in status.tools if tool.tool == "refund_order"]
+    (order_row,) = [a for a in status.arguments if a.argument == "order_id"]
+    for figures in order_row.windows:
+        figures.problems["check_unavailable"] = 40
+    order = next(c for c in refund.checks if c.argument == "order_id")
+    (row,) = [r for r in build_rows(status, 60) if r.argument == "order_id"]
+    assert row.cells[COLUMN["health"]].startswith("FAIL-CLOSED 40")  # a gateway that does not say: the counts
+    order.available_now = True  # the order source answered its latest look-up: recovered
+    (row,) = [r for r in build_rows(status, 60) if r.argument == "order_id"]
+    assert "FAIL-CLOSED" not in row.cells[COLUMN["health"]]
+    assert row.cells[COLUMN["problems"]] == "57"  # the window still counts them: 14 + 3 + 40
