@@ -83,7 +83,8 @@ class ArgwatchApp(App[None]):
         # `?` and `q` first: the footer cuts what does not fit, and these two must show at any width.
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
-        Binding("slash", "filter", "filter"),
+        # `/` filters, as in k9s and less; out of the footer so that every other key fits 80 columns.
+        Binding("slash", "filter", "filter", show=False),
         Binding("w", "next_window", "window"),
         Binding("s", "next_sort", "sort"),
         Binding("m", "mode", "mode"),
@@ -91,7 +92,7 @@ class ArgwatchApp(App[None]):
         Binding("r", "refresh_set", "refresh set"),
         Binding("a", "audit", "audit"),
         Binding("e", "timeline", "timeline"),
-        # Not in the footer, which 80 columns already cut after `r`: `?` lists every key.
+        # Not in the footer, which 80 columns fill: `?` lists every key.
         Binding("c", "coverage", "coverage", show=False),
         Binding("escape", "go_back", "back", show=False),
     ]
@@ -144,7 +145,7 @@ class ArgwatchApp(App[None]):
             table.add_column(label, key=key, width=max(width, len(label)))
         yield table
         yield Input(placeholder="filter: part of a tool or argument name (Enter keeps it, Esc clears)", id="filter")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one("#table", DataTable)

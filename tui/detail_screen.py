@@ -70,7 +70,7 @@ class DetailScreen(Screen[None]):
             yield Static("asking the gateway...", id="shapes")
             yield Static("Value set", classes="heading")
             yield Static(id="value-set")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     async def on_mount(self) -> None:
         await self.refresh_side()

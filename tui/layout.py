@@ -18,6 +18,9 @@ ALWAYS = ("flag", "tool", "argument", "mode", "oos", "health")
 BY_USE = ("rate", "open", "age", "norm", "repair", "problems", "repeats", "spark")
 CELL_PADDING = 2  # Textual's DataTable pads each cell by one on each side
 HEALTH_MIN = 16  # the widest single flag ("FAIL-CLOSED 999k"): optional columns give way first
+# Narrower still when long names leave no more at 80 columns: the first flag's word whole ("FAIL-CLOSED",
+# "SRC-DOWN +2"), rather than a HEALTH cut at the screen's edge ("SRC-DOWN +2 mo").
+HEALTH_FLOOR = 11
 SHORT_MODE_WIDTH = 13  # "observe (ovr)", "refusing 100%"
 
 
@@ -47,7 +50,7 @@ def layout(width: int, widths: dict[str, int], order: Sequence[str]) -> Layout:
     for key in BY_USE:
         if used([*keys, key]) + HEALTH_MIN + CELL_PADDING <= room:
             keys.append(key)
-    chosen["health"] = max(HEALTH_MIN, min(widths["health"], room - used(keys) - CELL_PADDING))
+    chosen["health"] = max(HEALTH_FLOOR, min(widths["health"], room - used(keys) - CELL_PADDING))
     keys.append("health")
     return Layout(tuple(key for key in order if key in keys), chosen, short)
 
@@ -73,4 +76,10 @@ def fit_flags(flags: Iterable[str], width: int) -> str:
         for tail in (f" +{rest} more", f" +{rest}") if rest else ("",):
             if len(head + tail) <= width:
                 return head + tail
-    return f"{len(flags)} flags"[:width]  # not even one fits whole: never half of one
+    # Not even one fits whole: the first one's word without its count ("FAIL-CLOSED" for "FAIL-CLOSED 40"),
+    # never a count cut into another number, nor half a word.
+    word, rest = flags[0].split(" ")[0], len(flags) - 1
+    for text in (f"{word} +{rest}" if rest else word, word):
+        if len(text) <= width:
+            return text
+    return f"{len(flags)} flags"[:width]

@@ -55,6 +55,19 @@ def test_health_shows_whole_flags_and_says_how_many_more() -> None:
     assert fit_flags(flags, 20) == "FAIL-OPEN 31 +2 more"
     assert fit_flags(flags, 16) == "FAIL-OPEN 31 +2"
     assert fit_flags(flags, 8) == "3 flags"  # never "FAIL-OPEN 3", a count cut into another
+    # Narrower than any whole flag: the first one's word, its count left out rather than cut.
+    assert fit_flags(["FAIL-CLOSED 40", "NO-SET"], 14) == "FAIL-CLOSED +1"
+    assert fit_flags(["FAIL-CLOSED 40"], 13) == "FAIL-CLOSED"
+    assert fit_flags(["SRC-DOWN", "STALE", "OOS>3%"], 13) == "SRC-DOWN +2"
+
+
+def test_long_argument_names_at_80_columns_narrow_health_rather_than_push_it_off_the_screen() -> None:
+    """The demo's `payment_method_id` at 80 columns: HEALTH read "SRC-DOWN +2 mo", cut at the edge."""
+    found = widths()
+    found["tool"], found["argument"] = len("get_refund_status"), len("payment_method_id")
+    shown = layout(80, found, ORDER)
+    assert sum(shown.widths[key] + 2 for key in shown.columns) <= 78
+    assert shown.widths["health"] >= len("SRC-DOWN +2")
 
 
 def test_worst_first_with_each_tools_rows_together() -> None:
