@@ -13,6 +13,7 @@ from functools import partial
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
+from argwatch.server.policy.check_ids import REPEAT_CHECK
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
 from argwatch.server.records.lookup_client import RecordClient
@@ -33,6 +34,7 @@ from argwatch.server.telemetry.metrics import (
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.verdict.check_names import CheckNames
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkipReason
 from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Sighting
@@ -50,6 +52,7 @@ from argwatch.server.verdict.set_checks import (
 from argwatch.server.verdict.tool_call import ToolCall
 
 _EMPTY = CheckResult((), (), (), ())
+_NO_CHECKS: Mapping[str, Mode] = {}
 # What the sampled log and the Admin API show for a value of an argument the policy redacts.
 REDACTED = "REDACTED"
 
@@ -101,6 +104,7 @@ class Validator:
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
+        self._checks = {name: CheckNames(tool) for name, tool in policy.tools.items()}
         # Tools with a set scoped by a session field: their checks are handed the call's session.
         self._scoped_tools = frozenset(
             name for name, tool in policy.tools.items() if any(binding.scope for binding in tool.arguments)
@@ -171,17 +175,23 @@ class Validator:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
         # The conversation bound to its session: what every record of this call is kept under (call_scope.py).
         scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+        # An on-call override of one check (check_ids.py) decides whether that check's problems refuse the
+        # call; the tool's mode in force decides for the rest.
+        checks = self._modes.check_modes(call.tool) if tool is not None else _NO_CHECKS
+        refusing = self._refusing(tool, problems, mode, checks) if problems else False
         sighting = None
         if (
             tool is not None
             and tool.side_effect is not None
             and call.arguments is not None
-            and (not problems or mode is Mode.OBSERVE)  # only a call that would run is an operation
+            and not refusing  # only a call that would run is an operation
         ):
-            sighting = await self._sight(tool, call, scope, mode, meters.tool)
+            repeat_mode = checks.get(REPEAT_CHECK, mode)
+            sighting = await self._sight(tool, call, scope, repeat_mode, meters.tool)
             if sighting.is_repeat:
                 problems.append(_repeated(sighting))
-        decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
+                refusing = repeat_mode is Mode.REJECT
+        decision = Decision.REJECT if refusing else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
         if problems and (self._undisclosed or self._concealed.get(call.tool)):
             problems = self._hidden(call.tool, problems)  # counted as they are above; the caller is told no more
@@ -230,6 +240,15 @@ class Validator:
         config = self.policy.value_sets.get(name)
         scope = getattr(call, config.scope, "") if config is not None and config.scope else ""
         return reading.snapshot.within(scope) if usable_scope(scope) else None
+
+    def _refusing(
+        self, tool: ToolPolicy | None, problems: list[Problem], mode: Mode, checks: Mapping[str, Mode]
+    ) -> bool:
+        """Whether these problems refuse the call: in the tool's mode, each check's own where on-call set one."""
+        if not checks or tool is None:
+            return mode is Mode.REJECT
+        names = self._checks[tool.name]
+        return any(checks.get(names.of(problem), mode) is Mode.REJECT for problem in problems)
 
     def _redacted(self, path: str) -> bool:
         """Whether the policy redacts the argument at `path`: any name along it (payment.card redacts

@@ -13,11 +13,12 @@ import grpc
 from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
 from argwatch.server.edge.reloading import Reloader
-from argwatch.server.edge.request_limits import MAX_REASON, MAX_TOOL
+from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
-from argwatch.server.modes.document import POLICY_TARGET
+from argwatch.server.modes.document import POLICY_TARGET, ModeDocument
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
+from argwatch.server.policy.check_ids import ARG, RECORD, REPEAT_CHECK, RULE, SCHEMA_CHECK
 from argwatch.server.policy.coverage import (
     PolicyCoverage,
     PolicySurface,
@@ -203,7 +204,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool) or ToolCounts())
-            tool_status.checks.extend(_check_policies(policy, tool))
+            tool_status.checks.extend(_check_policies(policy, tool, self._modes.document))
             tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
             if tool_policy is not None:
@@ -274,7 +275,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
         # What is audited is kept: bounded, as the Gateway's strings are (request_limits.py).
-        await _within_limits(context, ("tool", request.tool, MAX_TOOL), ("reason", request.reason, MAX_REASON))
+        await _within_limits(
+            context,
+            ("tool", request.tool, MAX_TOOL),
+            ("check", request.check, MAX_CHECK),
+            ("reason", request.reason, MAX_REASON),
+        )
         # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
         # never read as "clear" (which would quietly undo an on-call's reject).
         if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:
@@ -290,6 +296,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 actor=self._actor(context),
                 reason=request.reason,
                 expires_in=float(request.expires_in_seconds) or None,
+                check=request.check,
             )
         except ModeRefused as refused:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
@@ -531,6 +538,7 @@ def _change_to_wire(change: ModeChange) -> admin_pb2.ModeChange:
         new_mode=change.new,
         reason=change.reason,
         outcome=change.outcome,
+        check=change.check,
     )
     if change.expires_at is not None:
         message.expires_at.CopyFrom(wire.timestamp(change.expires_at))
@@ -560,8 +568,8 @@ async def _within_limits(context: grpc.aio.ServicerContext[Any, Any], *fields: t
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}")
 
 
-def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolicy]:
-    """Each check of a tool and whether it fails closed, as `policy` has them."""
+def _check_policies(policy: Policy, tool_name: str, modes: ModeDocument) -> list[admin_pb2.CheckPolicy]:
+    """Each check of a tool, whether it fails closed as `policy` has it, and its on-call override if any."""
     tool = policy.tools.get(tool_name)
     if tool is None:
         return []
@@ -570,17 +578,40 @@ def _check_policies(policy: Policy, tool_name: str) -> list[admin_pb2.CheckPolic
             check=f"set:{binding.value_set}",
             argument=binding.name,
             fails_closed=policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+            name=f"{ARG}{binding.name}",
         )
         for binding in tool.arguments
     ]
     checks += [
         admin_pb2.CheckPolicy(
-            check=f"record:{record.name}",
+            check=f"{RECORD}{record.name}",
             argument=record.id_argument,
             fails_closed=record.failure is Failure.CLOSED,
+            name=f"{RECORD}{record.name}",
         )
         for record in tool.records
     ]
+    checks += [
+        admin_pb2.CheckPolicy(
+            check=f"{RULE}{rule.name}",
+            argument=rule.argument,
+            fails_closed=rule.on_error is Failure.CLOSED,
+            name=f"{RULE}{rule.name}",
+        )
+        for rule in tool.rules
+    ]
+    if tool.schema is not None:
+        checks.append(admin_pb2.CheckPolicy(check=SCHEMA_CHECK, name=SCHEMA_CHECK))
+    if tool.side_effect is not None:
+        checks.append(admin_pb2.CheckPolicy(check=REPEAT_CHECK, name=REPEAT_CHECK))
+    for check in checks:
+        override = modes.override(tool_name, check.name)
+        if override is not None:
+            check.override_mode = override.mode.value
+            check.override_actor = override.actor
+            check.override_reason = override.reason
+            if override.expires_at is not None:
+                check.override_expires_at.CopyFrom(wire.timestamp(override.expires_at))
     return checks
 
 

@@ -63,6 +63,7 @@ class ModeChange:
     reason: str
     expires_at: float | None
     outcome: str  # "applied", "cleared", "expired", "refused: <why>"
+    check: str = ""  # the check of the tool (policy/check_ids.py: "record:order"), "" for the whole tool
 
     @property
     def refused(self) -> bool:
@@ -82,10 +83,12 @@ class OverrideRequest:
 
 @dataclass(frozen=True, slots=True)
 class PolicyModes:
-    """What the policy says: each tool's mode, and the mode of a tool it does not name."""
+    """What the policy says: each tool's mode, the mode of a tool it does not name, and each tool's checks
+    an override may name (policy/check_ids.py)."""
 
     tools: Mapping[str, Mode]
     default: Mode
+    checks: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,17 @@ def in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Mode]:
     return MappingProxyType(effective)
 
 
+def checks_in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Mapping[str, Mode]]:
+    """The check overrides this policy has the checks of, by tool, then check. A check's override decides
+    whether that check's problems refuse a call, above the tool's mode in force (global, tool, policy); one
+    naming a check this policy lacks is kept (another replica's policy has it) and not applied here."""
+    by_tool: dict[str, dict[str, Mode]] = {}
+    for target, override in document.overrides.items():
+        if target.check and target.check in tools.checks.get(target.tool, ()):
+            by_tool.setdefault(target.tool, {})[target.check] = override.mode
+    return MappingProxyType({tool: MappingProxyType(checks) for tool, checks in by_tool.items()})
+
+
 def record(document: ModeDocument, entry: ModeChange) -> ModeDocument:
     """The document with one more audited entry (a change, a refusal, or an event such as a reload)."""
     if entry.refused:
@@ -130,7 +144,9 @@ def apply(
     refusal = _refusal(document, request, tools)
     if refusal:
         new = request.mode.value if request.mode is not None else ""
-        entry = ModeChange(now, request.actor, target.tool, old, new, request.reason, None, f"refused: {refusal}")
+        entry = ModeChange(
+            now, request.actor, target.tool, old, new, request.reason, None, f"refused: {refusal}", target.check
+        )
         return record(document, entry), entry
     expires_at = now + request.expires_in if request.expires_in else None
     overrides = dict(document.overrides)
@@ -142,7 +158,15 @@ def apply(
         outcome = "applied"
     changed = replace(document, overrides=MappingProxyType(overrides))
     entry = ModeChange(
-        now, request.actor, target.tool, old, described(changed, target, tools), request.reason, expires_at, outcome
+        now,
+        request.actor,
+        target.tool,
+        old,
+        described(changed, target, tools),
+        request.reason,
+        expires_at,
+        outcome,
+        target.check,
     )
     return record(changed, entry), entry
 
@@ -172,7 +196,8 @@ def expire(document: ModeDocument, tools: PolicyModes, now: float) -> tuple[Mode
     entries = []
     for target, override, old in expiring:
         reason = f"override by {override.actor} expired ({override.reason})"
-        entry = ModeChange(now, "argwatch", target.tool, old, described(after, target, tools), reason, None, "expired")
+        new = described(after, target, tools)
+        entry = ModeChange(now, "argwatch", target.tool, old, new, reason, None, "expired", target.check)
         after = record(after, entry)
         entries.append(entry)
     return after, entries
@@ -187,16 +212,25 @@ def described(document: ModeDocument, target: Target, tools: PolicyModes) -> str
 
 
 def _ours(target: Target, tools: PolicyModes) -> bool:
-    """Whether this replica's policy has the target's tool (or it is global): only those expire here."""
+    """Whether this replica's policy has the target (a tool, one of its checks, or global): only those expire
+    here; another replica's policy has the rest, and expires them."""
+    if target.check:
+        return target.check in tools.checks.get(target.tool, ())
     return target.tool == GLOBAL or target.tool in tools.tools
 
 
 def _refusal(document: ModeDocument, request: OverrideRequest, tools: PolicyModes) -> str:
     target = request.target
-    if target.check:
-        return "an override below a tool is not supported yet"
     # Clearing an override of a tool this policy lacks is allowed: on-call can always undo one.
     clearing = request.mode is None
+    if target.check:
+        if target.tool == GLOBAL:
+            return "a check belongs to a tool: name the tool"
+        known = tools.checks.get(target.tool)
+        if target.check not in (known or ()) and not (clearing and target in document.overrides):
+            if known is None:
+                return f"the policy has no tool {target.tool!r}"
+            return f"{target.tool} has no check {target.check!r}; its checks: {', '.join(sorted(known)) or 'none'}"
     if target.tool != GLOBAL and target.tool not in tools.tools and not (clearing and target in document.overrides):
         return f"the policy has no tool {target.tool!r}"
     if not request.reason.strip():
@@ -276,6 +310,7 @@ def change_from_json(entry: object) -> ModeChange:
         reason=_text(entry["reason"], "reason"),
         expires_at=None if expires is None else _number(expires, "expires_at"),
         outcome=_text(entry["outcome"], "outcome"),
+        check=_text(entry.get("check", ""), "check"),
     )
 
 
