@@ -13,7 +13,7 @@ from functools import partial
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
-from argwatch.server.policy.check_ids import REPEAT_CHECK
+from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
 from argwatch.server.records.lookup_client import RecordClient
@@ -87,6 +87,8 @@ class Validator:
         self._repairs: RepairTracking = repairs if repairs is not None else NoRepairTracking()
         self._offenders = offenders
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
+        self._failure_basis: Mapping[str, Failure] | None = None
+        self._failures_in_force: Mapping[str, Failure] = self._failures
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
         self._undisclosed = frozenset(
             name for name, config in policy.value_sets.items() if config.disclose is Disclosure.NONE
@@ -158,7 +160,7 @@ class Validator:
                     tool,
                     call.arguments,
                     readings,
-                    self._failures,
+                    self._set_failures(),
                     self._undisclosed,
                     self.policy.limits.max_elements,
                     session,
@@ -241,6 +243,19 @@ class Validator:
         scope = getattr(call, config.scope, "") if config is not None and config.scope else ""
         return reading.snapshot.within(scope) if usable_scope(scope) else None
 
+    def _set_failures(self) -> Mapping[str, Failure]:
+        """Each value set's failure in force: on-call's failure overrides (of the set, or of its source) over
+        the policy's. Recomputed only when the overrides change (the store hands a new mapping each time)."""
+        overrides = self._modes.failure_overrides()
+        if overrides is not self._failure_basis:
+            self._failure_basis = overrides
+            self._failures_in_force = (
+                {name: set_failure(config, overrides) for name, config in self.policy.value_sets.items()}
+                if overrides
+                else self._failures
+            )
+        return self._failures_in_force
+
     def _refusing(
         self, tool: ToolPolicy | None, problems: list[Problem], mode: Mode, checks: Mapping[str, Mode]
     ) -> bool:
@@ -311,7 +326,13 @@ class Validator:
         """Existence, ownership and rules; adds problems, and returns `result` with skipped record checks added."""
         assert call.arguments is not None
         records = await check_records(
-            tool, call.arguments, call.customer_id, self._record_clients, deadline, self.policy.limits.max_elements
+            tool,
+            call.arguments,
+            call.customer_id,
+            self._record_clients,
+            deadline,
+            self.policy.limits.max_elements,
+            self._modes.failure_overrides(),
         )
         # One fault, one problem: an id the schema already found missing or of the wrong type is not listed again.
         seen = {(problem.code, problem.argument) for problem in problems}

@@ -16,9 +16,9 @@ from argwatch.server.edge.reloading import Reloader
 from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
-from argwatch.server.modes.document import POLICY_TARGET, ModeDocument
+from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
-from argwatch.server.policy.check_ids import ARG, RECORD, REPEAT_CHECK, RULE, SCHEMA_CHECK
+from argwatch.server.policy.check_ids import ARG, FAILURE_PREFIXES, RECORD, REPEAT_CHECK, RULE, SCHEMA_CHECK
 from argwatch.server.policy.coverage import (
     PolicyCoverage,
     PolicySurface,
@@ -28,7 +28,7 @@ from argwatch.server.policy.coverage import (
     coverage_with,
     policy_surface,
 )
-from argwatch.server.policy.model import Failure, Policy
+from argwatch.server.policy.model import Failure, Mode, Policy
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey, ToolCounts, fold
 from argwatch.server.telemetry.events import MAX_EVENTS, Event, EventLog
@@ -235,6 +235,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
         for state in provider.statuses():
             response.value_sets.append(_set_status(state))
+        for target, kept in sorted(self._modes.document.overrides.items()):
+            if target.tool == GLOBAL and target.check:  # a failure override (kept whatever this policy has)
+                failure = response.failure_overrides.add(
+                    target=target.check,
+                    failure="open" if kept.mode is Mode.OBSERVE else "closed",
+                    actor=kept.actor,
+                    reason=kept.reason,
+                    set_at=wire.timestamp(kept.set_at),
+                )
+                if kept.expires_at is not None:
+                    failure.expires_at.CopyFrom(wire.timestamp(kept.expires_at))
         for tool, foreign in sorted(self._modes.foreign_overrides().items()):
             entry = response.foreign_overrides.add(
                 tool=tool,
@@ -289,6 +300,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 f"mode {request.mode} is not a mode: MODE_OBSERVE, MODE_REJECT, or MODE_UNSPECIFIED to clear",
             )
         mode = wire.MODES_FROM_WIRE.get(request.mode)
+        if request.failure or request.check.startswith(FAILURE_PREFIXES):
+            mode = await _failure_mode(context, request)
         try:
             change = await self._control.set_mode(
                 request.tool,
@@ -566,6 +579,26 @@ async def _within_limits(context: grpc.aio.ServicerContext[Any, Any], *fields: t
     for field, text, limit in fields:
         if len(text) > limit:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}")
+
+
+async def _failure_mode(
+    context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
+    request: admin_pb2.SetModeRequest,
+) -> Mode | None:
+    """A failure override's mode as the document keeps it (observe: fail open), or None to clear it."""
+    if request.tool or not request.check.startswith(FAILURE_PREFIXES):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "a failure override names no tool, and a check that is a source, a set or a record kind "
+            '("source:orders_db", "set:<name>", "record_kind:order")',
+        )
+    if request.mode != gateway_pb2.MODE_UNSPECIFIED:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a failure override takes failure, not mode")
+    if request.failure not in ("open", "closed", ""):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"failure is open, closed, or empty to clear; got {request.failure!r}"
+        )
+    return {"open": Mode.OBSERVE, "closed": Mode.REJECT}.get(request.failure)
 
 
 def _check_policies(policy: Policy, tool_name: str, modes: ModeDocument) -> list[admin_pb2.CheckPolicy]:

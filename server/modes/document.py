@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from argwatch.server.policy.model import Mode
+from argwatch.server.policy.model import Failure, Mode
 
 GLOBAL = ""  # the tool of the global override
 POLICY_TARGET = "@policy"  # the target of an audit entry about the policy (a reload), not a mode
@@ -89,6 +89,8 @@ class PolicyModes:
     tools: Mapping[str, Mode]
     default: Mode
     checks: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    # The sources, value sets and record kinds a failure override may name ("source:orders_db").
+    failures: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,18 @@ def checks_in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, 
         if target.check and target.check in tools.checks.get(target.tool, ()):
             by_tool.setdefault(target.tool, {})[target.check] = override.mode
     return MappingProxyType({tool: MappingProxyType(checks) for tool, checks in by_tool.items()})
+
+
+def failures_in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Failure]:
+    """The failure overrides this policy has the targets of ("source:orders_db" -> OPEN): a target with no
+    tool, its mode read as a failure (observe: fail open, reject: fail closed)."""
+    return MappingProxyType(
+        {
+            target.check: Failure.OPEN if override.mode is Mode.OBSERVE else Failure.CLOSED
+            for target, override in document.overrides.items()
+            if target.tool == GLOBAL and target.check in tools.failures
+        }
+    )
 
 
 def record(document: ModeDocument, entry: ModeChange) -> ModeDocument:
@@ -205,6 +219,9 @@ def expire(document: ModeDocument, tools: PolicyModes, now: float) -> tuple[Mode
 
 def described(document: ModeDocument, target: Target, tools: PolicyModes) -> str:
     """The mode in force for a target, in words ("" for no global override, or another replica's tool)."""
+    if target.tool == GLOBAL and target.check:  # a failure override: its mode read as a failure
+        own = document.overrides.get(target)
+        return ("open" if own.mode is Mode.OBSERVE else "closed") if own else ""
     if target.tool == GLOBAL or target.tool not in tools.tools or target.check:
         own = document.overrides.get(target)
         return own.mode.value if own else ""
@@ -215,6 +232,8 @@ def _ours(target: Target, tools: PolicyModes) -> bool:
     """Whether this replica's policy has the target (a tool, one of its checks, or global): only those expire
     here; another replica's policy has the rest, and expires them."""
     if target.check:
+        if target.tool == GLOBAL:
+            return target.check in tools.failures
         return target.check in tools.checks.get(target.tool, ())
     return target.tool == GLOBAL or target.tool in tools.tools
 
@@ -223,9 +242,14 @@ def _refusal(document: ModeDocument, request: OverrideRequest, tools: PolicyMode
     target = request.target
     # Clearing an override of a tool this policy lacks is allowed: on-call can always undo one.
     clearing = request.mode is None
-    if target.check:
-        if target.tool == GLOBAL:
-            return "a check belongs to a tool: name the tool"
+    if target.check and target.tool == GLOBAL:  # a failure override: a source, a value set or a record kind
+        if target.check not in tools.failures and not (clearing and target in document.overrides):
+            named = sorted(tools.failures)
+            return (
+                f"the policy has no {target.check!r} (a failure override names a source, a set or a record "
+                f"kind: {', '.join(named[:20]) or 'none'}{', ...' if len(named) > 20 else ''})"
+            )
+    elif target.check:
         known = tools.checks.get(target.tool)
         if target.check not in (known or ()) and not (clearing and target in document.overrides):
             if known is None:

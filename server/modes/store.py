@@ -46,8 +46,8 @@ from argwatch.server.modes.document import (
     Target,
 )
 from argwatch.server.modes.mode_file import ModeFile
-from argwatch.server.policy.check_ids import tool_checks
-from argwatch.server.policy.model import Mode, Policy
+from argwatch.server.policy.check_ids import failure_targets, tool_checks
+from argwatch.server.policy.model import Failure, Mode, Policy
 
 __all__ = ["AUDIT_KEEP", "GLOBAL", "REFUSED_KEEP", "ModeChange", "ModeRefused", "ModeStore", "Override"]
 
@@ -78,6 +78,7 @@ class ModeStore:
             self._document = replace(self._document, overrides=MappingProxyType(overrides))
         self._effective = doc.in_force(self._document, self._tools)
         self._checks = doc.checks_in_force(self._document, self._tools)
+        self._failures = doc.failures_in_force(self._document, self._tools)
         self.expire_due()  # the saved overrides in force first, so an expiry at start says what it reverts from
 
     # ---- reading
@@ -114,6 +115,10 @@ class ModeStore:
     def check_modes(self, tool: str) -> Mapping[str, Mode]:
         """The checks of `tool` an on-call override sets the mode of (by check_ids name); empty for most."""
         return self._checks.get(tool, _NO_CHECKS)
+
+    def failure_overrides(self) -> Mapping[str, Failure]:
+        """On-call's failure overrides ("source:orders_db" -> OPEN); a new mapping after every change."""
+        return self._failures
 
     def tool_modes(self) -> Mapping[str, Mode]:
         return self._effective
@@ -221,6 +226,7 @@ class ModeStore:
         self._document = document
         self._effective = doc.in_force(document, self._tools)
         self._checks = doc.checks_in_force(document, self._tools)
+        self._failures = doc.failures_in_force(document, self._tools)
         for listener in self._listeners:
             for tool, mode in self._effective.items():
                 listener(tool, mode)
@@ -251,4 +257,5 @@ def _policy_modes(policy: Policy) -> PolicyModes:
         MappingProxyType({name: tool.mode for name, tool in policy.tools.items()}),
         policy.default_mode,
         MappingProxyType({name: tool_checks(tool) for name, tool in policy.tools.items()}),
+        failure_targets(policy),
     )

@@ -6,13 +6,17 @@ look-up failing closed), its rules (`rule:not_above_paid`), its schema
 (`schema`) and, for a tool with side effects, the repeat check (`repeat`).
 An override of one check (modes/document.py) changes whether that check's
 problems refuse a call, and nothing else: the tool's other checks are
-enforced as before.
+enforced as before. A failure override names no tool but a source, a value
+set or a record kind, and changes whether the checks reading it fail open or
+closed while it cannot be read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from argwatch.server.policy.arg_paths import pattern_of
-from argwatch.server.policy.model import ToolPolicy
+from argwatch.server.policy.model import Failure, Policy, RecordBinding, ToolPolicy, ValueSetConfig
 
 SCHEMA_CHECK = "schema"
 REPEAT_CHECK = "repeat"
@@ -47,3 +51,29 @@ def check_of(code: str, argument: str, value_set: str) -> str:
     if code in ("unknown_tool", "malformed_arguments") and not argument:
         return ""
     return SCHEMA_CHECK
+
+
+# What a failure override names (with no tool: it holds for every tool whose checks read it): a source, a
+# value set, or a record kind. Its mode is read as a failure: observe fails open, reject fails closed.
+SOURCE = "source:"
+VALUE_SET = "set:"
+RECORD_KIND = "record_kind:"
+FAILURE_PREFIXES = (SOURCE, VALUE_SET, RECORD_KIND)
+
+
+def failure_targets(policy: Policy) -> frozenset[str]:
+    """Every source, value set and record kind a failure override can name."""
+    targets = {SOURCE + name for name in policy.sources}
+    targets |= {VALUE_SET + name for name in policy.value_sets}
+    targets |= {RECORD_KIND + record.kind for tool in policy.tools.values() for record in tool.records}
+    return frozenset(targets)
+
+
+def set_failure(config: ValueSetConfig, overrides: Mapping[str, Failure]) -> Failure:
+    """A value set's failure in force: an override of the set, else of its source, else the policy's."""
+    return overrides.get(VALUE_SET + config.name) or overrides.get(SOURCE + config.source) or config.failure
+
+
+def record_failure(binding: RecordBinding, overrides: Mapping[str, Failure]) -> Failure:
+    """A record check's failure in force: an override of its kind, else of its source, else the policy's."""
+    return overrides.get(RECORD_KIND + binding.kind) or overrides.get(SOURCE + binding.source) or binding.failure

@@ -114,3 +114,55 @@ async def test_a_check_override_expires_by_itself_and_is_audited(start: Start) -
         "expired",
         "argwatch",
     )
+
+
+async def _fail(gateway: RunningGateway, target: str, failure: str) -> None:
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        await admin.SetMode(
+            admin_pb2.SetModeRequest(check=target, failure=failure, reason="INC-9: orders db down"),
+            metadata=(("x-argwatch-actor", "ana@oncall"),),
+            timeout=5,
+        )
+
+
+@pytest.mark.parametrize("target", ["source:orders_db", "record_kind:order"])
+async def test_fail_open_on_a_source_lets_its_checks_through_skipped_and_enforces_everything_else(
+    start: Start, target: str
+) -> None:
+    """The issue's lever: "fail open on orders for 30 minutes", for every tool whose checks read it."""
+    gateway = await start(failure="closed", source_up=False)
+    await _fail(gateway, target, "open")
+    relaxed = await call(gateway, GOOD)
+    assert relaxed.decision == pb.DECISION_ALLOW and found(relaxed) == []
+    assert [(s.argument, s.value_set) for s in relaxed.skipped] == [("order_id", "record.order")]  # counted
+    assert (await call(gateway, INVENTED)).decision == pb.DECISION_REJECT
+    status = await admin_status(gateway)
+    assert [(f.target, f.failure, f.actor) for f in status.failure_overrides] == [(target, "open", "ana@oncall")]
+    await _fail(gateway, target, "")
+    assert (await call(gateway, GOOD)).decision == pb.DECISION_REJECT  # cleared: fails closed again
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        trail = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
+    assert [(c.tool, c.check, c.old_mode, c.new_mode) for c in trail.changes[:2]] == [
+        ("", target, "open", ""),
+        ("", target, "", "open"),
+    ]
+
+
+async def test_a_failure_override_of_nothing_the_policy_has_or_with_a_tool_is_refused(start: Start) -> None:
+    gateway = await start()
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await admin.SetMode(admin_pb2.SetModeRequest(check="source:billing", failure="open", reason="x"))
+        assert unknown.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "the policy has no 'source:billing'" in (unknown.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as with_tool:
+            await admin.SetMode(
+                admin_pb2.SetModeRequest(tool="refund_order", check="source:orders_db", failure="open", reason="x")
+            )
+        assert with_tool.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.SetMode(admin_pb2.SetModeRequest(check="source:orders_db", failure="ajar", reason="x"))
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
