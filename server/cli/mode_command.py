@@ -195,8 +195,8 @@ def _change(args: argparse.Namespace, environ: Mapping[str, str], mode: str | No
         except mode_view.UnknownTool as unknown:
             raise Failed(REFUSED, str(unknown)) from None
         print("\n".join(shown.lines), file=sys.stderr)
-        if shown.nothing:
-            print("nothing to change")
+        if shown.nothing:  # no audit entry to print: a ModeChange's outcome field alone, for --json readers
+            print(json.dumps({"outcome": "nothing to change"}) if args.json else "nothing to change")
             return APPLIED
         if not args.yes:
             _confirm(f"{name} the override? [y/N] ")

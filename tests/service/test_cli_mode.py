@@ -94,6 +94,8 @@ async def test_set_list_and_clear_a_tool_s_override(gateway: RunningGateway, tmp
     code, out, err = await argwatch("mode", "clear", "refund_order", "--reason", "again", *reach)
     assert (code, out.strip()) == (0, "nothing to change")  # not asked: there is nothing to confirm
     assert "it has no override to clear" in err
+    code, out, err = await argwatch("mode", "clear", "refund_order", "--reason", "again", "--json", *reach)
+    assert (code, json.loads(out)) == (0, {"outcome": "nothing to change"})
 
 
 @pytest.mark.e2e
