@@ -20,6 +20,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from argwatch.server.cli import mode_view
+from argwatch.server.policy.check_ids import FAILURE_PREFIXES
 from argwatch.v1 import admin_pb2, gateway_pb2
 
 if TYPE_CHECKING:  # the server loads the TUI package only when a command that needs it runs
@@ -79,6 +80,7 @@ def add_command(command: CommandFactory) -> None:
     add_admin_arguments(listed)
     listed.add_argument("--audit", type=_count, default=0, metavar="N", help="also the newest N audit entries")
     listed.add_argument("--json", action="store_true", help="print the Admin API's messages as JSON")
+    listed.add_argument("--checks", action="store_true", help="also every check of every tool, by its --check name")
     listed.epilog = EXIT_CODES
     listed.set_defaults(run=run_list)
 
@@ -95,6 +97,7 @@ def add_command(command: CommandFactory) -> None:
     changed.add_argument("tool", nargs="?", default="", metavar="TOOL", help="the tool (not with --global)")
     changed.add_argument("mode", metavar="MODE", help="observe or reject")
     _change_arguments(changed, add_admin_arguments)
+    _check_argument(changed)
     changed.add_argument(
         "--expires",
         type=_expiry,
@@ -115,7 +118,41 @@ def add_command(command: CommandFactory) -> None:
     )
     cleared.add_argument("tool", nargs="?", default="", metavar="TOOL", help="the tool (not with --global)")
     _change_arguments(cleared, add_admin_arguments)
+    _check_argument(cleared)
     cleared.set_defaults(run=run_clear)
+
+    failing = command(
+        "failure",
+        "make a source, set or record kind fail open (or closed), for every tool",
+        "While a source is down, make every check reading it fail open: calls go through with the check\n"
+        "listed as skipped and counted, and everything else is enforced. TARGET is source:<name>,\n"
+        "set:<name> or record_kind:<kind>; FAILURE is open, closed, or clear. Asks first; --yes does not.\n\n"
+        "  argwatch mode failure source:orders_db open --reason 'INC-9: orders db down' --expires 30m\n"
+        "  argwatch mode failure source:orders_db clear --reason 'INC-9 over' --yes",
+        subcommands,
+        "mode failure",
+    )
+    failing.add_argument("target", metavar="TARGET", help="source:<name>, set:<name> or record_kind:<kind>")
+    failing.add_argument("failure", metavar="FAILURE", help="open, closed, or clear")
+    failing.add_argument("--reason", required=True, help="why: an incident number, what was seen (audited)")
+    failing.add_argument("--yes", "-y", action="store_true", help="do not ask: for scripts and chat bots")
+    failing.add_argument("--json", action="store_true", help="print the audit entry the gateway wrote as JSON")
+    failing.add_argument(
+        "--expires", type=_expiry, default=0, metavar="DURATION", help="revert by itself after this long: 30m, 2h"
+    )
+    add_admin_arguments(failing, actor=True)
+    failing.epilog = EXIT_CODES
+    failing.set_defaults(run=run_failure)
+
+
+def _check_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--check",
+        default="",
+        metavar="CHECK",
+        help="one check of the tool instead of the whole tool: arg:<argument path>, record:<name>, rule:<name>, "
+        "schema or repeat (mode list --checks lists them)",
+    )
 
 
 def _change_arguments(parser: argparse.ArgumentParser, add_admin_arguments: Callable[..., None]) -> None:
@@ -165,7 +202,8 @@ def run_list(args: argparse.Namespace, environ: Mapping[str, str], out: IO[str] 
         }
         out.write(json.dumps(shown, indent=2) + "\n")
     else:
-        out.write("\n".join(mode_view.render_list(status, changes, args.audit)) + "\n")
+        lines = mode_view.render_list(status, changes, args.audit)
+        out.write("\n".join([*lines, *mode_view.below_tools(status, every_check=args.checks)]) + "\n")
     return APPLIED
 
 
@@ -179,9 +217,66 @@ def run_clear(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return _change(args, environ, None, 0)
 
 
+def run_failure(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """A failure override: no plan from the status beyond what it names; the gateway refuses what its policy lacks."""
+    if not args.target.startswith(FAILURE_PREFIXES):
+        raise ValueError(f"TARGET {args.target!r}: source:<name>, set:<name> or record_kind:<kind>")
+    if args.failure not in ("open", "closed", "clear"):
+        raise ValueError(f"FAILURE {args.failure!r}: open, closed, or clear")
+    if not args.reason.strip():
+        raise ValueError("--reason must say why (an incident number, what was seen): it goes to the audit trail")
+    failure = "" if args.failure == "clear" else args.failure
+    request = admin_pb2.SetModeRequest(
+        check=args.target, failure=failure, reason=args.reason, expires_in_seconds=args.expires
+    )
+    shown = f"{args.target}: " + (
+        "clear its failure override (back to each check's own failure)"
+        if not failure
+        else f"every check reading it fails {failure} while it cannot be read{_until(args.expires)}"
+    )
+    return _send(args, environ, request, shown, "failure")
+
+
+def _until(expires_in: int) -> str:
+    return f", for {expires_in} s" if expires_in else ""
+
+
+def _send(
+    args: argparse.Namespace, environ: Mapping[str, str], request: admin_pb2.SetModeRequest, shown: str, name: str
+) -> int:
+    """Shows `shown`, asks (or takes --yes), sends `request` and prints the audit entry it wrote."""
+    connection = _connection(args, environ)
+    try:
+        print(shown, file=sys.stderr)
+        if not args.yes:
+            _confirm(f"{name}: make this change? [y/N] ")
+
+        async def change(client: AdminClient) -> admin_pb2.ModeChange:
+            return await client.change_override(request)
+
+        made = _call(connection, change)
+    except Failed as failed:
+        return _failed(name, failed)
+    print(json.dumps(_json(made), indent=2) if args.json else mode_view.result_line(made))
+    return APPLIED
+
+
 def _change(args: argparse.Namespace, environ: Mapping[str, str], mode: str | None, expires_in: int) -> int:
     """Shows the plan, asks (or takes --yes), makes the change and prints the audit entry it wrote."""
     name = "set" if mode is not None else "clear"
+    if args.check:
+        if not args.tool or args.every:
+            raise ValueError(f"--check names a check of a TOOL (mode {name} TOOL ... --check CHECK)")
+        if not args.reason.strip():
+            raise ValueError("--reason must say why (an incident number, what was seen): it goes to the audit trail")
+        wire = mode_view.MODES[mode] if mode is not None else gateway_pb2.MODE_UNSPECIFIED
+        request = admin_pb2.SetModeRequest(
+            tool=args.tool, check=args.check, mode=wire, reason=args.reason, expires_in_seconds=expires_in
+        )
+        what = f"{mode}{_until(expires_in)}" if mode is not None else "clear its override (back to the tool's mode)"
+        return _send(
+            args, environ, request, f"{args.tool} {args.check}: {what}; the tool's other checks keep its mode", name
+        )
     if bool(args.tool) == bool(args.every):
         raise ValueError(f"name a TOOL or give --global (mode {name} TOOL ..., mode {name} --global ...)")
     if not args.reason.strip():
@@ -280,6 +375,7 @@ def _modes_only(status: admin_pb2.GetStatusResponse) -> admin_pb2.GetStatusRespo
         mode_store_connected=status.mode_store_connected,
         mode_store_error=status.mode_store_error,
         foreign_overrides=status.foreign_overrides,
+        failure_overrides=status.failure_overrides,
     )
     for tool in mode_view.tools_of(status):
         row = kept.tools.add(

@@ -233,3 +233,30 @@ def _at(moment: Timestamp) -> str:
 
 def _in(expires_in: int, lead: str = ", ") -> str:
     return f"{lead}expires in {spoken(expires_in)}" if expires_in else f"{lead}no expiry"
+
+
+def below_tools(status: admin_pb2.GetStatusResponse, every_check: bool = False) -> list[str]:
+    """The overrides below a tool (one check's mode) and the failure overrides (a source, set or record kind
+    failing open or closed); with `every_check`, each tool's checks by the names --check takes."""
+    lines: list[str] = []
+    for tool in tools_of(status):
+        for check in tool.checks:
+            if check.override_mode:
+                lines.append(
+                    f"  {tool.tool} {check.name}: {check.override_mode} (override by {check.override_actor}: "
+                    f"{check.override_reason})"
+                )
+    if lines:
+        lines.insert(0, "checks overridden:")
+    if status.failure_overrides:
+        lines.append("failure overrides:")
+        lines += [
+            f"  {failure.target}: fails {failure.failure} (by {failure.actor}: {failure.reason})"
+            for failure in status.failure_overrides
+        ]
+    if every_check:
+        lines.append("checks (--check):")
+        lines += [
+            f"  {tool.tool}: {', '.join(c.name for c in tool.checks if c.name) or '-'}" for tool in tools_of(status)
+        ]
+    return lines

@@ -177,3 +177,38 @@ async def test_unreachable_or_not_let_in_is_exit_3(gateway: RunningGateway, tmp_
     await gateway.stop(0)
     code, _, err = await argwatch("mode", "list", *admin(gateway, tmp_path))
     assert code == 3 and "cannot reach the Admin API" in err
+
+
+@pytest.mark.e2e
+async def test_one_check_and_a_failure_override_from_the_command_line(gateway: RunningGateway, tmp_path: Path) -> None:
+    """Issue 29's levers in a script: relax one check of a tool, make a source fail open, list both, clear them."""
+    reach = admin(gateway, tmp_path)
+    code, out, err = await argwatch(
+        "mode", "set", "refund_order", "observe", "--check", "arg:reason_code", "--reason", "INC-9", "--yes", *reach
+    )  # fmt: skip
+    assert code == 0, err
+    assert "refund_order arg:reason_code: observe; the tool's other checks keep its mode" in err
+    code, out, err = await argwatch(
+        "mode", "failure", "source:owners", "open", "--reason", "INC-9: owners down", "--expires", "30m", "--yes",
+        *reach,
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = await argwatch("mode", "list", "--checks", *reach)
+    assert code == 0, err
+    assert "  refund_order arg:reason_code: observe (override by ana@oncall: INC-9)" in out
+    assert "  source:owners: fails open (by ana@oncall: INC-9: owners down)" in out
+    assert "  refund_order: arg:reason_code" in out
+    code, out, err = await argwatch(
+        "mode", "set", "refund_order", "observe", "--check", "record:nope", "--reason", "x", "--yes", *reach
+    )  # fmt: skip
+    assert code == 1 and "refund_order has no check 'record:nope'" in err
+    code, _, err = await argwatch("mode", "failure", "source:owners", "ajar", "--reason", "x", "--yes", *reach)
+    assert code == 2 and "FAILURE 'ajar'" in err
+    code, out, err = await argwatch("mode", "failure", "source:owners", "clear", "--reason", "over", "--yes", *reach)
+    assert code == 0, err
+    code, out, err = await argwatch(
+        "mode", "clear", "refund_order", "--check", "arg:reason_code", "--reason", "over", "--yes", *reach
+    )
+    assert code == 0, err
+    code, out, _ = await argwatch("mode", "list", *reach)
+    assert "checks overridden" not in out and "failure overrides" not in out
