@@ -13,6 +13,7 @@ from functools import partial
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
+from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
 from argwatch.server.records.lookup_client import RecordClient
@@ -33,6 +34,7 @@ from argwatch.server.telemetry.metrics import (
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.verdict.check_names import CheckNames
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkipReason
 from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Sighting
@@ -50,6 +52,7 @@ from argwatch.server.verdict.set_checks import (
 from argwatch.server.verdict.tool_call import ToolCall
 
 _EMPTY = CheckResult((), (), (), ())
+_NO_CHECKS: Mapping[str, Mode] = {}
 # What the sampled log and the Admin API show for a value of an argument the policy redacts.
 REDACTED = "REDACTED"
 
@@ -84,6 +87,8 @@ class Validator:
         self._repairs: RepairTracking = repairs if repairs is not None else NoRepairTracking()
         self._offenders = offenders
         self._failures: Mapping[str, Failure] = {name: config.failure for name, config in policy.value_sets.items()}
+        self._failure_basis: Mapping[str, Failure] | None = None
+        self._failures_in_force: Mapping[str, Failure] = self._failures
         self._on_stale: Mapping[str, OnStale] = {name: config.on_stale for name, config in policy.value_sets.items()}
         self._undisclosed = frozenset(
             name for name, config in policy.value_sets.items() if config.disclose is Disclosure.NONE
@@ -101,6 +106,7 @@ class Validator:
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
+        self._checks = {name: CheckNames(tool) for name, tool in policy.tools.items()}
         # Tools with a set scoped by a session field: their checks are handed the call's session.
         self._scoped_tools = frozenset(
             name for name, tool in policy.tools.items() if any(binding.scope for binding in tool.arguments)
@@ -154,7 +160,7 @@ class Validator:
                     tool,
                     call.arguments,
                     readings,
-                    self._failures,
+                    self._set_failures(),
                     self._undisclosed,
                     self.policy.limits.max_elements,
                     session,
@@ -171,17 +177,23 @@ class Validator:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
         # The conversation bound to its session: what every record of this call is kept under (call_scope.py).
         scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+        # An on-call override of one check (check_ids.py) decides whether that check's problems refuse the
+        # call; the tool's mode in force decides for the rest.
+        checks = self._modes.check_modes(call.tool) if tool is not None else _NO_CHECKS
+        refusing = self._refusing(tool, problems, mode, checks) if problems else False
         sighting = None
         if (
             tool is not None
             and tool.side_effect is not None
             and call.arguments is not None
-            and (not problems or mode is Mode.OBSERVE)  # only a call that would run is an operation
+            and not refusing  # only a call that would run is an operation
         ):
-            sighting = await self._sight(tool, call, scope, mode, meters.tool)
+            repeat_mode = checks.get(REPEAT_CHECK, mode)
+            sighting = await self._sight(tool, call, scope, repeat_mode, meters.tool)
             if sighting.is_repeat:
                 problems.append(_repeated(sighting))
-        decision = Decision.REJECT if problems and mode is Mode.REJECT else Decision.ALLOW
+                refusing = repeat_mode is Mode.REJECT
+        decision = Decision.REJECT if refusing else Decision.ALLOW
         self._record(meters, mode, decision, problems, result, call, all_in_set)
         if problems and (self._undisclosed or self._concealed.get(call.tool)):
             problems = self._hidden(call.tool, problems)  # counted as they are above; the caller is told no more
@@ -230,6 +242,28 @@ class Validator:
         config = self.policy.value_sets.get(name)
         scope = getattr(call, config.scope, "") if config is not None and config.scope else ""
         return reading.snapshot.within(scope) if usable_scope(scope) else None
+
+    def _set_failures(self) -> Mapping[str, Failure]:
+        """Each value set's failure in force: on-call's failure overrides (of the set, or of its source) over
+        the policy's. Recomputed only when the overrides change (the store hands a new mapping each time)."""
+        overrides = self._modes.failure_overrides()
+        if overrides is not self._failure_basis:
+            self._failure_basis = overrides
+            self._failures_in_force = (
+                {name: set_failure(config, overrides) for name, config in self.policy.value_sets.items()}
+                if overrides
+                else self._failures
+            )
+        return self._failures_in_force
+
+    def _refusing(
+        self, tool: ToolPolicy | None, problems: list[Problem], mode: Mode, checks: Mapping[str, Mode]
+    ) -> bool:
+        """Whether these problems refuse the call: in the tool's mode, each check's own where on-call set one."""
+        if not checks or tool is None:
+            return mode is Mode.REJECT
+        names = self._checks[tool.name]
+        return any(checks.get(names.of(problem), mode) is Mode.REJECT for problem in problems)
 
     def _redacted(self, path: str) -> bool:
         """Whether the policy redacts the argument at `path`: any name along it (payment.card redacts
@@ -292,7 +326,13 @@ class Validator:
         """Existence, ownership and rules; adds problems, and returns `result` with skipped record checks added."""
         assert call.arguments is not None
         records = await check_records(
-            tool, call.arguments, call.customer_id, self._record_clients, deadline, self.policy.limits.max_elements
+            tool,
+            call.arguments,
+            call.customer_id,
+            self._record_clients,
+            deadline,
+            self.policy.limits.max_elements,
+            self._modes.failure_overrides(),
         )
         # One fault, one problem: an id the schema already found missing or of the wrong type is not listed again.
         seen = {(problem.code, problem.argument) for problem in problems}

@@ -138,6 +138,13 @@ class AdminClient:
         )
         return response.change
 
+    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.ModeChange:
+        """Any SetMode: one check of a tool (request.check), or a failure override (request.failure)."""
+        response: admin_pb2.SetModeResponse = await self._stub.SetMode(
+            request, timeout=self._timeout, metadata=self._metadata
+        )
+        return response.change
+
     async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]:
         response: admin_pb2.ListModeChangesResponse = await self._stub.ListModeChanges(
             admin_pb2.ListModeChangesRequest(limit=limit), timeout=self._timeout, metadata=self._metadata

@@ -1,10 +1,12 @@
-"""The `argwatch` command: serve, policy check, tui, watch, report and tools export, under one convention.
+"""The `argwatch` command: serve, policy check, tui, watch, report, mode, tools export and more, under one convention.
 
 Every command has a description and shows its defaults in `--help`; commands
 that read the Admin API (tui, watch, report) take the same `--admin`, token and
 TLS options; a usage error prints that command's usage and exits 2 (so does
 serve when it cannot start as configured); a failure while running (a refused
-call, an unreadable input file) exits 1 with the reason on stderr.
+call, an unreadable input file) exits 1 with the reason on stderr. `mode set`
+and `mode clear` say more, for scripts: 3 when the Admin API is unreachable or
+does not let the caller in, apart from 1 for a change the gateway refused.
 """
 
 from __future__ import annotations

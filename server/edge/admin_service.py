@@ -13,11 +13,12 @@ import grpc
 from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
 from argwatch.server.edge.reloading import Reloader
-from argwatch.server.edge.request_limits import MAX_REASON, MAX_TOOL
+from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
-from argwatch.server.modes.document import POLICY_TARGET
+from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
+from argwatch.server.policy.check_ids import ARG, FAILURE_PREFIXES, RECORD, REPEAT_CHECK, RULE, SCHEMA_CHECK
 from argwatch.server.policy.coverage import (
     PolicyCoverage,
     PolicySurface,
@@ -27,7 +28,7 @@ from argwatch.server.policy.coverage import (
     coverage_with,
     policy_surface,
 )
-from argwatch.server.policy.model import Failure, Policy
+from argwatch.server.policy.model import Failure, Mode, Policy
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey, ToolCounts, fold
@@ -210,7 +211,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool) or ToolCounts())
-            tool_status.checks.extend(_check_policies(policy, tool, can_run))
+            tool_status.checks.extend(_check_policies(policy, tool, self._modes.document, can_run))
             tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
             if tool_policy is not None:
@@ -241,6 +242,17 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
         for state in provider.statuses():
             response.value_sets.append(_set_status(state))
+        for target, kept in sorted(self._modes.document.overrides.items()):
+            if target.tool == GLOBAL and target.check:  # a failure override (kept whatever this policy has)
+                failure = response.failure_overrides.add(
+                    target=target.check,
+                    failure="open" if kept.mode is Mode.OBSERVE else "closed",
+                    actor=kept.actor,
+                    reason=kept.reason,
+                    set_at=wire.timestamp(kept.set_at),
+                )
+                if kept.expires_at is not None:
+                    failure.expires_at.CopyFrom(wire.timestamp(kept.expires_at))
         for tool, foreign in sorted(self._modes.foreign_overrides().items()):
             entry = response.foreign_overrides.add(
                 tool=tool,
@@ -281,7 +293,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
         # What is audited is kept: bounded, as the Gateway's strings are (request_limits.py).
-        await _within_limits(context, ("tool", request.tool, MAX_TOOL), ("reason", request.reason, MAX_REASON))
+        await _within_limits(
+            context,
+            ("tool", request.tool, MAX_TOOL),
+            ("check", request.check, MAX_CHECK),
+            ("reason", request.reason, MAX_REASON),
+        )
         # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
         # never read as "clear" (which would quietly undo an on-call's reject).
         if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:
@@ -290,6 +307,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 f"mode {request.mode} is not a mode: MODE_OBSERVE, MODE_REJECT, or MODE_UNSPECIFIED to clear",
             )
         mode = wire.MODES_FROM_WIRE.get(request.mode)
+        if request.failure or request.check.startswith(FAILURE_PREFIXES):
+            mode = await _failure_mode(context, request)
         try:
             change = await self._control.set_mode(
                 request.tool,
@@ -297,6 +316,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 actor=self._actor(context),
                 reason=request.reason,
                 expires_in=float(request.expires_in_seconds) or None,
+                check=request.check,
             )
         except ModeRefused as refused:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
@@ -543,6 +563,7 @@ def _change_to_wire(change: ModeChange) -> admin_pb2.ModeChange:
         new_mode=change.new,
         reason=change.reason,
         outcome=change.outcome,
+        check=change.check,
     )
     if change.expires_at is not None:
         message.expires_at.CopyFrom(wire.timestamp(change.expires_at))
@@ -572,6 +593,26 @@ async def _within_limits(context: grpc.aio.ServicerContext[Any, Any], *fields: t
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}")
 
 
+async def _failure_mode(
+    context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
+    request: admin_pb2.SetModeRequest,
+) -> Mode | None:
+    """A failure override's mode as the document keeps it (observe: fail open), or None to clear it."""
+    if request.tool or not request.check.startswith(FAILURE_PREFIXES):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "a failure override names no tool, and a check that is a source, a set or a record kind "
+            '("source:orders_db", "set:<name>", "record_kind:order")',
+        )
+    if request.mode != gateway_pb2.MODE_UNSPECIFIED:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a failure override takes failure, not mode")
+    if request.failure not in ("open", "closed", ""):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"failure is open, closed, or empty to clear; got {request.failure!r}"
+        )
+    return {"open": Mode.OBSERVE, "closed": Mode.REJECT}.get(request.failure)
+
+
 def _checks_that_can_run(provider: ValueSetProvider, record_clients: Mapping[str, RecordClient]) -> set[str]:
     """The sets available now and the record sources that answered their latest look-up, as "set:<name>"
     and "source:<name>": the state now, read once per snapshot."""
@@ -580,8 +621,11 @@ def _checks_that_can_run(provider: ValueSetProvider, record_clients: Mapping[str
     return can_run
 
 
-def _check_policies(policy: Policy, tool_name: str, can_run: set[str]) -> list[admin_pb2.CheckPolicy]:
-    """Each check of a tool, whether it fails closed, as `policy` has them, and whether it can run now."""
+def _check_policies(
+    policy: Policy, tool_name: str, modes: ModeDocument, can_run: set[str]
+) -> list[admin_pb2.CheckPolicy]:
+    """Each check of a tool, whether it fails closed as `policy` has it, its on-call override if any, and
+    whether it can run now (`can_run`, from _checks_that_can_run)."""
     tool = policy.tools.get(tool_name)
     if tool is None:
         return []
@@ -590,19 +634,45 @@ def _check_policies(policy: Policy, tool_name: str, can_run: set[str]) -> list[a
             check=f"set:{binding.value_set}",
             argument=binding.name,
             fails_closed=policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+            name=f"{ARG}{binding.name}",
             available_now=f"set:{binding.value_set}" in can_run,
         )
         for binding in tool.arguments
     ]
     checks += [
         admin_pb2.CheckPolicy(
-            check=f"record:{record.name}",
+            check=f"{RECORD}{record.name}",
             argument=record.id_argument,
             fails_closed=record.failure is Failure.CLOSED,
+            name=f"{RECORD}{record.name}",
             available_now=f"source:{record.source}" in can_run,
         )
         for record in tool.records
     ]
+    records_answer = all(f"source:{record.source}" in can_run for record in tool.records)  # what rules read
+    checks += [
+        admin_pb2.CheckPolicy(
+            check=f"{RULE}{rule.name}",
+            argument=rule.argument,
+            fails_closed=rule.on_error is Failure.CLOSED,
+            name=f"{RULE}{rule.name}",
+            available_now=records_answer,
+        )
+        for rule in tool.rules
+    ]
+    # The schema and the repeat check read no source: they can always run.
+    if tool.schema is not None:
+        checks.append(admin_pb2.CheckPolicy(check=SCHEMA_CHECK, name=SCHEMA_CHECK, available_now=True))
+    if tool.side_effect is not None:
+        checks.append(admin_pb2.CheckPolicy(check=REPEAT_CHECK, name=REPEAT_CHECK, available_now=True))
+    for check in checks:
+        override = modes.override(tool_name, check.name)
+        if override is not None:
+            check.override_mode = override.mode.value
+            check.override_actor = override.actor
+            check.override_reason = override.reason
+            if override.expires_at is not None:
+                check.override_expires_at.CopyFrom(wire.timestamp(override.expires_at))
     return checks
 
 

@@ -21,6 +21,7 @@ MAX_TENANT = 256
 MAX_MODEL = 128
 MAX_PROMPT_VERSION = 128
 MAX_REASON = 1024  # a mode change's reason, kept in the audit
+MAX_CHECK = 300  # a mode change's check of a tool ("arg:" and an argument path), kept in the audit
 
 
 class TooLong(ValueError):

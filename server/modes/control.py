@@ -16,7 +16,14 @@ class ModeControl(Protocol):
     async def start(self) -> None: ...
 
     async def set_mode(
-        self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
+        self,
+        target: str,
+        mode: Mode | None,
+        *,
+        actor: str,
+        reason: str,
+        expires_in: float | None = None,
+        check: str = "",
     ) -> ModeChange: ...
 
     def record_refusal(self, actor: str, reason: str) -> None: ...
@@ -49,9 +56,16 @@ class LocalModes:
         return None
 
     async def set_mode(
-        self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
+        self,
+        target: str,
+        mode: Mode | None,
+        *,
+        actor: str,
+        reason: str,
+        expires_in: float | None = None,
+        check: str = "",
     ) -> ModeChange:
-        return self._store.set_mode(target, mode, actor=actor, reason=reason, expires_in=expires_in)
+        return self._store.set_mode(target, mode, actor=actor, reason=reason, expires_in=expires_in, check=check)
 
     def record_refusal(self, actor: str, reason: str) -> None:
         self._store.record_refusal(actor, reason)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from argwatch.server.policy.model import Mode
+from argwatch.server.policy.model import Failure, Mode
 
 GLOBAL = ""  # the tool of the global override
 POLICY_TARGET = "@policy"  # the target of an audit entry about the policy (a reload), not a mode
@@ -63,6 +63,7 @@ class ModeChange:
     reason: str
     expires_at: float | None
     outcome: str  # "applied", "cleared", "expired", "refused: <why>"
+    check: str = ""  # the check of the tool (policy/check_ids.py: "record:order"), "" for the whole tool
 
     @property
     def refused(self) -> bool:
@@ -82,10 +83,14 @@ class OverrideRequest:
 
 @dataclass(frozen=True, slots=True)
 class PolicyModes:
-    """What the policy says: each tool's mode, and the mode of a tool it does not name."""
+    """What the policy says: each tool's mode, the mode of a tool it does not name, and each tool's checks
+    an override may name (policy/check_ids.py)."""
 
     tools: Mapping[str, Mode]
     default: Mode
+    checks: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    # The sources, value sets and record kinds a failure override may name ("source:orders_db").
+    failures: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,29 @@ def in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Mode]:
     return MappingProxyType(effective)
 
 
+def checks_in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Mapping[str, Mode]]:
+    """The check overrides this policy has the checks of, by tool, then check. A check's override decides
+    whether that check's problems refuse a call, above the tool's mode in force (global, tool, policy); one
+    naming a check this policy lacks is kept (another replica's policy has it) and not applied here."""
+    by_tool: dict[str, dict[str, Mode]] = {}
+    for target, override in document.overrides.items():
+        if target.check and target.check in tools.checks.get(target.tool, ()):
+            by_tool.setdefault(target.tool, {})[target.check] = override.mode
+    return MappingProxyType({tool: MappingProxyType(checks) for tool, checks in by_tool.items()})
+
+
+def failures_in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Failure]:
+    """The failure overrides this policy has the targets of ("source:orders_db" -> OPEN): a target with no
+    tool, its mode read as a failure (observe: fail open, reject: fail closed)."""
+    return MappingProxyType(
+        {
+            target.check: Failure.OPEN if override.mode is Mode.OBSERVE else Failure.CLOSED
+            for target, override in document.overrides.items()
+            if target.tool == GLOBAL and target.check in tools.failures
+        }
+    )
+
+
 def record(document: ModeDocument, entry: ModeChange) -> ModeDocument:
     """The document with one more audited entry (a change, a refusal, or an event such as a reload)."""
     if entry.refused:
@@ -130,7 +158,9 @@ def apply(
     refusal = _refusal(document, request, tools)
     if refusal:
         new = request.mode.value if request.mode is not None else ""
-        entry = ModeChange(now, request.actor, target.tool, old, new, request.reason, None, f"refused: {refusal}")
+        entry = ModeChange(
+            now, request.actor, target.tool, old, new, request.reason, None, f"refused: {refusal}", target.check
+        )
         return record(document, entry), entry
     expires_at = now + request.expires_in if request.expires_in else None
     overrides = dict(document.overrides)
@@ -142,7 +172,15 @@ def apply(
         outcome = "applied"
     changed = replace(document, overrides=MappingProxyType(overrides))
     entry = ModeChange(
-        now, request.actor, target.tool, old, described(changed, target, tools), request.reason, expires_at, outcome
+        now,
+        request.actor,
+        target.tool,
+        old,
+        described(changed, target, tools),
+        request.reason,
+        expires_at,
+        outcome,
+        target.check,
     )
     return record(changed, entry), entry
 
@@ -172,7 +210,8 @@ def expire(document: ModeDocument, tools: PolicyModes, now: float) -> tuple[Mode
     entries = []
     for target, override, old in expiring:
         reason = f"override by {override.actor} expired ({override.reason})"
-        entry = ModeChange(now, "argwatch", target.tool, old, described(after, target, tools), reason, None, "expired")
+        new = described(after, target, tools)
+        entry = ModeChange(now, "argwatch", target.tool, old, new, reason, None, "expired", target.check)
         after = record(after, entry)
         entries.append(entry)
     return after, entries
@@ -180,6 +219,9 @@ def expire(document: ModeDocument, tools: PolicyModes, now: float) -> tuple[Mode
 
 def described(document: ModeDocument, target: Target, tools: PolicyModes) -> str:
     """The mode in force for a target, in words ("" for no global override, or another replica's tool)."""
+    if target.tool == GLOBAL and target.check:  # a failure override: its mode read as a failure
+        own = document.overrides.get(target)
+        return ("open" if own.mode is Mode.OBSERVE else "closed") if own else ""
     if target.tool == GLOBAL or target.tool not in tools.tools or target.check:
         own = document.overrides.get(target)
         return own.mode.value if own else ""
@@ -187,16 +229,32 @@ def described(document: ModeDocument, target: Target, tools: PolicyModes) -> str
 
 
 def _ours(target: Target, tools: PolicyModes) -> bool:
-    """Whether this replica's policy has the target's tool (or it is global): only those expire here."""
+    """Whether this replica's policy has the target (a tool, one of its checks, or global): only those expire
+    here; another replica's policy has the rest, and expires them."""
+    if target.check:
+        if target.tool == GLOBAL:
+            return target.check in tools.failures
+        return target.check in tools.checks.get(target.tool, ())
     return target.tool == GLOBAL or target.tool in tools.tools
 
 
 def _refusal(document: ModeDocument, request: OverrideRequest, tools: PolicyModes) -> str:
     target = request.target
-    if target.check:
-        return "an override below a tool is not supported yet"
     # Clearing an override of a tool this policy lacks is allowed: on-call can always undo one.
     clearing = request.mode is None
+    if target.check and target.tool == GLOBAL:  # a failure override: a source, a value set or a record kind
+        if target.check not in tools.failures and not (clearing and target in document.overrides):
+            named = sorted(tools.failures)
+            return (
+                f"the policy has no {target.check!r} (a failure override names a source, a set or a record "
+                f"kind: {', '.join(named[:20]) or 'none'}{', ...' if len(named) > 20 else ''})"
+            )
+    elif target.check:
+        known = tools.checks.get(target.tool)
+        if target.check not in (known or ()) and not (clearing and target in document.overrides):
+            if known is None:
+                return f"the policy has no tool {target.tool!r}"
+            return f"{target.tool} has no check {target.check!r}; its checks: {', '.join(sorted(known)) or 'none'}"
     if target.tool != GLOBAL and target.tool not in tools.tools and not (clearing and target in document.overrides):
         return f"the policy has no tool {target.tool!r}"
     if not request.reason.strip():
@@ -276,6 +334,7 @@ def change_from_json(entry: object) -> ModeChange:
         reason=_text(entry["reason"], "reason"),
         expires_at=None if expires is None else _number(expires, "expires_at"),
         outcome=_text(entry["outcome"], "outcome"),
+        check=_text(entry.get("check", ""), "check"),
     )
 
 

@@ -127,10 +127,17 @@ class SharedModes:
     # ---- what the Admin API and the app call
 
     async def set_mode(
-        self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
+        self,
+        target: str,
+        mode: Mode | None,
+        *,
+        actor: str,
+        reason: str,
+        expires_in: float | None = None,
+        check: str = "",
     ) -> ModeChange:
         """A mode change made for the whole fleet; ModeRefused when refused, or when Redis is unreachable."""
-        request = OverrideRequest(Target(target), mode, actor, reason, expires_in)
+        request = OverrideRequest(Target(target, check), mode, actor, reason, expires_in)
 
         def change(base: ModeDocument) -> tuple[ModeDocument, list[ModeChange], ModeChange]:
             document, entry = doc.apply(base, request, self._store.policy_modes, self._store.now())

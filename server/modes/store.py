@@ -46,7 +46,8 @@ from argwatch.server.modes.document import (
     Target,
 )
 from argwatch.server.modes.mode_file import ModeFile
-from argwatch.server.policy.model import Mode, Policy
+from argwatch.server.policy.check_ids import failure_targets, tool_checks
+from argwatch.server.policy.model import Failure, Mode, Policy
 
 __all__ = ["AUDIT_KEEP", "GLOBAL", "REFUSED_KEEP", "ModeChange", "ModeRefused", "ModeStore", "Override"]
 
@@ -76,6 +77,8 @@ class ModeStore:
             overrides[Target(GLOBAL)] = Override(global_override, "command line", "--global-mode", clock())
             self._document = replace(self._document, overrides=MappingProxyType(overrides))
         self._effective = doc.in_force(self._document, self._tools)
+        self._checks = doc.checks_in_force(self._document, self._tools)
+        self._failures = doc.failures_in_force(self._document, self._tools)
         self.expire_due()  # the saved overrides in force first, so an expiry at start says what it reverts from
 
     # ---- reading
@@ -108,6 +111,14 @@ class ModeStore:
         # under the default observe mode. A look-up only: nothing the caller names is kept.
         found = self._document.override(GLOBAL) or self._document.override(tool)
         return found.mode if found else self._tools.default
+
+    def check_modes(self, tool: str) -> Mapping[str, Mode]:
+        """The checks of `tool` an on-call override sets the mode of (by check_ids name); empty for most."""
+        return self._checks.get(tool, _NO_CHECKS)
+
+    def failure_overrides(self) -> Mapping[str, Failure]:
+        """On-call's failure overrides ("source:orders_db" -> OPEN); a new mapping after every change."""
+        return self._failures
 
     def tool_modes(self) -> Mapping[str, Mode]:
         return self._effective
@@ -152,10 +163,18 @@ class ModeStore:
         self.commit(self._document, [])
 
     def set_mode(
-        self, target: str, mode: Mode | None, *, actor: str, reason: str, expires_in: float | None = None
+        self,
+        target: str,
+        mode: Mode | None,
+        *,
+        actor: str,
+        reason: str,
+        expires_in: float | None = None,
+        check: str = "",
     ) -> ModeChange:
-        """Sets (mode) or clears (None) the override of `target` (a tool, or GLOBAL); raises ModeRefused."""
-        request = OverrideRequest(Target(target), mode, actor, reason, expires_in)
+        """Sets (mode) or clears (None) the override of `target` (a tool, or GLOBAL), or of one `check` of the
+        tool (policy/check_ids.py); raises ModeRefused."""
+        request = OverrideRequest(Target(target, check), mode, actor, reason, expires_in)
         document, entry = doc.apply(self._document, request, self._tools, self._clock())
         self.commit(document, [entry])
         if entry.refused:
@@ -206,6 +225,8 @@ class ModeStore:
             self._file.compact(base)  # another replica's changes: rare, so a whole rewrite is fine
         self._document = document
         self._effective = doc.in_force(document, self._tools)
+        self._checks = doc.checks_in_force(document, self._tools)
+        self._failures = doc.failures_in_force(document, self._tools)
         for listener in self._listeners:
             for tool, mode in self._effective.items():
                 listener(tool, mode)
@@ -228,5 +249,13 @@ def refusal_entry(at: float, actor: str, reason: str) -> ModeChange:
     return ModeChange(at, actor, "?", "", "", "", None, f"refused: {reason}")
 
 
+_NO_CHECKS: Mapping[str, Mode] = MappingProxyType({})
+
+
 def _policy_modes(policy: Policy) -> PolicyModes:
-    return PolicyModes(MappingProxyType({name: tool.mode for name, tool in policy.tools.items()}), policy.default_mode)
+    return PolicyModes(
+        MappingProxyType({name: tool.mode for name, tool in policy.tools.items()}),
+        policy.default_mode,
+        MappingProxyType({name: tool_checks(tool) for name, tool in policy.tools.items()}),
+        failure_targets(policy),
+    )

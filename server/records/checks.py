@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from argwatch.server.policy.arg_paths import format_path
+from argwatch.server.policy.check_ids import record_failure
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, RecordBinding, ToolPolicy
 from argwatch.server.records.lookup_client import Lookup, RecordClient
 from argwatch.server.verdict.arg_values import locate
@@ -41,7 +43,10 @@ async def check_records(
     clients: Mapping[str, RecordClient],
     deadline: float | None,
     max_elements: int = DEFAULT_MAX_ELEMENTS,
+    failures: Mapping[str, Failure] = MappingProxyType({}),
 ) -> RecordOutcome:
+    """Existence and ownership of every record the call names; `failures` are on-call's failure overrides
+    (check_ids.record_failure: of a record kind or a source), over each binding's own."""
     outcome = RecordOutcome([], [], {})
     wanted: list[_Wanted] = []
     incomplete: set[str] = set()  # many-id bindings with an id not judged found
@@ -68,7 +73,8 @@ async def check_records(
             incomplete.add(binding.name)
     answers = await _look_up(wanted, clients, deadline)
     for one in wanted:
-        attributes = _judge(one, answers[one.binding.source, one.binding.kind, one.record_id], customer_id, outcome)
+        answer = answers[one.binding.source, one.binding.kind, one.record_id]
+        attributes = _judge(one, answer, customer_id, outcome, record_failure(one.binding, failures))
         if not one.binding.id_path.in_arrays:
             if attributes is not None:
                 outcome.found[one.binding.name] = attributes
@@ -205,12 +211,14 @@ def _misshapen_id(binding: RecordBinding, where: str, value: object, needed: str
     )
 
 
-def _judge(one: _Wanted, lookup: Lookup, customer_id: str, outcome: RecordOutcome) -> Mapping[str, Any] | None:
+def _judge(
+    one: _Wanted, lookup: Lookup, customer_id: str, outcome: RecordOutcome, failure: Failure
+) -> Mapping[str, Any] | None:
     """The record's attributes if it exists and is the customer's; None, with the problem or skipped check."""
     binding, record_id, argument = one.binding, one.record_id, one.where
     shown = as_json_text(record_id)
     if not lookup.available:
-        if binding.failure is Failure.CLOSED:
+        if failure is Failure.CLOSED:
             outcome.problems.append(
                 Problem(
                     ProblemCode.CHECK_UNAVAILABLE,

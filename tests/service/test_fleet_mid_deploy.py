@@ -162,3 +162,51 @@ async def test_a_change_whose_reply_was_lost_leaves_every_replica_on_what_redis_
     assert len(made) <= 1  # never applied twice
     expected = Mode.OBSERVE if made else Mode.REJECT
     assert old.modes.mode_for("refund_order") is expected and new.modes.mode_for("refund_order") is expected
+
+
+async def test_a_check_override_reaches_every_replica_and_one_lacking_the_check_keeps_it_unapplied(
+    fleet: tuple[RunningGateway, RunningGateway],
+) -> None:
+    """Issue 29: `arg:code` of new_tool exists only on the new policy: set through the old replica it is refused
+    there (naming the checks it has), set through the new one it reaches the old, which keeps it, applies none of it,
+    and never expires it (the new replica does)."""
+    old, new = fleet
+    channel, admin = admin_stub(old)
+    async with channel:
+        with pytest.raises(Exception, match="the policy has no tool 'new_tool'"):
+            await admin.SetMode(
+                admin_pb2.SetModeRequest(tool="new_tool", check="arg:code", mode=pb.MODE_REJECT, reason="INC-5"),
+                timeout=5,
+            )
+    channel, admin = admin_stub(new)
+    async with channel:
+        await admin.SetMode(
+            admin_pb2.SetModeRequest(
+                tool="refund_order", check="arg:reason_code", mode=pb.MODE_OBSERVE, reason="INC-6 codes drifted"
+            ),
+            timeout=5,
+        )
+        await admin.SetMode(
+            admin_pb2.SetModeRequest(
+                tool="new_tool", check="arg:code", mode=pb.MODE_REJECT, reason="INC-7", expires_in_seconds=2
+            ),
+            timeout=5,
+        )
+
+    async def both_relaxed() -> bool:
+        return all(g.modes.check_modes("refund_order") == {"arg:reason_code": Mode.OBSERVE} for g in (old, new))
+
+    await eventually(both_relaxed)
+    for gateway in (old, new):  # an invented code on a rejecting tool passes on both: that check is relaxed
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            verdict = await stub.Validate(request("refund_order", {"reason_code": "Z"}), timeout=5)
+        assert verdict.decision == pb.DECISION_ALLOW
+    assert old.modes.check_modes("new_tool") == {}  # kept, not applied: the old policy has no such check
+    assert any(target.check == "arg:code" for target in old.modes.document.overrides)
+
+    async def expired_everywhere() -> bool:
+        return all(not any(t.check == "arg:code" for t in g.modes.document.overrides) for g in (old, new))
+
+    await eventually(expired_everywhere, seconds=15)
+    assert next(c.outcome for c in new.modes.changes(1000) if c.check == "arg:code") == "expired"

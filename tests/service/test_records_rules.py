@@ -283,11 +283,16 @@ async def test_a_record_check_can_run_again_the_moment_its_source_answers(tmp_pa
     try:
         args = {"reason_code": "DAMAGED_ITEM", "amount_cents": 100}
         assert (await call(gateway, {"order_id": "ord_1", **args})).decision == pb.DECISION_ALLOW
-        assert can_run(await admin_status(gateway)) == {"set:refunds.reason_codes": True, "record:order": True}
+        assert can_run(await admin_status(gateway)) == {
+            "set:refunds.reason_codes": True,
+            "record:order": True,
+            "rule:not_above_paid": True,
+        }
         await server.stop(0)
         down = await call(gateway, {"order_id": "ord_2", **args}, customer="cus_B")  # not cached: asked
         assert found(down) == [(pb.PROBLEM_CODE_CHECK_UNAVAILABLE, "order_id")]
-        assert can_run(await admin_status(gateway))["record:order"] is False
+        stopped = can_run(await admin_status(gateway))
+        assert (stopped["record:order"], stopped["rule:not_above_paid"]) == (False, False)  # the rule reads it
         server, _ = await serve(port)
         deadline = time.monotonic() + 10
         for attempt in range(1000):  # fresh ids, never cached, until one is looked up again

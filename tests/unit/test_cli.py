@@ -24,6 +24,9 @@ LEAF_COMMANDS = [
     "replay",
     "sets export",
     "coverage",
+    "mode list",
+    "mode set",
+    "mode clear",
 ]
 
 
@@ -72,7 +75,7 @@ def test_the_old_address_flag_is_still_accepted_but_not_shown() -> None:
 
 def test_every_admin_command_takes_the_same_address_token_and_tls_options() -> None:
     shared = {"admin", "token_file", "tls_ca", "tls_cert", "tls_key", "tls_server_name"}
-    for name in ("tui", "watch", "report", "coverage"):
+    for name in ("tui", "watch", "report", "coverage", "mode list", "mode set", "mode clear"):
         options = options_of(COMMANDS[name])
         assert shared <= set(options), f"{name} lacks {shared - set(options)}"
         assert options["admin"].option_strings[0] == "--admin" and options["admin"].default == "127.0.0.1:50052"
@@ -86,6 +89,14 @@ def test_every_admin_command_takes_the_same_address_token_and_tls_options() -> N
         (["serve"], "usage: argwatch serve"),
         (["policy", "check"], "usage: argwatch policy check"),
         (["tools", "export", "--tls-cert", "me.pem"], "usage: argwatch tools export"),
+        (["mode", "set", "refund_order", "obsrve", "--reason", "INC-7"], "usage: argwatch mode set"),
+        (["mode", "set", "refund_order", "observe", "--reason", " "], "usage: argwatch mode set"),
+        (
+            ["mode", "set", "refund_order", "observe", "--reason", "INC-7", "--expires", "soon"],
+            "usage: argwatch mode set",
+        ),
+        (["mode", "clear", "--reason", "INC-7"], "usage: argwatch mode clear"),
+        (["mode", "clear", "refund_order", "--global", "--reason", "INC-7"], "usage: argwatch mode clear"),
     ],
 )
 def test_a_usage_error_prints_the_commands_usage_and_exits_2(
