@@ -195,7 +195,12 @@ def _global_plan(
 
 def result_line(change: admin_pb2.ModeChange) -> str:
     """What the gateway did, as its audit entry says: "applied: refund_order reject -> observe by ana, ..."."""
-    target = change.tool or "global override"
+    if change.tool and change.check:
+        target = f"{change.tool} {change.check}"
+    elif change.check:  # a failure override: a source, a set or a record kind, for every tool
+        target = change.check
+    else:
+        target = change.tool or "global override"
     expires = f", expires {_at(change.expires_at)}" if change.HasField("expires_at") else ""
     return (
         f"{change.outcome}: {target} {change.old_mode or 'none'} -> {change.new_mode or 'none'} "

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import grpc
@@ -18,7 +19,16 @@ from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
-from argwatch.server.policy.check_ids import ARG, FAILURE_PREFIXES, RECORD, REPEAT_CHECK, RULE, SCHEMA_CHECK
+from argwatch.server.policy.check_ids import (
+    ARG,
+    FAILURE_PREFIXES,
+    RECORD,
+    REPEAT_CHECK,
+    RULE,
+    SCHEMA_CHECK,
+    record_failure,
+    set_failure,
+)
 from argwatch.server.policy.coverage import (
     PolicyCoverage,
     PolicySurface,
@@ -211,7 +221,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool) or ToolCounts())
-            tool_status.checks.extend(_check_policies(policy, tool, self._modes.document, can_run))
+            tool_status.checks.extend(
+                _check_policies(policy, tool, self._modes.document, can_run, self._modes.failure_overrides())
+            )
             tool_policy = policy.tools.get(tool)
             tool_status.side_effect = tool_policy is not None and tool_policy.side_effect is not None
             if tool_policy is not None:
@@ -622,10 +634,14 @@ def _checks_that_can_run(provider: ValueSetProvider, record_clients: Mapping[str
 
 
 def _check_policies(
-    policy: Policy, tool_name: str, modes: ModeDocument, can_run: set[str]
+    policy: Policy,
+    tool_name: str,
+    modes: ModeDocument,
+    can_run: set[str],
+    failures: Mapping[str, Failure] = MappingProxyType({}),
 ) -> list[admin_pb2.CheckPolicy]:
-    """Each check of a tool, whether it fails closed as `policy` has it, its on-call override if any, and
-    whether it can run now (`can_run`, from _checks_that_can_run)."""
+    """Each check of a tool, whether it fails closed (as `policy` has it, or as on-call's failure overrides
+    make it now), its on-call override if any, and whether it can run now (`can_run`, _checks_that_can_run)."""
     tool = policy.tools.get(tool_name)
     if tool is None:
         return []
@@ -633,7 +649,7 @@ def _check_policies(
         admin_pb2.CheckPolicy(
             check=f"set:{binding.value_set}",
             argument=binding.name,
-            fails_closed=policy.value_sets[binding.value_set].failure is Failure.CLOSED,
+            fails_closed=set_failure(policy.value_sets[binding.value_set], failures) is Failure.CLOSED,
             name=f"{ARG}{binding.name}",
             available_now=f"set:{binding.value_set}" in can_run,
         )
@@ -643,7 +659,7 @@ def _check_policies(
         admin_pb2.CheckPolicy(
             check=f"{RECORD}{record.name}",
             argument=record.id_argument,
-            fails_closed=record.failure is Failure.CLOSED,
+            fails_closed=record_failure(record, failures) is Failure.CLOSED,
             name=f"{RECORD}{record.name}",
             available_now=f"source:{record.source}" in can_run,
         )

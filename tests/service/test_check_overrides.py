@@ -139,6 +139,9 @@ async def test_fail_open_on_a_source_lets_its_checks_through_skipped_and_enforce
     assert (await call(gateway, INVENTED)).decision == pb.DECISION_REJECT
     status = await admin_status(gateway)
     assert [(f.target, f.failure, f.actor) for f in status.failure_overrides] == [(target, "open", "ana@oncall")]
+    refund = next(tool for tool in status.tools if tool.tool == "refund_order")
+    record = next(check for check in refund.checks if check.name == "record:order")
+    assert not record.fails_closed  # as the override makes it now: no FAIL-CLOSED flag while it is in force
     await _fail(gateway, target, "")
     assert (await call(gateway, GOOD)).decision == pb.DECISION_REJECT  # cleared: fails closed again
     channel, admin = admin_stub(gateway)

@@ -193,6 +193,7 @@ async def test_one_check_and_a_failure_override_from_the_command_line(gateway: R
         *reach,
     )  # fmt: skip
     assert code == 0, err
+    assert out.startswith("applied: source:owners none -> open by ana@oncall"), out
     code, out, err = await argwatch("mode", "list", "--checks", *reach)
     assert code == 0, err
     assert "  refund_order arg:reason_code: observe (override by ana@oncall: INC-9)" in out
