@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -266,40 +267,44 @@ def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSet
     if len(members) <= PART_MEMBERS:
         return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
     slices = [members[start : start + PART_MEMBERS] for start in range(0, len(members), PART_MEMBERS)]
-    messages = []
-    for index, part in enumerate(slices):
-        value_set = sources_pb2.ValueSet(
-            name=published.name,
-            version=published.version,
-            members=part,
-            part=index,
-            parts=len(slices),
-            incarnation=published.incarnation,
-        )
-        if index == 0:
-            value_set.retired.extend(sorted(published.retired))
-            value_set.retired_values.extend(_retired_values(published))
-            value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
-        messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
-    return messages
+
+    def first(value_set: sources_pb2.ValueSet) -> None:
+        value_set.retired.extend(sorted(published.retired))
+        value_set.retired_values.extend(_retired_values(published))
+
+    return _in_parts(published, [{"members": part} for part in slices], first)
 
 
 def _scoped_messages(published: PublishedSet, content: ScopedMembers) -> list[sources_pb2.WatchValueSetsResponse]:
     parts = scope_parts(content, PART_MEMBERS)
     if len(parts) == 1:
         return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
+
+    def first(value_set: sources_pb2.ValueSet) -> None:
+        value_set.retired_values.extend(retired_values(content))
+
+    return _in_parts(published, [{"scopes": part} for part in parts], first)
+
+
+def _in_parts(
+    published: PublishedSet,
+    parts: list[dict[str, Any]],
+    first: Callable[[sources_pb2.ValueSet], None],
+) -> list[sources_pb2.WatchValueSetsResponse]:
+    """A snapshot in these parts (each its slice of the members, or of the scopes): every part carries the
+    name, version and incarnation; part 0 also what `first` adds (the retired values) and the update time."""
     messages = []
     for index, part in enumerate(parts):
         value_set = sources_pb2.ValueSet(
             name=published.name,
             version=published.version,
-            scopes=part,
             part=index,
             parts=len(parts),
             incarnation=published.incarnation,
+            **part,
         )
         if index == 0:
-            value_set.retired_values.extend(retired_values(content))
+            first(value_set)
             value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
         messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
     return messages

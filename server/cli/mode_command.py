@@ -244,61 +244,21 @@ def _until(expires_in: int) -> str:
 def _send(
     args: argparse.Namespace, environ: Mapping[str, str], request: admin_pb2.SetModeRequest, shown: str, name: str
 ) -> int:
-    """Shows `shown`, asks (or takes --yes), sends `request` and prints the audit entry it wrote."""
-    connection = _connection(args, environ)
+    """Shows `shown`, then _apply."""
+    print(shown, file=sys.stderr)
+    return _apply(args, _connection(args, environ), request, name, f"{name}: make this change? [y/N] ")
+
+
+def _apply(
+    args: argparse.Namespace, connection: Connection, request: admin_pb2.SetModeRequest, name: str, question: str
+) -> int:
+    """Asks `question` (or takes --yes), sends `request` and prints the audit entry the gateway wrote."""
     try:
-        print(shown, file=sys.stderr)
         if not args.yes:
-            _confirm(f"{name}: make this change? [y/N] ")
+            _confirm(question)
 
         async def change(client: AdminClient) -> admin_pb2.ModeChange:
             return await client.change_override(request)
-
-        made = _call(connection, change)
-    except Failed as failed:
-        return _failed(name, failed)
-    print(json.dumps(_json(made), indent=2) if args.json else mode_view.result_line(made))
-    return APPLIED
-
-
-def _change(args: argparse.Namespace, environ: Mapping[str, str], mode: str | None, expires_in: int) -> int:
-    """Shows the plan, asks (or takes --yes), makes the change and prints the audit entry it wrote."""
-    name = "set" if mode is not None else "clear"
-    if args.check:
-        if not args.tool or args.every:
-            raise ValueError(f"--check names a check of a TOOL (mode {name} TOOL ... --check CHECK)")
-        if not args.reason.strip():
-            raise ValueError("--reason must say why (an incident number, what was seen): it goes to the audit trail")
-        wire = mode_view.MODES[mode] if mode is not None else gateway_pb2.MODE_UNSPECIFIED
-        request = admin_pb2.SetModeRequest(
-            tool=args.tool, check=args.check, mode=wire, reason=args.reason, expires_in_seconds=expires_in
-        )
-        what = f"{mode}{_until(expires_in)}" if mode is not None else "clear its override (back to the tool's mode)"
-        return _send(
-            args, environ, request, f"{args.tool} {args.check}: {what}; the tool's other checks keep its mode", name
-        )
-    if bool(args.tool) == bool(args.every):
-        raise ValueError(f"name a TOOL or give --global (mode {name} TOOL ..., mode {name} --global ...)")
-    if not args.reason.strip():
-        raise ValueError("--reason must say why (an incident number, what was seen): it goes to the audit trail")
-    tool = mode_view.GLOBAL if args.every else args.tool
-    connection = _connection(args, environ)
-    try:
-        status, changes = _call(connection, _status_and_audit)
-        try:
-            shown = mode_view.plan(status, changes, tool, mode, expires_in)
-        except mode_view.UnknownTool as unknown:
-            raise Failed(REFUSED, str(unknown)) from None
-        print("\n".join(shown.lines), file=sys.stderr)
-        if shown.nothing:  # no audit entry to print: a ModeChange's outcome field alone, for --json readers
-            print(json.dumps({"outcome": "nothing to change"}) if args.json else "nothing to change")
-            return APPLIED
-        if not args.yes:
-            _confirm(f"{name} the override? [y/N] ")
-        wire_mode = mode_view.MODES[mode] if mode is not None else gateway_pb2.MODE_UNSPECIFIED
-
-        async def change(client: AdminClient) -> admin_pb2.ModeChange:
-            return await client.set_mode(tool, wire_mode, args.reason, expires_in)
 
         made = _call(connection, change)
     except Failed as failed:
@@ -307,6 +267,42 @@ def _change(args: argparse.Namespace, environ: Mapping[str, str], mode: str | No
         return _failed(name, Failed(REFUSED, made.outcome))
     print(json.dumps(_json(made), indent=2) if args.json else mode_view.result_line(made))
     return APPLIED
+
+
+def _change(args: argparse.Namespace, environ: Mapping[str, str], mode: str | None, expires_in: int) -> int:
+    """Shows the plan, asks (or takes --yes), makes the change and prints the audit entry it wrote."""
+    name = "set" if mode is not None else "clear"
+    if not args.reason.strip():
+        raise ValueError("--reason must say why (an incident number, what was seen): it goes to the audit trail")
+    wire_mode = mode_view.MODES[mode] if mode is not None else gateway_pb2.MODE_UNSPECIFIED
+    if args.check:
+        if not args.tool or args.every:
+            raise ValueError(f"--check names a check of a TOOL (mode {name} TOOL ... --check CHECK)")
+        request = admin_pb2.SetModeRequest(
+            tool=args.tool, check=args.check, mode=wire_mode, reason=args.reason, expires_in_seconds=expires_in
+        )
+        what = f"{mode}{_until(expires_in)}" if mode is not None else "clear its override (back to the tool's mode)"
+        return _send(
+            args, environ, request, f"{args.tool} {args.check}: {what}; the tool's other checks keep its mode", name
+        )
+    if bool(args.tool) == bool(args.every):
+        raise ValueError(f"name a TOOL or give --global (mode {name} TOOL ..., mode {name} --global ...)")
+    tool = mode_view.GLOBAL if args.every else args.tool
+    connection = _connection(args, environ)
+    try:
+        status, changes = _call(connection, _status_and_audit)
+        try:
+            shown = mode_view.plan(status, changes, tool, mode, expires_in)
+        except mode_view.UnknownTool as unknown:
+            raise Failed(REFUSED, str(unknown)) from None
+    except Failed as failed:
+        return _failed(name, failed)
+    print("\n".join(shown.lines), file=sys.stderr)
+    if shown.nothing:  # no audit entry to print: a ModeChange's outcome field alone, for --json readers
+        print(json.dumps({"outcome": "nothing to change"}) if args.json else "nothing to change")
+        return APPLIED
+    request = admin_pb2.SetModeRequest(tool=tool, mode=wire_mode, reason=args.reason, expires_in_seconds=expires_in)
+    return _apply(args, connection, request, name, f"{name} the override? [y/N] ")
 
 
 def _confirm(question: str) -> None:

@@ -2,7 +2,7 @@
 
 Checked at load, so that `item[*].sku` (a typo) or `[*]` on a string argument
 is an error naming the path, never a binding that finds nothing to check and
-so checks nothing. Local `$ref`s are followed (schema_surface._resolved);
+so checks nothing. Local `$ref`s are followed (schema_surface.resolve_ref);
 `anyOf`/`oneOf`/`allOf` allow a step if any branch does. A schema that says
 nothing at some depth (`true`, no `properties` and open additional
 properties) allows whatever follows.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from argwatch.server.policy.arg_paths import EVERY, ArgPath, format_path, pattern_of
-from argwatch.server.policy.schema_surface import _resolved
+from argwatch.server.policy.schema_surface import resolve_ref
 
 _OPEN: Mapping[str, Any] = {}
 _MAX_BRANCHES = 64  # alternatives followed per step: a schema's anyOf may list thousands
@@ -78,7 +78,7 @@ def _alternatives(nodes: list[Mapping[str, Any]], root: Mapping[str, Any]) -> li
             return []
         if not isinstance(node, Mapping):
             continue
-        node = _resolved(node, root)
+        node = resolve_ref(node, root)
         branches = [b for keyword in ("anyOf", "oneOf", "allOf") for b in _listed(node.get(keyword))]
         if branches and not _says_more_than(node):
             pending.extend(branches)

@@ -10,7 +10,7 @@ from typing import Any
 from argwatch.server.policy.arg_paths import EVERY, parse_path
 from argwatch.server.policy.model import ArrayReads, ReadNode, Steps
 from argwatch.server.policy.rule_reads import pattern, rule_reads
-from argwatch.server.policy.schema_surface import _resolved
+from argwatch.server.policy.schema_surface import resolve_ref
 
 # A macro or an index: the ways an expression reaches into a list.
 _WALKS = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(|\[")
@@ -158,7 +158,7 @@ def _schema_kinds(schema: Mapping[str, Any] | bool | None, steps: Steps) -> tupl
     for step in steps:
         if not isinstance(node, Mapping):
             return None
-        node = _resolved(node, schema)
+        node = resolve_ref(node, schema)
         if step is EVERY:
             node = node.get("items")
         else:
@@ -166,7 +166,7 @@ def _schema_kinds(schema: Mapping[str, Any] | bool | None, steps: Steps) -> tupl
             node = properties.get(step) if isinstance(properties, Mapping) else None
     if not isinstance(node, Mapping):
         return None
-    kinds = _resolved(node, schema).get("type")
+    kinds = resolve_ref(node, schema).get("type")
     if isinstance(kinds, str):
         return (kinds,)
     if isinstance(kinds, list) and kinds and all(isinstance(kind, str) for kind in kinds):

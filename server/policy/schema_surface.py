@@ -85,7 +85,7 @@ def schema_surface(schema: Mapping[str, Any] | bool | None, assert_formats: bool
     if not isinstance(schema, Mapping):
         return Surface()
     walk = _Walk(schema, assert_formats)
-    for name, child in (_properties(_resolved(schema, schema)) or {}).items():
+    for name, child in (_properties(resolve_ref(schema, schema)) or {}).items():
         walk.walk(child, format_path([str(name)]), 1)
     return walk.surface
 
@@ -98,7 +98,7 @@ def undeclared_arguments(schema: Mapping[str, Any] | bool | None) -> str:
         return "the schema is true"
     if schema is False:
         return ""  # no call of the tool is valid
-    top = _resolved(schema, schema)
+    top = resolve_ref(schema, schema)
     if top.get("additionalProperties") is False or top.get("unevaluatedProperties") is False:
         return ""
     return "additionalProperties is not false"
@@ -157,9 +157,9 @@ class _Walk:
             self.walk(child, join(inner, str(name)), depth + 1)
 
     def resolved(self, node: Mapping[str, Any]) -> Mapping[str, Any]:
-        """_resolved, each $ref followed a node of the budget."""
+        """resolve_ref, each $ref followed a node of the budget."""
         hops = [0]
-        found = _resolved(node, self.root, hops)
+        found = resolve_ref(node, self.root, hops)
         self.spend(hops[0])
         return found
 
@@ -260,7 +260,7 @@ def _properties(node: object) -> Mapping[str, Any] | None:
     return properties if isinstance(properties, Mapping) and properties else None
 
 
-def _resolved(node: Mapping[str, Any], root: Mapping[str, Any], hops: list[int] | None = None) -> Mapping[str, Any]:
+def resolve_ref(node: Mapping[str, Any], root: Mapping[str, Any], hops: list[int] | None = None) -> Mapping[str, Any]:
     """The node with its local `$ref` followed (its own keywords kept beside the target's, as 2020-12 reads
     them); a remote or broken reference leaves the node as written. `hops` counts the references followed."""
     for _ in range(MAX_HOPS):
