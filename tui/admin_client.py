@@ -54,6 +54,10 @@ class AdminApi(Protocol):
         self, tool: str, mode: gateway_pb2.Mode, reason: str, expires_in_seconds: int
     ) -> admin_pb2.ModeChange: ...
 
+    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.ModeChange: ...
+
+    async def preview(self, change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse: ...
+
     async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]: ...
 
     async def samples(self, tool: str, argument: str, limit: int = 10) -> admin_pb2.ListSamplesResponse: ...
@@ -144,6 +148,13 @@ class AdminClient:
             request, timeout=self._timeout, metadata=self._metadata
         )
         return response.change
+
+    async def preview(self, change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse:
+        """What `change` would have done over the last 1 and 15 minutes; changes nothing (the read role may ask)."""
+        response: admin_pb2.PreviewChangeResponse = await self._stub.PreviewChange(
+            admin_pb2.PreviewChangeRequest(change=change), timeout=self._timeout, metadata=self._metadata
+        )
+        return response
 
     async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]:
         response: admin_pb2.ListModeChangesResponse = await self._stub.ListModeChanges(

@@ -1,7 +1,8 @@
-"""`argwatch mode list|set|clear`: tools' modes from a script or a chat bot, through the Admin API.
+"""`argwatch mode list|preview|set|clear|failure`: modes from a script or a chat bot, through the Admin API.
 
-A change shows what it will do (mode and source now -> after, expiry) and
-asks on a terminal; `--yes` answers for a script, and without a terminal or
+A change shows what it will do (mode and source now -> after, expiry), then
+the gateway's preview of what it would have done (mode_preview), and asks on
+a terminal; `--yes` answers for a script, and without a terminal or
 `--yes` it stops rather than wait for an answer nobody will type. The exit
 code says what happened, so a script can branch on it (EXIT_CODES).
 """
@@ -9,17 +10,23 @@ code says what happened, so a script can branch on it (EXIT_CODES).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable, Mapping
-from typing import IO, TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Mapping
+from typing import IO, TYPE_CHECKING
 
-import grpc
-from google.protobuf import json_format
-from google.protobuf.message import Message
-
-from argwatch.server.cli import mode_view
+from argwatch.server.cli import mode_preview, mode_view
+from argwatch.server.cli.mode_exchange import (
+    APPLIED,
+    EXIT_CODES,
+    NOT_CONFIRMED,
+    REFUSED,
+    Failed,
+    as_json,
+    call,
+    connection,
+    failed,
+)
 from argwatch.server.policy.check_ids import FAILURE_PREFIXES
 from argwatch.v1 import admin_pb2, gateway_pb2
 
@@ -27,33 +34,7 @@ if TYPE_CHECKING:  # the server loads the TUI package only when a command that n
     from argwatch.tui.admin_client import AdminClient, Connection
 
 CommandFactory = Callable[..., argparse.ArgumentParser]
-T = TypeVar("T")
-
-APPLIED = 0  # applied, or nothing to change
-REFUSED = 1  # the gateway refused the change (or the request): the reason is printed
-NOT_CONFIRMED = 2  # a usage error, or a change not confirmed
-UNREACHABLE = 3  # the Admin API did not answer, or did not accept the token
-EXIT_CODES = """exit codes:
-  0  applied (or nothing to change)
-  1  refused by the gateway (the reason is printed: no such tool, the mode store unreachable, ...)
-  2  usage error, or the change not confirmed (no terminal to ask on, and no --yes)
-  3  the Admin API unreachable, or the token missing, unknown or read-only"""
 AUDIT_LIMIT = 1000  # the most ListModeChanges answers: who set each override in force is looked up in it
-# The Admin API's own refusals of the caller, not of the change: the change was never weighed.
-_CALLER_CODES = {
-    grpc.StatusCode.UNAUTHENTICATED: "the gateway did not accept the token (give one with --token-file FILE or "
-    "$ARGWATCH_ADMIN_TOKEN)",
-    grpc.StatusCode.PERMISSION_DENIED: "the token may only read: changing a mode needs a token with the admin role",
-}
-_TRANSPORT_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
-
-
-class Failed(Exception):
-    """The command stops with this exit code; the message is what to print."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def add_command(command: CommandFactory) -> None:
@@ -143,6 +124,7 @@ def add_command(command: CommandFactory) -> None:
     add_admin_arguments(failing, actor=True)
     failing.epilog = EXIT_CODES
     failing.set_defaults(run=run_failure)
+    mode_preview.add_preview_command(command, subcommands, add_admin_arguments, _check_argument)
 
 
 def _check_argument(parser: argparse.ArgumentParser) -> None:
@@ -189,16 +171,16 @@ def _expiry(text: str) -> int:
 def run_list(args: argparse.Namespace, environ: Mapping[str, str], out: IO[str] | None = None) -> int:
     """Prints the modes in force; with --audit, the newest entries of the trail."""
     out = out or sys.stdout  # looked up now: a test's capture replaces sys.stdout after import
-    connection = _connection(args, environ)
+    reach = connection(args, environ)
     try:
-        status, changes = _call(connection, _status_and_audit)
-    except Failed as failed:
-        return _failed("list", failed)
+        status, changes = call(reach, _status_and_audit)
+    except Failed as stopped:
+        return failed("list", stopped)
     if args.json:
         shown = {
-            "status": _json(_modes_only(status)),
-            "overrides": {tool or "@global": _json(change) for tool, change in mode_view.setters(changes).items()},
-            "audit": [_json(change) for change in changes[: args.audit]],
+            "status": as_json(_modes_only(status)),
+            "overrides": {tool or "@global": as_json(change) for tool, change in mode_view.setters(changes).items()},
+            "audit": [as_json(change) for change in changes[: args.audit]],
         }
         out.write(json.dumps(shown, indent=2) + "\n")
     else:
@@ -246,26 +228,28 @@ def _send(
 ) -> int:
     """Shows `shown`, then _apply."""
     print(shown, file=sys.stderr)
-    return _apply(args, _connection(args, environ), request, name, f"{name}: make this change? [y/N] ")
+    return _apply(args, connection(args, environ), request, name, f"{name}: make this change? [y/N] ")
 
 
 def _apply(
-    args: argparse.Namespace, connection: Connection, request: admin_pb2.SetModeRequest, name: str, question: str
+    args: argparse.Namespace, reach: Connection, request: admin_pb2.SetModeRequest, name: str, question: str
 ) -> int:
-    """Asks `question` (or takes --yes), sends `request` and prints the audit entry the gateway wrote."""
+    """Shows the gateway's preview of `request`, asks `question` (or takes --yes), sends `request` and prints
+    the audit entry the gateway wrote."""
     try:
+        mode_preview.show(reach, request)  # before the question, and with --yes too: a script's log keeps it
         if not args.yes:
             _confirm(question)
 
         async def change(client: AdminClient) -> admin_pb2.ModeChange:
             return await client.change_override(request)
 
-        made = _call(connection, change)
-    except Failed as failed:
-        return _failed(name, failed)
+        made = call(reach, change)
+    except Failed as stopped:
+        return failed(name, stopped)
     if made.outcome.startswith("refused"):  # the contract refuses by status code; an audit entry may say so too
-        return _failed(name, Failed(REFUSED, made.outcome))
-    print(json.dumps(_json(made), indent=2) if args.json else mode_view.result_line(made))
+        return failed(name, Failed(REFUSED, made.outcome))
+    print(json.dumps(as_json(made), indent=2) if args.json else mode_view.result_line(made))
     return APPLIED
 
 
@@ -288,21 +272,27 @@ def _change(args: argparse.Namespace, environ: Mapping[str, str], mode: str | No
     if bool(args.tool) == bool(args.every):
         raise ValueError(f"name a TOOL or give --global (mode {name} TOOL ..., mode {name} --global ...)")
     tool = mode_view.GLOBAL if args.every else args.tool
-    connection = _connection(args, environ)
+    reach = connection(args, environ)
     try:
-        status, changes = _call(connection, _status_and_audit)
+        status, changes = call(reach, _status_and_audit)
         try:
             shown = mode_view.plan(status, changes, tool, mode, expires_in)
         except mode_view.UnknownTool as unknown:
             raise Failed(REFUSED, str(unknown)) from None
-    except Failed as failed:
-        return _failed(name, failed)
+    except Failed as stopped:
+        return failed(name, stopped)
     print("\n".join(shown.lines), file=sys.stderr)
     if shown.nothing:  # no audit entry to print: a ModeChange's outcome field alone, for --json readers
         print(json.dumps({"outcome": "nothing to change"}) if args.json else "nothing to change")
         return APPLIED
     request = admin_pb2.SetModeRequest(tool=tool, mode=wire_mode, reason=args.reason, expires_in_seconds=expires_in)
-    return _apply(args, connection, request, name, f"{name} the override? [y/N] ")
+    return _apply(args, reach, request, name, f"{name} the override? [y/N] ")
+
+
+async def _status_and_audit(
+    client: AdminClient,
+) -> tuple[admin_pb2.GetStatusResponse, list[admin_pb2.ModeChange]]:
+    return await client.status(), await client.mode_changes(AUDIT_LIMIT)
 
 
 def _confirm(question: str) -> None:
@@ -316,48 +306,6 @@ def _confirm(question: str) -> None:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):
         raise Failed(NOT_CONFIRMED, "not confirmed: nothing changed")
-
-
-def _connection(args: argparse.Namespace, environ: Mapping[str, str]) -> Connection:
-    from argwatch.tui.run import connection_from
-
-    return connection_from(args, dict(environ))
-
-
-async def _status_and_audit(
-    client: AdminClient,
-) -> tuple[admin_pb2.GetStatusResponse, list[admin_pb2.ModeChange]]:
-    return await client.status(), await client.mode_changes(AUDIT_LIMIT)
-
-
-def _call(connection: Connection, asked: Callable[[AdminClient], Awaitable[T]]) -> T:
-    """One exchange with the Admin API on a fresh channel; its errors as Failed with the exit code they mean."""
-
-    from argwatch.tui.admin_client import AdminClient
-
-    async def exchange() -> T:
-        client = AdminClient(connection)
-        try:
-            return await asked(client)
-        finally:
-            await client.close()
-
-    try:
-        return asyncio.run(exchange())
-    except grpc.aio.AioRpcError as error:
-        code, details = error.code(), error.details() or ""
-        if code in _CALLER_CODES:
-            raise Failed(UNREACHABLE, f"{connection.target}: {code.name}: {_CALLER_CODES[code]} ({details})") from None
-        if code in _TRANSPORT_CODES:
-            raise Failed(
-                UNREACHABLE, f"{connection.target}: cannot reach the Admin API: {code.name}: {details}"
-            ) from None
-        raise Failed(REFUSED, f"refused: {details} ({code.name})") from None
-
-
-def _failed(name: str, failed: Failed) -> int:
-    print(f"argwatch mode {name}: {failed}", file=sys.stderr)
-    return failed.code
 
 
 def _modes_only(status: admin_pb2.GetStatusResponse) -> admin_pb2.GetStatusResponse:
@@ -385,9 +333,3 @@ def _modes_only(status: admin_pb2.GetStatusResponse) -> admin_pb2.GetStatusRespo
         if tool.HasField("mode_expires_at"):
             row.mode_expires_at.CopyFrom(tool.mode_expires_at)
     return kept
-
-
-def _json(message: Message) -> dict[str, object]:
-    return json_format.MessageToDict(
-        message, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
-    )
