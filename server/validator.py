@@ -24,6 +24,7 @@ from argwatch.server.sets.scoped import usable_scope
 from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot
 from argwatch.server.state.call_scope import CallRef, conversation_scope
 from argwatch.server.state.operations import NoOperations, Operations, operation_key
+from argwatch.server.telemetry.call_signatures import CallSignatures
 from argwatch.server.telemetry.metrics import (
     CALL_LEVEL_ARGUMENT,
     UNKNOWN_LABEL,
@@ -34,6 +35,7 @@ from argwatch.server.telemetry.metrics import (
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.verdict.call_signature import NO_PROBLEMS, signature_of
 from argwatch.server.verdict.check_names import CheckNames
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkipReason
@@ -73,9 +75,10 @@ class Validator:
         *,
         repairs: RepairTracking | None = None,
         operations: Operations | None = None,
+        signatures: CallSignatures | None = None,
     ) -> None:
-        """`repairs` and `operations` are left out offline (replay): nothing is tracked, every call is an
-        operation's first."""
+        """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
+        call is an operation's first, no preview counts are kept."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -117,6 +120,7 @@ class Validator:
         self._concealed = {name: _concealed(tool) for name, tool in policy.tools.items()}
         self._redact = policy.sampling.redact
         self._operations: Operations = operations if operations is not None else NoOperations()
+        self._signatures = signatures
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
         for name, tool in policy.tools.items():
@@ -400,6 +404,10 @@ class Validator:
                 meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
         if self.policy.cohorts.declared:
             self._count_by_model(meters.tool, call, result, all_in_set)
+        names = self._checks.get(call.tool)
+        if self._signatures is not None and names is not None:  # what a mode change's preview counts
+            quiet = not problems and not result.skipped
+            self._signatures.count(call.tool, NO_PROBLEMS if quiet else signature_of(names, problems, result.skipped))
         if not problems and not result.skipped:
             return
         if problems:  # what reject mode refuses, whatever the mode now: a mode change's blast radius

@@ -13,11 +13,13 @@ import grpc
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
+from argwatch.server.edge.preview_wire import preview_to_wire
 from argwatch.server.edge.reloading import Reloader
 from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
-from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument
+from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument, OverrideRequest, Target
+from argwatch.server.modes.preview import preview
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.check_ids import (
     ARG,
@@ -40,6 +42,7 @@ from argwatch.server.policy.coverage import (
 )
 from argwatch.server.policy.model import Failure, Mode, Policy
 from argwatch.server.records.lookup_client import RecordClient
+from argwatch.server.telemetry.call_signatures import SignatureKey
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey, ToolCounts, fold
 from argwatch.server.telemetry.events import MAX_EVENTS, Event, EventLog
@@ -56,6 +59,7 @@ MIN_WATCH_INTERVAL = 0.2
 # What one Admin answer lists at most, so that each stays under gRPC's 4 MiB whatever the policy's size: the
 # audit's entries (each with a reason of up to 1,024 characters), a reload's tools per list, shape rows.
 MAX_LISTED_CHANGES = 1000
+PREVIEW_WINDOWS = (60, 900)  # what is happening now, and the quarter hour around it
 MAX_LISTED_TOOLS = 1000
 MAX_SHAPE_ROWS = 5000
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
@@ -103,7 +107,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         clock: Callable[[], float] = time.time,
         events: EventLog | None = None,
         record_clients: Mapping[str, RecordClient] | None = None,
+        signatures: CountWindows[SignatureKey] | None = None,
     ) -> None:
+        """`signatures`: the calls by refusal signature over time, what PreviewChange reads."""
         self._replica_id = replica_id
         self._policy_version = policy_version
         self._modes = modes
@@ -113,6 +119,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._record_clients: Mapping[str, RecordClient] = record_clients or {}
         self._policy = policy
         self._windows = windows
+        self._signatures = signatures
         self._status_windows = StatusWindows(policy, windows)
         self._tokens = tokens
         self._offenders = offenders if offenders is not None else OffenderTable()
@@ -304,23 +311,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.SetModeRequest,
         context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
     ) -> admin_pb2.SetModeResponse:
-        # What is audited is kept: bounded, as the Gateway's strings are (request_limits.py).
-        await _within_limits(
-            context,
-            ("tool", request.tool, MAX_TOOL),
-            ("check", request.check, MAX_CHECK),
-            ("reason", request.reason, MAX_REASON),
-        )
-        # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
-        # never read as "clear" (which would quietly undo an on-call's reject).
-        if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"mode {request.mode} is not a mode: MODE_OBSERVE, MODE_REJECT, or MODE_UNSPECIFIED to clear",
-            )
-        mode = wire.MODES_FROM_WIRE.get(request.mode)
-        if request.failure or request.check.startswith(FAILURE_PREFIXES):
-            mode = await _failure_mode(context, request)
+        mode = await _requested_mode(context, request)
         try:
             change = await self._control.set_mode(
                 request.tool,
@@ -451,6 +442,36 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         walk = asyncio.get_running_loop().create_task(asyncio.to_thread(policy_surface, policy))
         self._coverage_surface = (policy, walk)
         return walk
+
+    async def PreviewChange(
+        self,
+        request: admin_pb2.PreviewChangeRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.PreviewChangeRequest, admin_pb2.PreviewChangeResponse],
+    ) -> admin_pb2.PreviewChangeResponse:
+        change = request.change
+        mode = await _requested_mode(context, change)
+        if self._signatures is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this gateway keeps no calls by signature")
+            raise AssertionError  # abort raises; this is for the type checker
+        asked = OverrideRequest(
+            Target(change.tool, change.check),
+            mode,
+            self._actor(context),
+            change.reason or "preview",  # nothing is audited: a preview needs no reason
+            float(change.expires_in_seconds) or None,
+        )
+        live = self._signatures.live()
+        keys = self._signatures.keys
+        windows = []
+        for seconds in PREVIEW_WINDOWS:
+            values, covered = self._signatures.window_from(live, seconds)
+            windows.append((seconds, covered, {key: value for key, value in zip(keys, values, strict=False) if value}))
+        try:
+            found = preview(self._policy, self._modes.policy_modes, self._modes.document, asked, self._clock(), windows)
+        except ModeRefused as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+            raise  # abort raises; this is for the type checker
+        return preview_to_wire(found)
 
     async def ListModeChanges(
         self,
@@ -605,10 +626,31 @@ async def _within_limits(context: grpc.aio.ServicerContext[Any, Any], *fields: t
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is {len(text)} characters; at most {limit}")
 
 
-async def _failure_mode(
-    context: grpc.aio.ServicerContext[admin_pb2.SetModeRequest, admin_pb2.SetModeResponse],
-    request: admin_pb2.SetModeRequest,
+async def _requested_mode(
+    context: grpc.aio.ServicerContext[Any, Any], request: admin_pb2.SetModeRequest
 ) -> Mode | None:
+    """The mode a SetModeRequest sets (None: it clears), once its strings are within their limits; aborts
+    INVALID_ARGUMENT otherwise. SetMode and PreviewChange read a change alike."""
+    # What is audited is kept: bounded, as the Gateway's strings are (request_limits.py).
+    await _within_limits(
+        context,
+        ("tool", request.tool, MAX_TOOL),
+        ("check", request.check, MAX_CHECK),
+        ("reason", request.reason, MAX_REASON),
+    )
+    # MODE_UNSPECIFIED clears the override; a number the contract does not define is refused,
+    # never read as "clear" (which would quietly undo an on-call's reject).
+    if request.mode != gateway_pb2.MODE_UNSPECIFIED and request.mode not in wire.MODES_FROM_WIRE:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"mode {request.mode} is not a mode: MODE_OBSERVE, MODE_REJECT, or MODE_UNSPECIFIED to clear",
+        )
+    if request.failure or request.check.startswith(FAILURE_PREFIXES):
+        return await _failure_mode(context, request)
+    return wire.MODES_FROM_WIRE.get(request.mode)
+
+
+async def _failure_mode(context: grpc.aio.ServicerContext[Any, Any], request: admin_pb2.SetModeRequest) -> Mode | None:
     """A failure override's mode as the document keeps it (observe: fail open), or None to clear it."""
     if request.tool or not request.check.startswith(FAILURE_PREFIXES):
         await context.abort(

@@ -42,6 +42,7 @@ from argwatch.server.sets.payload import SetFetcher
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.call_signatures import CallSignatures, SignatureKey
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey
 from argwatch.server.telemetry.events import EventLog
@@ -95,6 +96,7 @@ class RunningGateway:
     cache: Cache
     repairs: RepairTracker
     windows: CountWindows[CountKey]
+    signature_windows: CountWindows[SignatureKey]
     background: list[asyncio.Task[None]]
     health: health.aio.HealthServicer
     admin: AdminServicer
@@ -153,6 +155,7 @@ class RunningGateway:
         await self.provider.close()
         await self.repairs.close()
         await self.windows.close()
+        await self.signature_windows.close()
         await self.control.close()
         await cancel_and_wait(self.background)
         for client in self.record_clients.values():
@@ -193,6 +196,8 @@ async def build_gateway(
     modes.subscribe(lambda tool, mode: metrics.mode_in_force(tool, mode.value == "reject"))
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
     windows = CountWindows(metrics.counts)
+    signatures = CallSignatures()  # the calls by refusal signature, what a mode change's preview reads
+    signature_windows = CountWindows(signatures.counts)
     offenders = OffenderTable(clock)
     operations = OperationLog(cache, clock)
     events = EventLog(clock)  # the incident timeline, kept across reloads
@@ -223,6 +228,7 @@ async def build_gateway(
             offenders,
             repairs=repairs,
             operations=operations,
+            signatures=signatures,
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 
@@ -254,6 +260,7 @@ async def build_gateway(
         clock=clock,
         events=events,
         record_clients=record_clients,
+        signatures=signature_windows,
     )
     health_servicer = CappedHealth()
     # The Gateway's methods are admitted by their own caps (edge/admission.py), health and reflection by
@@ -318,6 +325,7 @@ async def build_gateway(
         log.info("start-up: all %d value sets loaded", len(policy.value_sets))
     repairs.start()
     windows.start()
+    signature_windows.start()
     await control.start()  # with Redis: the fleet's modes before the first call (Redis down: the last known, reported)
     expiring = asyncio.get_running_loop().create_task(_expire_overrides(control))
     rates = asyncio.get_running_loop().create_task(_watch_rates(admin))
@@ -336,6 +344,7 @@ async def build_gateway(
         cache=cache,
         repairs=repairs,
         windows=windows,
+        signature_windows=signature_windows,
         background=[expiring, rates],
         health=health_servicer,
         admin=admin,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from argwatch.server.policy.arg_paths import pattern_of
 from argwatch.server.policy.check_ids import ARG, SCHEMA_CHECK, check_of, tool_checks
 from argwatch.server.policy.model import ToolPolicy
-from argwatch.server.verdict.findings import Problem
+from argwatch.server.verdict.findings import Problem, SkippedCheck
 
 
 class CheckNames:
@@ -17,11 +17,18 @@ class CheckNames:
         self._bindings = [(binding.value_set, binding.name) for binding in tool.arguments]
 
     def of(self, problem: Problem) -> str:
-        found = check_of(problem.code.value, problem.argument, problem.value_set)
+        return self._named(problem.code.value, problem.argument, problem.value_set)
+
+    def of_skipped(self, skipped: SkippedCheck) -> str:
+        """The check that did not run: a binding's (by its set and path), a record's or a rule's."""
+        return self._named("check_unavailable", skipped.argument, skipped.value_set)
+
+    def _named(self, code: str, argument: str, value_set: str) -> str:
+        found = check_of(code, argument, value_set)
         if not found.startswith(ARG) or found in self.checks:
             return found
-        at = pattern_of(problem.argument)
-        for value_set, pattern in self._bindings:
-            if value_set == problem.value_set and (pattern.startswith(at) or at.startswith(pattern)):
+        at = pattern_of(argument)
+        for bound_set, pattern in self._bindings:
+            if bound_set == value_set and (pattern.startswith(at) or at.startswith(pattern)):
                 return ARG + pattern
         return SCHEMA_CHECK

@@ -1,0 +1,51 @@
+"""Calls counted per tool and refusal signature, bounded, for the preview of a mode change over a window.
+
+One dictionary increment a call: a call with no problem counts under the
+empty signature, so a tool's signatures sum to its calls. The signatures a
+caller can produce are combinations of the policy's checks and a fixed set of
+causes, still far too many to keep them all: each tool keeps at most
+MAX_PER_TOOL distinct signatures and the gateway MAX_TOTAL, and a call whose
+signature did not fit counts under NOT_KEPT, which a preview reports as not
+previewed rather than guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from argwatch.server.verdict.call_signature import Signature
+
+MAX_PER_TOOL = 64
+MAX_TOTAL = 16_384
+NOT_KEPT: Signature = frozenset({("", "not_kept", False)})
+
+SignatureKey = tuple[str, Signature]  # (tool, signature)
+
+
+class CallSignatures:
+    """Cumulative calls per (tool, signature); read by a CountWindows for the 1 and 15 minute windows."""
+
+    def __init__(self, max_per_tool: int = MAX_PER_TOOL, max_total: int = MAX_TOTAL) -> None:
+        self._counts: dict[SignatureKey, int] = {}
+        self._per_tool: dict[str, int] = {}
+        self._max_per_tool = max_per_tool
+        self._max_total = max_total
+
+    def count(self, tool: str, signature: Signature) -> None:
+        key = (tool, signature)
+        counts = self._counts
+        value = counts.get(key)
+        if value is not None:
+            counts[key] = value + 1
+            return
+        kept = self._per_tool.get(tool, 0)
+        if kept >= self._max_per_tool or len(counts) >= self._max_total:
+            key = (tool, NOT_KEPT)
+            counts[key] = counts.get(key, 0) + 1
+            return
+        self._per_tool[tool] = kept + 1
+        counts[key] = 1
+
+    def counts(self) -> Mapping[SignatureKey, int]:
+        """The cumulative counts (the live mapping: the windows copy it)."""
+        return self._counts
