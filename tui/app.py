@@ -27,9 +27,10 @@ from argwatch.tui.audit_screen import AuditScreen
 from argwatch.tui.coverage_screen import CoverageScreen
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.feed import Lost, Snapshot, follow
+from argwatch.tui.flip_targets import flip_targets
 from argwatch.tui.help_screen import HelpScreen
 from argwatch.tui.layout import Layout, fit_flags, layout
-from argwatch.tui.mode_dialog import ModeDialog, ModeRequest
+from argwatch.tui.mode_dialog import ModeDialog
 from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
 from argwatch.tui.runbook import entries_for
 from argwatch.tui.status_view import (
@@ -412,14 +413,10 @@ class ArgwatchApp(App[None]):
             self.notify("select a tool's row first", severity="warning")
             return
         tool = next(t for t in self.status.tools if t.tool == row.tool)
-        until = _until(tool)
-        policy_mode = MODE_NAMES.get(tool.policy_mode, "")
-        self.push_screen(
-            ModeDialog(
-                row.tool, MODE_NAMES.get(tool.mode, "-"), tool.mode_source or "policy", until, policy_mode, [tool]
-            ),
-            self._change_mode,
-        )
+        mode, policy_mode = MODE_NAMES.get(tool.mode, "-"), MODE_NAMES.get(tool.policy_mode, "")
+        targets, until = flip_targets(tool, self.status), _until(tool)
+        dialog = ModeDialog(row.tool, mode, tool.mode_source or "policy", self.api.preview, until, policy_mode, targets)
+        self.push_screen(dialog, self._change_mode)
 
     def action_global_mode(self) -> None:
         if self.status is None:
@@ -429,20 +426,19 @@ class ArgwatchApp(App[None]):
         # The global override's expiry shows on every tool it forces.
         forced = next((t for t in self.status.tools if t.mode_source == "global"), None)
         until = _until(forced) if forced is not None else ""
-        tools = list(self.status.tools)
-        self.push_screen(ModeDialog("", current, "global override", until, tools=tools), self._change_mode)
+        self.push_screen(ModeDialog("", current, "global override", self.api.preview, until), self._change_mode)
 
-    async def _change_mode(self, request: ModeRequest | None) -> None:
+    async def _change_mode(self, request: admin_pb2.SetModeRequest | None) -> None:
         if request is None:
             return
         try:
-            change = await self.api.set_mode(request.tool, request.mode, request.reason, request.expires_in_seconds)
+            change = await self.api.change_override(request)
         except grpc.aio.AioRpcError as error:
             self.notify(
                 f"{error.code().name}: {error.details()}", title="mode not changed", severity="error", timeout=10
             )
             return
-        target = change.tool or "global override"
+        target = " ".join(part for part in (change.tool, change.check) if part) or "global override"
         self.notify(f"{target}: {change.old_mode or 'none'} -> {change.new_mode or 'none'} ({change.outcome})")
 
     async def action_refresh_set(self) -> None:

@@ -46,3 +46,10 @@ async def until_on_screen(pilot: Pilot[None], condition: Callable[[], bool], sec
         app = pilot.app
         assert isinstance(app, ArgwatchApp)
         raise AssertionError(f"{error}; the screen:\n" + "\n".join(screen_lines(app))) from None
+
+
+async def pick(pilot: Pilot[None], selector: str, downs: int) -> None:
+    """Chooses in a Select as on-call does from the keyboard: Tab to it, Enter opens it on the option chosen now,
+    `downs` times Down, Enter."""
+    pilot.app.screen.query_one(selector).focus()  # where Tab would land: the keys below are what is tested
+    await pilot.press("enter", *["down"] * downs, "enter")

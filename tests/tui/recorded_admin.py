@@ -68,12 +68,15 @@ def recorded_status() -> admin_pb2.GetStatusResponse:
     )
     refund.windows.extend(_windows(1200, 0, 0, 0, rejected=110, started=110, succeeded=88, abandoned=9, repeats=4))
     refund.calls_per_minute.extend(_series(1180))
-    refund.checks.add(check="set:refunds.reason_codes", argument="reason_code", fails_closed=False)
-    refund.checks.add(check="record:order", argument="order_id", fails_closed=True)
+    refund.checks.add(
+        check="set:refunds.reason_codes", argument="reason_code", fails_closed=False, name="arg:reason_code"
+    )
+    refund.checks.add(check="record:order", argument="order_id", fails_closed=True, name="record:order")
     ticket = status.tools.add(tool="create_ticket", mode=pb.MODE_OBSERVE, mode_source="override", calls=2400)
     ticket.mode_expires_at.CopyFrom(_at(1800))
     ticket.windows.extend(_windows(600, 0, 0, 0, failed_open=31))
     ticket.calls_per_minute.extend(_series(590))
+    ticket.checks.add(check="set:identity.handles", argument="assignee", fails_closed=True, name="arg:assignee")
     stock = status.tools.add(tool="transfer_stock", mode=pb.MODE_OBSERVE, mode_source="policy", calls=900)
     stock.windows.extend(_windows(240, 0, 0, 0))
     stock.calls_per_minute.extend(_series(230))
@@ -158,6 +161,29 @@ def recorded_coverage() -> admin_pb2.GetCoverageResponse:
     return found
 
 
+def recorded_preview(change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse:
+    """A preview in the server's wording (server/modes/preview_text.py) of an owner down under traffic; the
+    first line names the change asked for, so a snapshot shows which change the figures are of."""
+    subject = f"{change.tool} {change.check}".strip() if change.tool else change.check or "global override"
+    after = change.failure or {pb.MODE_OBSERVE: "observe", pb.MODE_REJECT: "reject"}.get(change.mode, "cleared")
+    return admin_pb2.PreviewChangeResponse(
+        change=f"change: {subject} -> {after}",
+        changes_anything=True,
+        lines=[
+            f"change: {subject} -> {after}",
+            "last 1 min: 35 calls to create_ticket, refused or not; the modes in force now refuse 35 of them",
+            "  it would let through 30 of those 35 refused calls: 30 unverifiable (source down)",
+            "last 15 min: 420 calls to create_ticket, refused or not; the modes in force now refuse 96 of them",
+            "  it would let through 90 of those 96 refused calls: 84 unverifiable (source down), 6 invented values "
+            "(a call with two causes counts under each)",
+            "it switches off (security first):",
+            "  ownership (security): create_ticket record:customer would let calls through while directory is down "
+            "(fails open): whether customer ids exist and are the customer's own would go unchecked then, counted "
+            "as skipped; enforced again the moment it answers",
+        ],
+    )
+
+
 class RecordedAdmin:
     """Answers with the fixed data above; the status stream sends one snapshot, then waits."""
 
@@ -169,6 +195,12 @@ class RecordedAdmin:
 
     async def set_mode(self, tool: str, mode: pb.Mode, reason: str, expires_in_seconds: int) -> admin_pb2.ModeChange:
         raise AssertionError("the snapshot tests change nothing")
+
+    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.ModeChange:
+        raise AssertionError("the snapshot tests change nothing")
+
+    async def preview(self, change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse:
+        return recorded_preview(change)
 
     async def mode_changes(self, limit: int = 100) -> list[admin_pb2.ModeChange]:
         return [

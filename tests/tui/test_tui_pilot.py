@@ -16,6 +16,7 @@ from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.tui.app import ArgwatchApp
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.mode_dialog import ModeDialog
+from argwatch.tui.preview_panel import PreviewPanel
 from argwatch.tui.status_view import COLUMNS
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory, SourceServer, loopback_settings, make_policy
@@ -112,7 +113,7 @@ async def test_applying_without_a_reason_is_refused_in_the_dialog(gateway_factor
         await pilot.click("#apply")
         await until(pilot, lambda: app.focused is not None and app.focused.id == "reason")  # sent back to it
         assert app.screen is dialog
-        assert "a reason is required" in str(dialog.query_one("#preview", Static).render())
+        assert "a reason is required" in str(dialog.query_one("#problem", Static).render())
     assert gateway.modes.changes() == []
 
 
@@ -321,10 +322,13 @@ async def test_the_dialog_names_what_a_clear_goes_back_to_and_the_global_one_pre
         await until(pilot, lambda: isinstance(app.screen, ModeDialog))
         dialog = app.screen
         await until(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
-        preview = str(dialog.query_one("#preview", Static).render())
-        # Under an override, a clear is preselected: it names the mode it goes back to, and asks no expiry.
-        assert "refund_order: observe -> reject, the policy's mode" in preview
-        assert "over the last 15 min, refund_order: reject would have refused 0 of 0 calls" in preview  # blast radius
+        preview = dialog.query_one("#preview", PreviewPanel)
+        await until(pilot, lambda: bool(preview.lines))
+        # Under an override, a clear is preselected: the gateway's preview names the mode it goes back to, and
+        # the dialog asks no expiry.
+        assert preview.lines[0] == (
+            "change: refund_order, the whole tool: observe -> reject (override cleared: the policy's mode)"
+        )
         assert not dialog.query_one("#expiry", Input).display
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ModeDialog))
@@ -336,7 +340,7 @@ async def test_the_dialog_names_what_a_clear_goes_back_to_and_the_global_one_pre
         await pilot.press(*"INC-4")
         await pilot.click("#apply")
         await until(pilot, lambda: app.focused is not None and app.focused.id == "mode")  # sent to what is missing
-        assert "choose a mode" in str(dialog.query_one("#preview", Static).render())
+        assert "choose a mode" in str(dialog.query_one("#problem", Static).render())
     assert [c.target for c in gateway.modes.changes()] == ["refund_order"]  # only the set-up change
 
 

@@ -80,3 +80,29 @@ async def test_question_mark_on_a_flagged_row_says_what_to_do_in_the_runbooks_wo
             assert said.index("SRC-DOWN:") < said.index("STALE:") < said.index("OOS>3%:")  # what to act on first
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_flip_dialog_with_its_preview_fits_whole(
+    size: tuple[int, int], gateway_factory: GatewayFactory, source: SourceServer
+) -> None:
+    """Title, fields, the gateway's preview (scrolling within its share if long) and both buttons, none cut."""
+    gateway = await gateway_factory(refund_mode="reject")
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for index, code in enumerate(CODES):
+            await stub.Validate(request("refund_order", {"reason_code": code}, conversation=f"c{index}"), timeout=5)
+    client = AdminClient(Connection(gateway.admin_target, actor="pilot@oncall"))
+    app = ArgwatchApp(client, interval=0.2)
+    try:
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: app.status is not None)
+            await pilot.press("m")
+            first = "change: refund_order, the whole tool: reject -> observe"
+            await until(pilot, lambda: any(line.strip("█ ").startswith(first) for line in screen_lines(app)))
+            shown = screen_lines(app)
+            assert any("Change the mode of tool refund_order" in line for line in shown)
+            assert any("Cancel" in line and "Apply" in line for line in shown)
+            assert any(line.strip().startswith("█▄▄") for line in shown)  # its bottom edge: nothing below it cut
+    finally:
+        await client.close()

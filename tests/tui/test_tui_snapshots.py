@@ -10,7 +10,8 @@ from textual.widgets import DataTable, Static
 from argwatch.tui.app import ArgwatchApp
 from argwatch.tui.audit_screen import AuditScreen
 from argwatch.tui.detail_screen import DetailScreen
-from tests.tui.pilot_helpers import until
+from argwatch.tui.preview_panel import PreviewPanel
+from tests.tui.pilot_helpers import pick, until
 from tests.tui.recorded_admin import RecordedAdmin
 
 SIZE = (200, 32)
@@ -87,17 +88,45 @@ def test_detail_view_at_120x40(snap_compare: SnapCompare) -> None:
     assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=open_refund_detail)
 
 
-def test_mode_dialog(snap_compare: SnapCompare) -> None:
-    async def open_dialog(pilot: Pilot[None]) -> None:
-        await shown(pilot)
-        app = pilot.app
-        assert isinstance(app, ArgwatchApp)
-        while (row := app.selected_row()) is None or row.tool != "create_ticket":  # under an on-call override
-            await pilot.press("down")
-        await pilot.press("m")
-        await settled(pilot, lambda: pilot.app.focused is not None and pilot.app.focused.id == "cancel")
+async def open_dialog(pilot: Pilot[None]) -> None:
+    """The flip dialog of create_ticket (under an on-call override), its preview in."""
+    await shown(pilot)
+    app = pilot.app
+    assert isinstance(app, ArgwatchApp)
+    while (row := app.selected_row()) is None or row.tool != "create_ticket":
+        await pilot.press("down")
+    await pilot.press("m")
+    await settled(pilot, lambda: bool(app.screen.query("#preview")) and bool(preview_lines(pilot)))
+    await settled(pilot, lambda: app.focused is not None and app.focused.id == "cancel")
 
+
+def preview_lines(pilot: Pilot[None]) -> tuple[str, ...]:
+    return pilot.app.screen.query_one("#preview", PreviewPanel).lines
+
+
+async def open_check_dialog(pilot: Pilot[None]) -> None:
+    """The flip dialog with one check of the tool picked: its own preview."""
+    await open_dialog(pilot)
+    await pick(pilot, "#target", 1)  # the tool's one check, arg:assignee
+    await settled(pilot, lambda: preview_lines(pilot)[:1] == ("change: create_ticket arg:assignee -> reject",))
+    await pilot.click("#reason")
+    await pilot.press(*"INC-7")
+    await pilot.press("tab", *"30m")
+    pilot.app.screen.query_one("#cancel").focus()  # no cursor blinking in a field
+    await settled(pilot, lambda: bool(preview_lines(pilot)))  # asked again for the expiry typed
+
+
+def test_mode_dialog(snap_compare: SnapCompare) -> None:
     assert snap_compare(recorded_app(), terminal_size=SIZE, run_before=open_dialog)
+
+
+# A laptop split in two and a normal window: the dialog, its preview and its buttons all on screen, none cut.
+def test_mode_dialog_at_80x24(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(80, 24), run_before=open_check_dialog)
+
+
+def test_mode_dialog_at_120x40(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app(), terminal_size=(120, 40), run_before=open_check_dialog)
 
 
 def test_audit_trail(snap_compare: SnapCompare) -> None:
