@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.process.app import RunningGateway, build_gateway
 from tests.conftest import SourceServer, loopback_settings, make_policy
+from tests.service.helpers import eventually, gateway_stub, request
 
 ARGWATCH = os.path.join(os.path.dirname(sys.executable), "argwatch")
 ADMIN = "admin-token-0123456789"
@@ -213,3 +214,67 @@ async def test_one_check_and_a_failure_override_from_the_command_line(gateway: R
     assert code == 0, err
     code, out, _ = await argwatch("mode", "list", *reach)
     assert "checks overridden" not in out and "failure overrides" not in out
+
+
+async def _refunds(gateway: RunningGateway, codes: list[str]) -> None:
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        for index, code in enumerate(codes):
+            await stub.Validate(request("refund_order", {"reason_code": code}, conversation=f"c{index}"), timeout=5)
+
+
+@pytest.mark.e2e
+async def test_preview_prints_the_gateway_s_lines_and_changes_nothing(gateway: RunningGateway, tmp_path: Path) -> None:
+    """`mode preview` is the gateway's PreviewChange, word for word; a read-only token may ask; nothing is
+    audited; what SetMode would refuse is exit 1, a target it cannot make out exit 2."""
+    await _refunds(gateway, ["DAMAGED_ITEM"] * 4 + ["GOODWILL", "BECAUSE", "OTHER"])
+    looking = admin(gateway, tmp_path, "read-token")
+    said = "it would let through 3 of those 3 refused calls: 3 invented values"
+    found: list[str] = []
+
+    async def previewed() -> bool:  # the counts are this replica's, kept as calls are decided
+        code, out, err = await argwatch("mode", "preview", "refund_order", "observe", *looking)
+        assert code == 0, err
+        found[:] = out.splitlines()
+        return said in out
+
+    await eventually(previewed)
+    assert found[0] == "change: refund_order, the whole tool: reject -> observe"
+    assert found[1].startswith("last 1 min") and "7 calls to refund_order, refused or not" in found[1]
+    code, out, err = await argwatch("mode", "preview", "refund_order", "observe", "--json", *looking)
+    shown = json.loads(out)
+    assert code == 0 and shown["changes_anything"] is True
+    assert shown["lines"][0] == found[0] and any(said in line for line in shown["lines"])
+    assert [w["newly_allowed"] for w in shown["windows"]] == ["3", "3"]  # uint64 in JSON: a string
+
+    code, out, err = await argwatch(
+        "mode", "preview", "refund_order", "observe", "--check", "arg:reason_code", *looking
+    )
+    assert code == 0 and out.startswith("change: refund_order arg:reason_code: reject -> observe"), err
+    code, out, err = await argwatch("mode", "preview", "source:owners", "--failure", "open", *looking)
+    assert code == 0 and out.startswith("change: source:owners failure override: no override -> fails open"), err
+    code, out, err = await argwatch("mode", "preview", "--global", "observe", *looking)
+    assert code == 0 and out.startswith("change: global override (every tool): "), err
+
+    code, out, err = await argwatch("mode", "preview", "refund_order", "observe", "--check", "record:nope", *looking)
+    assert (code, out) == (1, "") and "refund_order has no check 'record:nope'" in err
+    code, _, err = await argwatch("mode", "preview", "refund_order", "sideways", *looking)
+    assert code == 2 and "MODE 'sideways'" in err
+    code, _, err = await argwatch("mode", "preview", "refund_order", "observe", "--admin", gateway.admin_target)
+    assert code == 3 and "UNAUTHENTICATED" in err
+    assert gateway.modes.changes() == []  # asked six times, changed and audited nothing
+
+
+@pytest.mark.e2e
+async def test_set_with_yes_shows_the_preview_before_it_applies(gateway: RunningGateway, tmp_path: Path) -> None:
+    """A script's log keeps what the change would have done, then what the gateway did."""
+    await _refunds(gateway, ["GOODWILL", "BECAUSE"])
+    reach = admin(gateway, tmp_path)
+    code, out, err = await argwatch("mode", "set", "refund_order", "observe", "--reason", "INC-7", "--yes", *reach)
+    assert code == 0, err
+    plan, preview = err.index("refund_order: reject (policy) -> observe"), err.index("change: refund_order, the whole")
+    assert plan < preview and "it would let through 2 of those 2 refused calls: 2 invented values" in err
+    assert out.startswith("applied: refund_order reject -> observe")
+    code, out, err = await argwatch("mode", "failure", "source:owners", "open", "--reason", "INC-9", *reach)
+    assert (code, out) == (2, "") and "no terminal to ask on; give --yes" in err
+    assert "change: source:owners failure override: no override -> fails open" in err  # shown, then refused
