@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING
 
+from argwatch.common.durations import spoken
 from argwatch.server.cli import mode_preview, mode_view
 from argwatch.server.cli.mode_exchange import (
     APPLIED,
@@ -220,7 +221,7 @@ def run_failure(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def _until(expires_in: int) -> str:
-    return f", for {expires_in} s" if expires_in else ""
+    return f", for {spoken(expires_in)}" if expires_in else ""
 
 
 def _send(

@@ -59,7 +59,7 @@ def add_preview_command(
         help="a failure override of TARGET (source:<name>, set:<name> or record_kind:<kind>) instead of a mode",
     )
     shown.add_argument("--json", action="store_true", help="print the Admin API's answer as JSON")
-    add_admin_arguments(shown)
+    add_admin_arguments(shown, actor=True)  # unused by a preview; taken so a script passes one set of flags
     shown.epilog = EXIT_CODES
     shown.set_defaults(run=run_preview)
 
