@@ -7,7 +7,6 @@ from argwatch.server.policy.check_ids import ARG, SCHEMA_CHECK, check_of, tool_c
 from argwatch.server.policy.model import ToolPolicy
 from argwatch.server.verdict.findings import Problem, SkippedCheck
 
-
 MAX_KNOWN = 1024
 
 
