@@ -104,6 +104,8 @@ class Preview:
 Window = tuple[int, float, Mapping[SignatureKey, int]]  # (seconds asked, seconds covered, counts)
 
 KIND_ORDER = ("ownership", "fail_closed", "repeat", "check")
+# Issue 29: ownership, fail-closed checks, and the repeat check (only a tool with side effects has one).
+SECURITY_KINDS = ("ownership", "fail_closed", "repeat")
 
 
 class ResolvedModes:
@@ -297,7 +299,7 @@ def _off(policy: Policy, tool: ToolPolicy, check: str, closed: bool) -> Protecti
         parts.append(f"calls it cannot check while {_source_of(policy, tool, check)} is down (fails closed)")
     return Protection(
         kind,
-        kind in ("ownership", "fail_closed"),
+        kind in SECURITY_KINDS,
         tool.name,
         check,
         f"{tool.name} {check} would no longer refuse " + "; ".join(parts),

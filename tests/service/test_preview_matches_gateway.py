@@ -6,6 +6,7 @@ decisions the gateway actually made (or makes once the change is applied).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -13,7 +14,8 @@ import grpc
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
-from tests.conftest import GatewayFactory, SourceServer
+from tests.conftest import GatewayFactory, SourceServer, gateway_on
+from tests.service import test_side_effects as side_effects
 from tests.service.helpers import admin_stub, eventually, gateway_stub, request
 from tests.service.test_records_rules import Start
 from tests.service.test_records_rules import start as start  # a fixture
@@ -111,3 +113,23 @@ async def test_a_preview_needs_no_admin_role_and_changes_nothing(start: Start) -
         await _preview(gateway, tool="refund_order", mode=pb.MODE_OBSERVE)
     except grpc.aio.AioRpcError as error:  # pragma: no cover
         raise AssertionError(error.details()) from None
+
+
+async def test_switching_off_the_repeat_check_of_a_tool_with_side_effects_is_a_security_protection(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: "security ones first: ownership, fail-closed checks, the repeat check on a tool with side
+    effects". A refused repeat is the gateway stopping a second refund."""
+    gateway = await gateway_on(tmp_path, side_effects.POLICY)
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            first = await side_effects.refund(stub)
+            again = await side_effects.refund(stub)
+        assert (first.decision, again.decision) == (pb.DECISION_ALLOW, pb.DECISION_REJECT)
+        preview = await _preview(gateway, tool="refund_order", check="repeat", mode=pb.MODE_OBSERVE, reason="x")
+        assert (preview.windows[0].newly_allowed, preview.windows[0].refused_now) == (1, 1)
+        assert [(p.kind, p.security, p.check) for p in preview.switched_off] == [("repeat", True, "repeat")]
+        assert preview.lines[-1].startswith("  repeat (security): refund_order repeat would no longer refuse")
+    finally:
+        await gateway.stop(0)
