@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
@@ -105,14 +103,6 @@ async def test_a_stale_set_judged_in_observe_is_not_previewed_as_refused(
     minute = preview.windows[0]
     assert minute.calls == sent
     assert (minute.refused_now, minute.newly_allowed) == (refused, refused)
-
-
-async def test_a_preview_needs_no_admin_role_and_changes_nothing(start: Start) -> None:
-    gateway = await start()
-    try:
-        await _preview(gateway, tool="refund_order", mode=pb.MODE_OBSERVE)
-    except grpc.aio.AioRpcError as error:  # pragma: no cover
-        raise AssertionError(error.details()) from None
 
 
 async def test_switching_off_the_repeat_check_of_a_tool_with_side_effects_is_a_security_protection(
