@@ -9,7 +9,7 @@ refuse; every changed figure says which of those it is part of.
 from __future__ import annotations
 
 from argwatch.server.modes.document import GLOBAL
-from argwatch.server.modes.preview import Preview, WindowPreview
+from argwatch.server.modes.preview import UNKNOWN_TOOLS, Preview, WindowPreview
 from argwatch.server.policy.check_ids import FAILURE_PREFIXES
 
 CAUSE_WORDS = {
@@ -21,6 +21,7 @@ CAUSE_WORDS = {
     "repeat": "repeats",
     "not_found": "not found",
     "rule_failed": "rule failed",
+    "unknown_tool": "naming a tool the policy does not know",
 }
 
 
@@ -103,7 +104,9 @@ def _whom(preview: Preview) -> str | None:
     if not preview.tools:
         return None
     if preview.target.tool == GLOBAL and not preview.target.check:
-        return f"to every tool ({len(preview.tools)})"
+        known = [tool for tool in preview.tools if tool != UNKNOWN_TOOLS]
+        unknown = " and to tools the policy does not know" if len(known) < len(preview.tools) else ""
+        return f"to every tool ({len(known)}){unknown}"
     if len(preview.tools) == 1:
         return f"to {preview.tools[0]}"
     return f"to the {len(preview.tools)} tools it touches"
