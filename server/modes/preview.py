@@ -95,6 +95,9 @@ class Preview:
     protections: list[Protection]
     protections_left_off: int
     clearing: bool = False  # the change clears an override rather than sets one
+    # A touched tool with side effects whose repeat check refuses after the change: a call it would let
+    # through may still be refused as a repeat, which was never looked for (only let-through calls are).
+    repeats_unchecked: bool = False
 
     @property
     def changes_anything(self) -> bool:
@@ -227,6 +230,10 @@ def preview(
         protections[:MAX_PROTECTIONS],
         max(0, len(protections) - MAX_PROTECTIONS),
         clearing=request.mode is None,
+        repeats_unchecked=any(
+            name in policy.tools and policy.tools[name].side_effect is not None and after.enforced(name, REPEAT_CHECK)
+            for name in touched
+        ),
     )
 
 

@@ -57,6 +57,10 @@ def lines(preview: Preview) -> list[str]:
     else:
         for window in preview.windows:
             out.extend(window_lines(window, whom))
+            if window.newly_allowed and preview.repeats_unchecked:
+                out.append(
+                    "  some of those may still be refused as repeats: a refused call's repeat is never looked for"
+                )
     if preview.protections:
         out.append("it switches off (security first):")
         out.extend(f"  {p.kind}{' (security)' if p.security else ''}: {p.text}" for p in preview.protections)
@@ -71,7 +75,7 @@ def window_lines(window: WindowPreview, whom: str) -> list[str]:
     """One window: the calls and what the modes now refuse of them, then what the change would decide apart."""
     span = _span(window)
     out = [
-        f"{span}: {window.calls:,} calls {whom}, refused or not; "
+        f"{span}: {window.calls:,} calls {whom} on this replica, refused or not; "
         f"the modes in force now refuse {window.refused_now:,} of them"
     ]
     if window.newly_allowed:
