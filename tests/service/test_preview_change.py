@@ -10,6 +10,7 @@ nothing is changed or audited by asking.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import grpc
 import pytest
@@ -27,7 +28,7 @@ GOOD = {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 100}
 INVENTED = {"order_id": "ord_1", "reason_code": "ITEM_DEFECTIVE", "amount_cents": 100}
 
 
-async def _preview(gateway: RunningGateway, **change: object) -> admin_pb2.PreviewChangeResponse:
+async def _preview(gateway: RunningGateway, **change: Any) -> admin_pb2.PreviewChangeResponse:
     channel, admin = admin_stub(gateway)
     async with channel:
         response: admin_pb2.PreviewChangeResponse = await admin.PreviewChange(
