@@ -1,7 +1,7 @@
 """Game days, scripted: a small fleet on loopback, the ordinary faults of a production week one after another,
 and a table of what held.
 
-    make gameday                      # the full run (~2.5 minutes), its table printed
+    make gameday                      # the full run (~4 minutes), its table printed
     python bench/gameday.py --short   # under a minute; `make test` runs it (tests/e2e/test_gameday.py)
 
 The fleet: a redis-server, the demo owning service (examples/demo_source.py: value sets streamed, and the
@@ -12,13 +12,16 @@ restarting), to the other, as a load balancer would (bench/gameday_fleet.py).
 Each scenario plays one fault under load, then checks and prints one row:
 - every call sent got a verdict (sent = verdicts);
 - calls refused only where the policy says so: a refund whose order cannot be looked up while the owner is
-  down is refused (its record check fails closed), an invented reason code is refused; anything else
-  refused, or an invented code let through, is counted as unexpected and fails the row;
+  down is refused (its record check fails closed), unless on-call's failure override makes that look-up
+  fail open, when it is let through with the look-up listed as skipped (and only then); an invented reason
+  code is refused; anything else refused, or an invented code let through, is counted as unexpected and
+  fails the row;
 - the longest time each owner's set was stale on any replica, and after an owner restart, how long after
   the new process served both replicas had every set fresh again (at most 2 s);
 - overrides and audit entries before and after: none lost;
 - checks that could not run (failed open: let through, listed as skipped; or closed: refused with
-  CHECK_UNAVAILABLE): as many in the verdicts as the gateways counted (tool_argument_check_unavailable_total).
+  CHECK_UNAVAILABLE): as many in the verdicts as the gateways counted (tool_argument_check_unavailable_total);
+- and what a scenario checks of its own, with its figures (the failure override's, bench/gameday_fail_open.py).
 Every process is on 127.0.0.1, and everything stops by itself (and is killed at exit).
 """
 
@@ -32,9 +35,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gameday_fail_open import owner_down_fail_open
 from gameday_fleet import EXAMPLES, OWNER_SETS, Fleet, Tally, until
 
 from argwatch.v1 import gateway_pb2 as pb
@@ -58,6 +62,7 @@ class Row:
     audit_lost: int
     unavailable_counted: int | None
     checks: list[str]
+    notes: list[str] = field(default_factory=list)  # a scenario's own figures
 
     @property
     def ok(self) -> bool:
@@ -188,13 +193,16 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("gateway rolling restart + policy change", gateway_rolling_restart),
     ("redis restart (empty)", redis_restart),
     ("reload of a broken policy", broken_reload),
+    # Last: its preview is checked against this scenario's calls alone (the rolling restart reset the counts).
+    ("owner down, fail open one source", owner_down_fail_open),
 ]
+OWNER_DOWN = (owner_restart, owner_hang, owner_down_fail_open)  # its sets go stale
 
 
 async def play(fleet: Fleet, name: str, scenario: Scenario) -> Row:
     entries_before, overrides_before = await fleet.audit()
     counted_before = fleet.unavailable_counted()
-    fleet.tally, fleet.longest_stale = Tally(), {}
+    fleet.tally, fleet.longest_stale, fleet.notes, fleet.findings = Tally(), {}, [], []
     started = time.monotonic()
     fleet.load_on.set()
     fresh_after = await scenario(fleet)
@@ -205,7 +213,7 @@ async def play(fleet: Fleet, name: str, scenario: Scenario) -> Row:
     restarted = scenario is gateway_rolling_restart  # its counters restarted from 0
     counted = None if restarted else fleet.unavailable_counted() - counted_before
     tally = fleet.tally
-    checks = []
+    checks = list(fleet.findings)
     if tally.verdicts != tally.sent:
         checks.append(f"{tally.sent - tally.verdicts} calls without a verdict: {tally.examples[:3]}")
     if tally.unexpected_refusals or tally.unexpected_allows:
@@ -215,7 +223,7 @@ async def play(fleet: Fleet, name: str, scenario: Scenario) -> Row:
         checks.append(f"{lost} audit entries lost, overrides {overrides_before} -> {overrides_after}")
     if fresh_after is not None and fresh_after > FRESH_AFTER_OWNER_RESTART:
         checks.append(f"sets fresh {fresh_after:.2f}s after the owner served (at most {FRESH_AFTER_OWNER_RESTART}s)")
-    if scenario not in (owner_restart, owner_hang) and max(fleet.longest_stale.values(), default=0.0) > 0.5:
+    if scenario not in OWNER_DOWN and max(fleet.longest_stale.values(), default=0.0) > 0.5:
         checks.append(f"a set went stale with its owner up: {fleet.longest_stale}")
     in_verdicts = tally.failed_open + tally.failed_closed
     if counted is not None and counted != in_verdicts:
@@ -231,6 +239,7 @@ async def play(fleet: Fleet, name: str, scenario: Scenario) -> Row:
         lost,
         counted,
         checks,
+        list(fleet.notes),
     )
 
 
@@ -239,7 +248,7 @@ def table(rows: list[Row]) -> str:
         "| scenario | s | calls sent | verdicts | retried on the other replica | refused by policy | unexpected "
         "refused / allowed | longest stale: refunds / identity (s) | fresh after the owner served (s) | "
         "overrides before -> after | audit entries before -> after (lost) | "
-        "checks not run, open + closed: verdicts / counted | result |\n" + "| --- " * 13 + "|"
+        "checks not run, open + closed: verdicts / counted | figures of its own | result |\n" + "| --- " * 14 + "|"
     )
     lines = [head]
     for row in rows:
@@ -252,7 +261,8 @@ def table(rows: list[Row]) -> str:
             f"| {row.scenario} | {row.seconds:.0f} | {tally.sent} | {tally.verdicts} | {tally.retried} | "
             f"{tally.refused_by_policy} | {tally.unexpected_refusals} / {tally.unexpected_allows} | {stale} | "
             f"{fresh} | {row.overrides[0]} -> {row.overrides[1]} | {row.audit[0]} -> {row.audit[1]} "
-            f"({row.audit_lost}) | {tally.failed_open} + {tally.failed_closed} / {counted} | {verdict} |"
+            f"({row.audit_lost}) | {tally.failed_open} + {tally.failed_closed} / {counted} | "
+            f"{'; '.join(row.notes) or '-'} | {verdict} |"
         )
     return "\n".join(lines)
 
@@ -271,7 +281,8 @@ async def main(short: bool) -> int:
                     rows.append(await play(fleet, name, scenario))
                 except RuntimeError as error:
                     fleet.load_on.clear()
-                    rows.append(Row(name, 0, fleet.tally, {}, None, (0, 0), (0, 0), 0, None, [str(error)]))
+                    checks = [str(error), *fleet.findings]
+                    rows.append(Row(name, 0, fleet.tally, {}, None, (0, 0), (0, 0), 0, None, checks, fleet.notes))
                 print(table(rows).splitlines()[-1], flush=True)
         finally:
             await fleet.close()

@@ -132,6 +132,11 @@ class Tally:
     failed_open: int = 0  # skipped checks listed in verdicts
     failed_closed: int = 0  # checks that could not run and refused the call (CHECK_UNAVAILABLE)
     lost: int = 0  # calls no replica answered
+    let_through_unverified: int = 0  # refunds allowed with their order look-up skipped (a failure override)
+    # Per replica: refunds refused only because the order could not be looked up, and invented reasons
+    # refused while a failure override made that look-up fail open.
+    refused_unverifiable: dict[str, int] = field(default_factory=dict)
+    invented_refused_failing_open: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
 
 
@@ -152,7 +157,13 @@ class Fleet:
         self.replicas: list[Replica] = []
         self.tally = Tally()
         self.load_on = asyncio.Event()
-        self.owner_down = False  # set by the scenarios that stop the owner: its look-ups may fail closed
+        self.owner_down = False  # set by the scenarios that stop the owner: its look-ups may fail
+        # Whether on-call's failure override makes the order look-up fail open: "off", "on" (in force on
+        # every replica), or "uncertain" (set or expiring, not yet seen everywhere): either is expected then.
+        self.fail_open = "off"
+        # What a scenario adds to its row: figures worth printing, and what it found wrong (the row fails).
+        self.notes: list[str] = []
+        self.findings: list[str] = []
         self._next = 0
         self._stale_since: dict[tuple[str, str], float] = {}
         self.longest_stale: dict[str, float] = {}
@@ -220,8 +231,8 @@ class Fleet:
     async def _call(self, index: int) -> None:
         tally = self.tally
         tally.sent += 1
-        owner_down = self.owner_down
-        tool, arguments, customer, expect_allow = _call_for(index)
+        owner_down, fail_open = self.owner_down, self.fail_open
+        tool, arguments, customer, refused_on = _call_for(index)
         request = pb.ValidateRequest(
             tool=tool, arguments_json=orjson.dumps(arguments), session=pb.Session(customer_id=customer)
         )
@@ -252,32 +263,82 @@ class Fleet:
         if verdict is None:
             tally.lost += 1
             return
+        self._judge(tally, replica.name, tool, arguments, refused_on, (owner_down, fail_open), verdict)
+
+    async def probe(
+        self, replica: Replica, tool: str, arguments: dict[str, object], customer: str, refused_on: str = ""
+    ) -> pb.ValidateResponse:
+        """One call of a scenario's own to `replica`, tallied and judged as the load's are."""
+        self.tally.sent += 1
+        before = (self.owner_down, self.fail_open)
+        request = pb.ValidateRequest(
+            tool=tool, arguments_json=orjson.dumps(arguments), session=pb.Session(customer_id=customer)
+        )
+        verdict: pb.ValidateResponse = await gateway_pb2_grpc.GatewayStub(self._channels[replica.target]).Validate(
+            request, timeout=5
+        )
+        self._judge(self.tally, replica.name, tool, arguments, refused_on, before, verdict)
+        return verdict
+
+    def _judge(
+        self,
+        tally: Tally,
+        replica: str,
+        tool: str,
+        arguments: dict[str, object],
+        refused_on: str,
+        sent: tuple[bool, str],
+        verdict: pb.ValidateResponse,
+    ) -> None:
+        """Tallies a verdict against what the policy says. `refused_on`: the argument whose check refuses the
+        call ("" if the policy allows it); `sent`: whether the owner was down, and the failure override's
+        state, when it was sent."""
         tally.verdicts += 1
         tally.failed_open += len(verdict.skipped)
         codes = {problem.code for problem in verdict.problems}
         tally.failed_closed += sum(1 for p in verdict.problems if p.code == pb.PROBLEM_CODE_CHECK_UNAVAILABLE)
-        owner_down = owner_down or self.owner_down  # down when it was sent, or when it was answered
+        # A refund's order look-up may fail only while the owner (the system of record) is down: when the
+        # call was sent, or when it was answered. It then fails closed (the policy's `failure: closed`)
+        # unless on-call's failure override makes it fail open: sure only when it was in force on every
+        # replica both when the call was sent and when it was answered.
+        unverifiable = tool == "refund_order" and (sent[0] or self.owner_down)
+        states = {sent[1], self.fail_open}
+        may_close = unverifiable and states != {"on"}
+        may_open = unverifiable and states != {"off"}
+        skipped = {check.argument for check in verdict.skipped}
         if verdict.decision == pb.DECISION_REJECT:
-            # The policy refuses a refund whose order cannot be looked up (failure: closed), which happens
-            # only while the owner (the system of record) is down. Anywhere else it is unexpected.
-            closed = tool == "refund_order" and owner_down and codes == {pb.PROBLEM_CODE_CHECK_UNAVAILABLE}
-            if not expect_allow or closed:
+            closed = may_close and codes == {pb.PROBLEM_CODE_CHECK_UNAVAILABLE}
+            if refused_on or closed:
                 tally.refused_by_policy += 1
+                if closed:
+                    tally.refused_unverifiable[replica] = tally.refused_unverifiable.get(replica, 0) + 1
+                if refused_on == "reason_code" and may_open and "order_id" in skipped:
+                    counts = tally.invented_refused_failing_open
+                    counts[replica] = counts.get(replica, 0) + 1
             else:
                 tally.unexpected_refusals += 1
                 if len(tally.examples) < 5:
                     tally.examples.append(f"refused {tool} {arguments}: {[p.message for p in verdict.problems]}")
-        elif not expect_allow and not verdict.skipped:
+            return
+        # Let through. A check the policy refuses the call on may have been skipped, never ignored: the
+        # reason code's set fails open when it is unavailable; the order's look-up only under the override.
+        if tool == "refund_order" and "order_id" in skipped:
+            tally.let_through_unverified += 1
+        wrong = ("order_id" in skipped and not may_open) or (refused_on != "" and refused_on not in skipped)
+        if wrong:
             tally.unexpected_allows += 1
             if len(tally.examples) < 5:
-                tally.examples.append(f"allowed {tool} {arguments}")
+                tally.examples.append(f"allowed {tool} {arguments}, skipped {sorted(skipped)}")
 
     # ---- what the replicas say
+
+    def admin(self, replica: Replica) -> admin_pb2_grpc.AdminStub:
+        return admin_pb2_grpc.AdminStub(self._channels[replica.admin_target])
 
     async def statuses(self) -> dict[str, admin_pb2.GetStatusResponse]:
         found = {}
         for replica in self.replicas:
-            stub = admin_pb2_grpc.AdminStub(self._channels[replica.admin_target])
+            stub = self.admin(replica)
             with contextlib.suppress(grpc.aio.AioRpcError):
                 found[replica.name] = await stub.GetStatus(admin_pb2.GetStatusRequest(), timeout=2)
         return found
@@ -362,19 +423,19 @@ class Fleet:
         )
 
 
-def _call_for(index: int) -> tuple[str, dict[str, object], str, bool]:
-    """Call `index` of the load: (tool, arguments, customer, whether the policy allows it)."""
+def _call_for(index: int) -> tuple[str, dict[str, object], str, str]:
+    """Call `index` of the load: (tool, arguments, customer, the argument whose check refuses it: "" if none)."""
     kind = index % 4
     order = index % 200  # ord_000001.. belong to cus_000..cus_019 in turn (examples/demo_data.py)
     customer = f"cus_{order % 20:03d}"
     refund = {"order_id": f"ord_{order + 1:06d}", "amount_cents": 1 + index // 200}  # each refund its own
     if kind == 0:
-        return "refund_order", {**refund, "reason_code": "DAMAGED_ITEM"}, customer, True
+        return "refund_order", {**refund, "reason_code": "DAMAGED_ITEM"}, customer, ""
     if kind == 1:
-        return "refund_order", {**refund, "reason_code": "GOODWILL"}, customer, False  # invented: reject mode
+        return "refund_order", {**refund, "reason_code": "GOODWILL"}, customer, "reason_code"  # invented
     if kind == 2:
-        return "create_ticket", {"component_id": "billing-api"}, customer, True
-    return "transfer_stock", {"warehouse_code": "AMS-9"}, customer, True  # invented, but the tool observes
+        return "create_ticket", {"component_id": "billing-api"}, customer, ""
+    return "transfer_stock", {"warehouse_code": "AMS-9"}, customer, ""  # invented, but the tool observes
 
 
 async def until(condition: Callable[[], Awaitable[bool]], seconds: float, step: float = 0.05) -> float:
