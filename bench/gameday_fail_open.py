@@ -44,6 +44,7 @@ SOURCE = "source:owners"  # what refund_order's record:order reads in examples/p
 ACTOR = "gameday@oncall"
 OVERRIDE_SECONDS = {True: 6, False: 60}  # short form, full form: on-call's 10 minutes, shortened
 DOWN_BEFORE_PREVIEW = {True: 1.0, False: 31.0}  # the full form waits out the look-up cache's 30 s TTL
+FAILING_OPEN_OWNER_DOWN = {True: 0.0, False: 20.0}  # seconds failing open before the owner returns
 RESUMED_WITHIN = 2.0  # seconds from the owner serving to ownership refused on both replicas
 
 
@@ -227,7 +228,7 @@ async def owner_down_fail_open(fleet: Fleet) -> float | None:
         arguments, customer = orders.not_owned()  # what on-call accepts: unchecked while the owner is down
         verdict = await fleet.probe(replica, "refund_order", arguments, customer, refused_on="order_id")
         _expect(found, replica, "another's order, failing open", verdict, verdict.decision == pb.DECISION_ALLOW)
-    await asyncio.sleep(0 if fleet.short else 20)
+    await asyncio.sleep(FAILING_OPEN_OWNER_DOWN[fleet.short])
 
     # 4. The owner returns while the override is in force: ownership is checked again at once.
     await fleet.owner.start("demo owning service on")
