@@ -15,6 +15,7 @@ from argwatch.server.edge import wire
 from argwatch.server.edge.admin_auth import TokenBook
 from argwatch.server.edge.reloading import Reloader
 from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
+from argwatch.server.edge.source_status import source_statuses
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument
@@ -200,7 +201,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         # One policy and one provider for the whole snapshot: it pauses to let calls in, and a reload may
         # swap both meanwhile (a tool it removed would not be found in the new one).
         policy, provider, policy_version = self._policy, self._provider, self._policy_version
-        can_run = _checks_that_can_run(provider, self._record_clients)
+        record_clients = self._record_clients
+        can_run = _checks_that_can_run(provider, record_clients)
         tool_modes = self._modes.tool_modes()
         clock = _SliceClock()
         figures = self._status_windows.figures()
@@ -252,8 +254,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 out_of_set_per_minute=row.out_of_set_per_minute,
             )
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
-        for state in provider.statuses():
+        set_states = provider.statuses()
+        for state in set_states:
             response.value_sets.append(_set_status(state))
+        response.sources.extend(source_statuses(policy, set_states, record_clients))
         for target, kept in sorted(self._modes.document.overrides.items()):
             if target.tool == GLOBAL and target.check:  # a failure override (kept whatever this policy has)
                 failure = response.failure_overrides.add(
