@@ -48,7 +48,7 @@ from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics
 from argwatch.server.telemetry.offenders import MAX_VALUES, OTHER, OffenderTable
 from argwatch.server.telemetry.rate_steps import RateSteps
 from argwatch.server.telemetry.shape_report import rows_from_counts
-from argwatch.server.telemetry.status_windows import StatusWindows, WindowFigures
+from argwatch.server.telemetry.status_windows import StatusWindows, ToolWindows, WindowFigures
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.set_state import SetStatus
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -235,12 +235,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if tool_override is not None and tool_override.expires_at is not None:
                 tool_status.mode_expires_at.CopyFrom(wire.timestamp(tool_override.expires_at))
             tool_figures = figures.tool(tool)
-            _add_tool_windows(tool_status, tool_figures.windows, tool_figures.calls_per_minute)
+            _add_tool_windows(tool_status, tool_figures)
             response.tools.append(tool_status)
         if UNKNOWN_LABEL in totals:
             unknown = _tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL])
             unknown_figures = figures.tool(UNKNOWN_LABEL)
-            _add_tool_windows(unknown, unknown_figures.windows, unknown_figures.calls_per_minute)
+            _add_tool_windows(unknown, unknown_figures)
             response.tools.append(unknown)
         for count, row in enumerate(figures.arguments, start=1):
             if count % ROWS_PER_SLICE == 0:
@@ -503,11 +503,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return response
 
 
-def _add_tool_windows(
-    status: admin_pb2.ToolStatus, windows: tuple[WindowFigures, ...], calls_per_minute: list[int]
-) -> None:
-    status.windows.extend(_window_to_wire(window) for window in windows)
-    status.calls_per_minute.extend(calls_per_minute)
+def _add_tool_windows(status: admin_pb2.ToolStatus, figures: ToolWindows) -> None:
+    status.windows.extend(_window_to_wire(window) for window in figures.windows)
+    status.calls_per_minute.extend(figures.calls_per_minute)
+    status.recent.CopyFrom(_window_to_wire(figures.recent))
 
 
 def _window_to_wire(figures: WindowFigures) -> admin_pb2.WindowFigures:
