@@ -80,7 +80,7 @@ class RecordClient:
         try:
             response = await self._stub.Lookup(sources_pb2.LookupRequest(kind=kind, id=record_id), timeout=timeout)
         except grpc.aio.AioRpcError as error:
-            self._failed(error)
+            self._failed(error, "Lookup")
             return Lookup(False, {}, f"{self._config.target} Lookup: {error.code().name}")
         except asyncio.CancelledError:
             raise
@@ -110,7 +110,7 @@ class RecordClient:
                 if error.code() is grpc.StatusCode.UNIMPLEMENTED:
                     self._batch_unimplemented = True  # an owner without it: asked one id at a time from now on
                     return await self.lookup_many(kind, record_ids, deadline)
-                self._failed(error)
+                self._failed(error, "LookupBatch")
                 fetched = [Lookup(False, {}, f"{self._config.target} LookupBatch: {error.code().name}")] * len(asked)
             else:
                 self.answering = True
@@ -130,9 +130,11 @@ class RecordClient:
     def target(self) -> str:
         return self._config.target
 
-    def _failed(self, error: grpc.aio.AioRpcError) -> None:
+    def _failed(self, error: grpc.aio.AioRpcError, method: str) -> None:
         self.answering = False
-        self.last_error, self.last_error_at = f"{error.code().name}: {error.details()}", self._clock()
+        # As a value-set source's error reads: the address, the call, the code and gRPC's details.
+        self.last_error = f"{self._config.target} {method}: {error.code().name}: {error.details()}"
+        self.last_error_at = self._clock()
 
     def _timeout(self, deadline: float | None) -> float:
         timeout = self._config.timeout_seconds

@@ -74,7 +74,7 @@ async def test_a_record_owner_down_is_named_with_its_error_what_it_serves_and_th
     await call(gateway, {**REFUND, "order_id": "ord_2"})  # not cached: the look-up goes to the owner, down
     orders = sources(await admin_status(gateway))["orders_db", "records"]
     assert not orders.connected
-    assert orders.last_transport_error.startswith("UNAVAILABLE: ")
+    assert orders.last_transport_error.startswith(f"127.0.0.1:{owner.port} Lookup: UNAVAILABLE: ")
     assert "connection refused" in orders.last_transport_error.lower(), orders.last_transport_error
     assert orders.HasField("last_transport_error_at")
 
