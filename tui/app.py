@@ -24,11 +24,12 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from argwatch.tui.admin_client import AdminApi
 from argwatch.tui.audit_screen import AuditScreen
+from argwatch.tui.cells import styled_cell
 from argwatch.tui.coverage_screen import CoverageScreen
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.feed import Lost, Snapshot, follow
 from argwatch.tui.help_screen import HelpScreen
-from argwatch.tui.layout import Layout, fit_flags, layout
+from argwatch.tui.layout import Layout, layout
 from argwatch.tui.mode_dialog import ModeDialog, ModeRequest
 from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
 from argwatch.tui.runbook import entries_for
@@ -36,7 +37,6 @@ from argwatch.tui.source_lines import source_lines
 from argwatch.tui.status_view import (
     COLUMNS,
     MODE_NAMES,
-    REFUSING_MOST,
     WIDTHS,
     WINDOW_NAMES,
     WINDOWS,
@@ -73,7 +73,6 @@ RESORT_SECONDS = 5.0
 FILTER_PAUSE_SECONDS = 0.25
 _BLANK = Text("")
 VIEW_MARGIN_ROWS = 10  # rows drawn beyond the view, so a short scroll shows drawn rows
-_FLAGGED = {"flag", "health"}
 
 
 class ArgwatchApp(App[None]):
@@ -297,7 +296,7 @@ class ArgwatchApp(App[None]):
             for column in shown.columns:
                 index = _COLUMN_INDEX[column]
                 if before is None or before.cells[index] != row.cells[index] or before.unhealthy != row.unhealthy:
-                    table.update_cell(key, column, _styled(row, column, shown.widths[column]))
+                    table.update_cell(key, column, styled_cell(row, column, shown.widths[column]))
             self._drawn[key] = row
 
     # -- selection --------------------------------------------------------------------------------
@@ -473,19 +472,3 @@ class ArgwatchApp(App[None]):
 def _until(tool: admin_pb2.ToolStatus) -> str:
     """When the override in force on `tool` expires, in UTC; "" if never."""
     return f"{tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if tool.HasField("mode_expires_at") else ""
-
-
-def _styled(row: Row, key: str, width: int) -> Text:
-    """One cell as drawn: HEALTH as the flags that fit whole, the rest as computed."""
-    cell = row.cells[_COLUMN_INDEX[key]]
-    if key == "health" and row.flags:
-        cell = fit_flags(row.flags, width)
-    if key in _FLAGGED and row.unhealthy:
-        return Text(cell, style="bold red")
-    if key == "mode" and row.refusing >= REFUSING_MOST:
-        return Text(cell, style="bold red")
-    if key == "spark":
-        return Text(cell, style="yellow")
-    if key in ("rate", "oos", "norm", "problems", "open"):
-        return Text(cell, justify="right")
-    return Text(cell)

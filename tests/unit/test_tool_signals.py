@@ -75,3 +75,18 @@ def test_a_transport_error_reads_as_its_code_and_last_cause() -> None:
     )
     assert short_error(refused) == "UNAVAILABLE: Connection refused"
     assert short_error("no message for 30s") == "no message for 30s"
+
+
+def test_the_detail_lists_each_override_below_the_tool_with_who_why_and_until() -> None:
+    from argwatch.tui.detail_screen import _overrides_text
+
+    status = incident_status()
+    refund, _ticket, stock = status.tools
+    assert _overrides_text(stock, []) == (
+        "Overrides below the tool:\n  check arg:warehouse_code in reject, by ana@oncall "
+        "(INC-9: refuse invented warehouses), until 2026-11-30 01:23:20 UTC"
+    )
+    assert _overrides_text(refund, list(status.failure_overrides)).endswith(
+        "source:owners fails open, by ana@oncall (INC-9: owners flapping), until 2026-11-30 01:21:20 UTC"
+    )
+    assert _overrides_text(_ticket, []) == ""  # none: the section is hidden
