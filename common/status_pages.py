@@ -10,7 +10,15 @@ from __future__ import annotations
 from argwatch.v1 import admin_pb2
 
 # The repeated fields of GetStatusResponse cut into pages, in the order they are filled.
-PAGED_FIELDS = ("tools", "value_sets", "arguments", "foreign_overrides", "replicas", "failure_overrides")
+PAGED_FIELDS = (
+    "tools",
+    "value_sets",
+    "arguments",
+    "foreign_overrides",
+    "replicas",
+    "failure_overrides",
+    "sources",
+)
 
 
 def join_pages(pages: list[admin_pb2.GetStatusResponse]) -> admin_pb2.GetStatusResponse:

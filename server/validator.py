@@ -269,6 +269,21 @@ class Validator:
         names = self._checks[tool.name]
         return any(checks.get(names.of(problem), mode) is Mode.REJECT for problem in problems)
 
+    def _count_signature(self, tool: str, problems: list[Problem], result: CheckResult) -> None:
+        """The call under its refusal signature; a tool the policy lacks under UNKNOWN_LABEL (one key, whatever
+        name the caller sent), so that a preview of the global override counts what it does to those calls."""
+        assert self._signatures is not None
+        names = self._checks.get(tool)
+        if not problems and not result.skipped:
+            self._signatures.count(tool if names is not None else UNKNOWN_LABEL, NO_PROBLEMS)
+            return
+        on_stale = self._on_stale
+        stale = any(
+            reading.stale and on_stale.get(reading.snapshot.name) is OnStale.OBSERVE for reading in result.readings_used
+        )
+        signature = signature_of(names, problems, result.skipped, stale)
+        self._signatures.count(tool if names is not None else UNKNOWN_LABEL, signature)
+
     def _redacted(self, path: str) -> bool:
         """Whether the policy redacts the argument at `path`: any name along it (payment.card redacts
         payment.card.number and card[2])."""
@@ -404,10 +419,8 @@ class Validator:
                 meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
         if self.policy.cohorts.declared:
             self._count_by_model(meters.tool, call, result, all_in_set)
-        names = self._checks.get(call.tool)
-        if self._signatures is not None and names is not None:  # what a mode change's preview counts
-            quiet = not problems and not result.skipped
-            self._signatures.count(call.tool, NO_PROBLEMS if quiet else signature_of(names, problems, result.skipped))
+        if self._signatures is not None:  # what a mode change's preview counts
+            self._count_signature(call.tool, problems, result)
         if not problems and not result.skipped:
             return
         if problems:  # what reject mode refuses, whatever the mode now: a mode change's blast radius

@@ -24,19 +24,20 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from argwatch.tui.admin_client import AdminApi
 from argwatch.tui.audit_screen import AuditScreen
+from argwatch.tui.cells import styled_cell
 from argwatch.tui.coverage_screen import CoverageScreen
 from argwatch.tui.detail_screen import DetailScreen
 from argwatch.tui.feed import Lost, Snapshot, follow
 from argwatch.tui.flip_targets import flip_targets
 from argwatch.tui.help_screen import HelpScreen
-from argwatch.tui.layout import Layout, fit_flags, layout
+from argwatch.tui.layout import Layout, layout
 from argwatch.tui.mode_dialog import ModeDialog
 from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
 from argwatch.tui.runbook import entries_for
+from argwatch.tui.source_lines import source_lines
 from argwatch.tui.status_view import (
     COLUMNS,
     MODE_NAMES,
-    REFUSING_MOST,
     WIDTHS,
     WINDOW_NAMES,
     WINDOWS,
@@ -73,7 +74,6 @@ RESORT_SECONDS = 5.0
 FILTER_PAUSE_SECONDS = 0.25
 _BLANK = Text("")
 VIEW_MARGIN_ROWS = 10  # rows drawn beyond the view, so a short scroll shows drawn rows
-_FLAGGED = {"flag", "health"}
 
 
 class ArgwatchApp(App[None]):
@@ -101,6 +101,7 @@ class ArgwatchApp(App[None]):
     #banner { height: 1; padding: 0 1; background: $success-darken-2; color: $text; }
     #banner.lost { background: $error; text-style: bold; height: auto; max-height: 3; }
     #summary { height: auto; max-height: 4; padding: 0 1; background: $boost; }
+    #sources { height: auto; max-height: 6; padding: 0 1; background: $error-darken-3; text-style: bold; }
     #table { height: 1fr; }
     #table.stale { text-opacity: 55%; }
     #filter { dock: bottom; display: none; }
@@ -140,6 +141,7 @@ class ArgwatchApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(f"connecting to {self.api.target}..."), id="banner")
         yield Static("", id="summary")
+        yield Static("", id="sources")  # a line per source down: what to restore, before the rows it breaks
         table: DataTable[str | Text] = DataTable(cursor_type="row", id="table")
         table.fixed_columns = PINNED_COLUMNS
         for label, key, width in COLUMNS:
@@ -180,6 +182,10 @@ class ArgwatchApp(App[None]):
         self._lost = self._lost_at = None
         self._render_rows()
         self.query_one("#summary", Static).update(Text(summary(status)))
+        lines = source_lines(status)
+        sources = self.query_one("#sources", Static)
+        sources.display = bool(lines)
+        sources.update(Text("\n".join(lines)))
         self._show_banner()
         for screen in self.screen_stack:
             if isinstance(screen, DetailScreen):
@@ -260,13 +266,15 @@ class ArgwatchApp(App[None]):
         widths["tool"] = max([len(_LABELS["tool"]), *(len(source.tool_name) for source in sources)])
         widths["argument"] = max([len(_LABELS["argument"]), *(len(source.argument_name) for source in sources)])
         # MODE grows to "reject · refusing 100%" while a tool refuses: the columns after it give way, not it.
-        widths["mode"] = max([widths["mode"], *(len(mode_cell(tool)) for tool in self._tools_of(sources))])
+        widths["mode"] = max(
+            [widths["mode"], *(len(mode_cell(s.tool, failures=s.failures)) for s in self._tools_of(sources))]
+        )
         return layout(self.size.width or 200, widths, _COLUMN_KEYS)
 
     @staticmethod
-    def _tools_of(sources: list[RowSource]) -> list[admin_pb2.ToolStatus]:
-        """Each tool once (a tool has a row per argument)."""
-        return list({source.tool_name: source.tool for source in sources}.values())
+    def _tools_of(sources: list[RowSource]) -> list[RowSource]:
+        """One row of each tool (a tool has a row per argument)."""
+        return list({source.tool_name: source for source in sources}.values())
 
     def _draw_visible(self) -> None:
         """Fills or updates the cells of the rows in view from the newest snapshot, changed cells only."""
@@ -289,7 +297,7 @@ class ArgwatchApp(App[None]):
             for column in shown.columns:
                 index = _COLUMN_INDEX[column]
                 if before is None or before.cells[index] != row.cells[index] or before.unhealthy != row.unhealthy:
-                    table.update_cell(key, column, _styled(row, column, shown.widths[column]))
+                    table.update_cell(key, column, styled_cell(row, column, shown.widths[column]))
             self._drawn[key] = row
 
     # -- selection --------------------------------------------------------------------------------
@@ -460,19 +468,3 @@ class ArgwatchApp(App[None]):
 def _until(tool: admin_pb2.ToolStatus) -> str:
     """When the override in force on `tool` expires, in UTC; "" if never."""
     return f"{tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if tool.HasField("mode_expires_at") else ""
-
-
-def _styled(row: Row, key: str, width: int) -> Text:
-    """One cell as drawn: HEALTH as the flags that fit whole, the rest as computed."""
-    cell = row.cells[_COLUMN_INDEX[key]]
-    if key == "health" and row.flags:
-        cell = fit_flags(row.flags, width)
-    if key in _FLAGGED and row.unhealthy:
-        return Text(cell, style="bold red")
-    if key == "mode" and row.refusing >= REFUSING_MOST:
-        return Text(cell, style="bold red")
-    if key == "spark":
-        return Text(cell, style="yellow")
-    if key in ("rate", "oos", "norm", "problems", "open"):
-        return Text(cell, justify="right")
-    return Text(cell)

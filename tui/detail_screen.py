@@ -27,6 +27,7 @@ from argwatch.tui.status_view import (
     repair_text,
     window_of,
 )
+from argwatch.tui.tool_signals import failure_targets_of
 from argwatch.v1 import admin_pb2
 
 OFFENDERS_SHOWN = 10
@@ -54,6 +55,7 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(id="title")
+            yield Static(id="overrides")  # below the tool: a check's mode, a source's failure; hidden when none
             yield Static("Out-of-set values per minute, last hour", id="trend-oos-title", classes="heading")
             yield Sparkline([], id="trend-oos")
             yield Static("Values checked per minute", id="trend-checks-title", classes="heading")
@@ -85,12 +87,16 @@ class DetailScreen(Screen[None]):
             self.query_one("#title", Static).update(Text(f"{self.tool}: no longer in the gateway's policy"))
             return
         value_set_name = argument.value_set if argument is not None else ""
-        title = f"{self.tool} . {self.argument}   mode {mode_cell(tool)}"
+        failures = failure_targets_of(tool, status.failure_overrides, status.sources)
+        title = f"{self.tool} . {self.argument}   mode {mode_cell(tool, failures=failures)}"
         if tool.HasField("mode_expires_at"):
             title += f" until {tool.mode_expires_at.ToDatetime():%Y-%m-%d %H:%M:%S} UTC"
         if value_set_name:
             title += f"   set {value_set_name}"
         self.query_one("#title", Static).update(Text(title))
+        overrides = _overrides_text(tool, failures)
+        self.query_one("#overrides", Static).display = bool(overrides)
+        self.query_one("#overrides", Static).update(Text(overrides))
         misses = list(argument.out_of_set_per_minute) if argument is not None else []
         checked = list(argument.checks_per_minute) if argument is not None else list(tool.calls_per_minute)
         self.query_one("#trend-oos", Sparkline).data = [float(v) for v in misses]
@@ -132,6 +138,22 @@ class DetailScreen(Screen[None]):
             self.query_one(part, Static).display = bool(cohorts)
         if cohorts:
             self.query_one("#by-model", Static).update(_cohorts_table(cohorts))
+
+
+def _overrides_text(tool: admin_pb2.ToolStatus, failures: list[admin_pb2.FailureOverride]) -> str:
+    """Each override below the tool, one a line, with who set it, why and until when."""
+    lines = [
+        f"check {c.name} in {c.override_mode}{_by(c.override_actor, c.override_reason, c, 'override_expires_at')}"
+        for c in tool.checks
+        if c.override_mode
+    ]
+    lines += [f"{f.target} fails {f.failure}{_by(f.actor, f.reason, f, 'expires_at')}" for f in failures]
+    return "Overrides below the tool:\n" + "\n".join(f"  {line}" for line in lines) if lines else ""
+
+
+def _by(actor: str, reason: str, message: admin_pb2.CheckPolicy | admin_pb2.FailureOverride, expiry: str) -> str:
+    until = f"{getattr(message, expiry).ToDatetime():%Y-%m-%d %H:%M:%S} UTC" if message.HasField(expiry) else "never"
+    return f", by {actor} ({reason}), until {until}"
 
 
 def _range(values: list[int]) -> str:

@@ -56,14 +56,16 @@ class HelpScreen(ModalScreen[None]):
             "  -          a tool the policy checks no argument of",
             "Columns (narrow screens show the first ones; the rest as width allows):",
             "  MODE       observe or reject, with (override) or (global) when on-call forced it",
-            "             ((ovr) and (glb) on a narrow screen), and refusing N%: the share",
-            "             of its calls refused in the last minute",
+            "             ((ovr) and (glb) on a narrow screen), refusing N%: the share of its",
+            "             calls refused now (the last 15 s), and overrides below the tool:",
+            "             1 check observe, orders fails open (+1 ovr on a narrow screen)",
+            "Above the table: each source down, its address and error, what it serves, the tools.",
             "  OOS%       values not in their set; NORM% after normalisation (case, separators)",
             "  CALLS/S    the tool's calls a second;  PROBLEMS  every problem on the argument",
             "  REPAIR     succeeded/abandoned/open: repairs started by rejected calls",
             "  REPEATS    repeated calls of a tool with side effects;  SET AGE  since confirmed",
             "A row marked ! needs attention; HEALTH says why, what to act on first (flags that do not fit: +N):",
-            *(f"  {entry.flag:<15}{entry.means}" for entry in RUNBOOK),
+            *(f"  {entry.flag:<18}{entry.means}" for entry in RUNBOOK),
         ]
         if self._readonly:
             legend.append("Read-only: mode changes and refreshes are hidden.")

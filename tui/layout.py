@@ -21,7 +21,9 @@ HEALTH_MIN = 16  # the widest single flag ("FAIL-CLOSED 999k"): optional columns
 # Narrower still when long names leave no more at 80 columns: the first flag's word whole ("FAIL-CLOSED",
 # "SRC-DOWN +2"), rather than a HEALTH cut at the screen's edge ("SRC-DOWN +2 mo").
 HEALTH_FLOOR = 11
-SHORT_MODE_WIDTH = 13  # "observe (ovr)", "refusing 100%"
+SHORT_MODE_WIDTH = 14  # "observe (ovr)", "refusing 100%", "observe +1 ovr"
+# A flag's word too wide for the narrowest HEALTH, written shorter there (the legend and `?` give both).
+SHORT_FLAGS = {"CLOSED·OBSERVED": "CLOSED·OBS"}
 
 
 class Layout(NamedTuple):
@@ -79,7 +81,8 @@ def fit_flags(flags: Iterable[str], width: int) -> str:
     # Not even one fits whole: the first one's word without its count ("FAIL-CLOSED" for "FAIL-CLOSED 40"),
     # never a count cut into another number, nor half a word.
     word, rest = flags[0].split(" ")[0], len(flags) - 1
-    for text in (f"{word} +{rest}" if rest else word, word):
+    short = SHORT_FLAGS.get(word, word)
+    for text in (f"{word} +{rest}" if rest else word, word, f"{short} +{rest}" if rest else short, short):
         if len(text) <= width:
             return text
     return f"{len(flags)} flags"[:width]

@@ -44,6 +44,19 @@ RUNBOOK = (
         ),
     ),
     Entry(
+        "CLOSED·OBSERVED n",
+        "CLOSED·OBSERVED",
+        (
+            "n checks that could not run on a check with failure: closed, on a tool or check in observe: the "
+            "calls got CHECK_UNAVAILABLE and went through, unchecked (not refused, as FAIL-CLOSED would be)"
+        ),
+        (
+            "Restore the source (the SOURCE DOWN line above the table names it). Meanwhile what the check "
+            "guards (an id exists, the customer owns it) goes unchecked; if that is worse than refusing the "
+            "calls, put the check back in reject (m) and accept the refusals."
+        ),
+    ),
+    Entry(
         "FAIL-OPEN n",
         "FAIL-OPEN",
         (
@@ -54,6 +67,21 @@ RUNBOOK = (
             "Find the set's source (SRC-DOWN on the same row, argwatch_source_connected, the gateway log) and"
             " restore the owning service or its network path. Until then calls pass unchecked. "
             "ArgwatchChecksNotRunning pages on it."
+        ),
+    ),
+    Entry(
+        "STORM 2.4x",
+        "STORM",
+        (
+            "the tool's calls per second over the last minute are 2.4 times those of the 14 minutes before "
+            "(over at least 60 calls), while repeats or repairs started come faster than before: agents call "
+            "again, not more agents"
+        ),
+        (
+            "Find what makes them retry, on the tool's rows: a tool refusing calls (refusing N%, FAIL-CLOSED) "
+            "sends agents into repairs and retries; REPEATS climbing means calls with side effects sent again "
+            "after timeouts. Fix that cause (restore the source, or relax the one check that refuses); a storm "
+            "on an owner that is down also slows its recovery."
         ),
     ),
     Entry(
@@ -161,7 +189,10 @@ RUNBOOK = (
     Entry(
         "refusing 100%",
         "refusing",
-        "the share of the tool's calls refused in the last minute; all of them at 100%",
+        (
+            "the share of the tool's calls refused now: over the last 15 seconds (the last minute for a tool "
+            "with fewer than 5 calls in them); all of them at 100%"
+        ),
         (
             "Find why on the tool's rows: FAIL-CLOSED or SRC-DOWN means a check that cannot run refuses every"
             " call (restore the source); a high OOS% means the model's values are refused (see OOS>3%). If "

@@ -11,10 +11,20 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from argwatch.tui.layout import compact_count
+from argwatch.tui.source_lines import down_sources
+from argwatch.tui.tool_signals import (
+    closed_and_down,
+    failure_targets_of,
+    observed,
+    override_count,
+    overrides_text,
+    refusing_share,
+    storm_ratio,
+)
+from argwatch.tui.windows import WINDOW_NAMES, WINDOWS, window_of
 from argwatch.v1 import admin_pb2, gateway_pb2
 
-WINDOWS = (60, 900, 3600)
-WINDOW_NAMES = {60: "1m", 900: "15m", 3600: "1h"}
+__all__ = ["WINDOWS", "WINDOW_NAMES", "refusing_share", "window_of"]  # here for the readers that had them here
 SPARK = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 20  # the hour in 3-minute steps
 NO_ARGUMENT = "-"  # the row of a tool the policy checks no argument of
@@ -57,6 +67,7 @@ COLUMNS = (
 )
 WIDTHS = {key: width for _label, key, width in COLUMNS}
 COUNT_IN_FLAG = 4  # a count inside a health flag: "FAIL-OPEN 12.3k" at most
+CLOSED_OBSERVED = "CLOSED·OBSERVED"  # a fail-closed check that cannot run, on an observed tool or check
 
 
 class Row(NamedTuple):
@@ -76,15 +87,6 @@ def row_key(tool: str, argument: str) -> str:
     return f"{tool}\x1f{argument}"
 
 
-def window_of(
-    row: admin_pb2.ToolStatus | admin_pb2.ArgumentStatus | admin_pb2.CohortFigures, seconds: int
-) -> admin_pb2.WindowFigures:
-    for figures in row.windows:
-        if figures.window_seconds == seconds:
-            return figures
-    return admin_pb2.WindowFigures(window_seconds=seconds)
-
-
 SHORT_SOURCES = {"override": "ovr", "global": "glb"}
 
 
@@ -101,11 +103,6 @@ def mode_text(tool: admin_pb2.ToolStatus, short: bool = False) -> str:
 REFUSING_MOST = 0.5  # a tool refusing at least this share of its calls now: its MODE cell is drawn in alarm
 
 
-def refusing_share(tool: admin_pb2.ToolStatus) -> float:
-    """The share of the tool's calls refused in the last minute, whatever window the table shows: "now"."""
-    return window_of(tool, WINDOWS[0]).rejected_rate
-
-
 def refusing_text(share: float) -> str:
     """ "refusing 37%", never rounded up to "100%" (which must mean every call) nor down to "0%"."""
     if share <= 0:
@@ -116,13 +113,20 @@ def refusing_text(share: float) -> str:
     return "refusing <1%" if shown < 1 else f"refusing {min(round(shown), 99)}%"
 
 
-def mode_cell(tool: admin_pb2.ToolStatus, short: bool = False) -> str:
-    """MODE as the table shows it: the mode, and how much it refuses now ("reject · refusing 100%"). Written
-    short, a tool that refuses reads "refusing 100%" alone: only reject mode refuses, so it says the mode too."""
+def mode_cell(
+    tool: admin_pb2.ToolStatus, short: bool = False, failures: Sequence[admin_pb2.FailureOverride] = ()
+) -> str:
+    """MODE as the table shows it: the mode, how much it refuses now, and the overrides below the tool ("reject
+    · refusing 100% · 1 check observe"; `failures`: the failure overrides touching it). Written short, a tool
+    that refuses reads "refusing 100%" alone (only reject mode refuses, so it says the mode too), and one with
+    overrides below it "reject +1 ovr"."""
     refusing = refusing_text(refusing_share(tool))
     if short:
-        return refusing or mode_text(tool, short=True)
-    return f"{mode_text(tool)} · {refusing}" if refusing else mode_text(tool)
+        below = override_count(tool, failures)
+        if refusing or not below:
+            return refusing or mode_text(tool, short=True)
+        return f"{MODE_NAMES.get(tool.mode, '-')} +{below} ovr"
+    return " · ".join(part for part in (mode_text(tool), refusing, overrides_text(tool, failures)) if part)
 
 
 def percent(part: int, whole: int) -> str:
@@ -195,6 +199,7 @@ class RowSource(NamedTuple):
     argument: admin_pb2.ArgumentStatus | None  # None: a tool with no checked argument
     value_set: admin_pb2.ValueSetStatus | None
     attention: Attention = Attention()
+    failures: tuple[admin_pb2.FailureOverride, ...] = ()  # the failure overrides touching the tool
 
     @property
     def tool_name(self) -> str:
@@ -223,20 +228,21 @@ def row_sources(status: admin_pb2.GetStatusResponse, query: str = "") -> list[Ro
     tools = {tool.tool: tool for tool in status.tools}
     sets = {value_set.name: value_set for value_set in status.value_sets}
     attention = Attention.of(status)
+    failures = {
+        tool.tool: tuple(failure_targets_of(tool, status.failure_overrides, status.sources)) for tool in status.tools
+    }
     sources = []
     seen_tools: set[str] = set()
     for argument in status.arguments:
         seen_tools.add(argument.tool)
         tool = tools.get(argument.tool)
         if tool is not None:
-            sources.append(
-                RowSource(
-                    row_key(tool.tool, argument.argument), tool, argument, sets.get(argument.value_set), attention
-                )
-            )
+            key = row_key(tool.tool, argument.argument)
+            value_set = sets.get(argument.value_set)
+            sources.append(RowSource(key, tool, argument, value_set, attention, failures[tool.tool]))
     for tool in status.tools:
         if tool.tool not in seen_tools and (tool.tool != "_unknown" or tool.calls):
-            sources.append(RowSource(row_key(tool.tool, NO_ARGUMENT), tool, None, None, attention))
+            sources.append(RowSource(row_key(tool.tool, NO_ARGUMENT), tool, None, None, attention, failures[tool.tool]))
     needle = query.strip().lower()
     if needle:
         sources = [s for s in sources if needle in s.tool_name.lower() or needle in s.argument_name.lower()]
@@ -264,10 +270,19 @@ def health_flags(source: RowSource, window: int) -> list[str]:
     failing = cannot_run_now(tool, argument)
     failed_closed = figures.problems.get("check_unavailable", 0)
     if failed_closed and failing:
-        health.append(f"FAIL-CLOSED {compact_count(failed_closed, COUNT_IN_FLAG)}")
+        down = closed_and_down(tool, argument.argument if argument is not None else None)
+        count = compact_count(failed_closed, COUNT_IN_FLAG)
+        if down and all(observed(tool, check) for check in down):
+            # It cannot run, and its calls pass: observed. FAIL-CLOSED says calls are refused, which is not so.
+            health.append(f"{CLOSED_OBSERVED} {count}")
+        elif down or not tool.checks:  # a gateway that lists no checks: the counts alone, as always
+            health.append(f"FAIL-CLOSED {count}")
     failed_open = figures.failed_open
     if failed_open and failing:
         health.append(f"FAIL-OPEN {compact_count(failed_open, COUNT_IN_FLAG)}")
+    storm = storm_ratio(tool)
+    if storm:
+        health.append(f"STORM {storm:.1f}x")
     if value_set is not None:
         if not value_set.available:
             health.append("NO-SET")
@@ -315,7 +330,7 @@ def row_cells(source: RowSource, window: int, short_modes: bool = False) -> Row:
         "!" if health else " ",
         tool.tool,
         name,
-        mode_cell(tool, short_modes),
+        mode_cell(tool, short_modes, source.failures),
         per_second(tool_figures.per_second),
         percent(figures.out_of_set, figures.value_checks) if argument is not None else "-",
         percent(figures.out_of_set_normalised, figures.value_checks) if argument is not None else "-",
@@ -360,10 +375,12 @@ def summary(status: admin_pb2.GetStatusResponse) -> str:
         parts.append(
             f"overrides of tools not in this policy (kept for the replicas that have them): {', '.join(foreign)}"
         )
+    # A set whose source is down is named on that source's line (source_lines.py): here, the others.
+    named = {name for entries in down_sources(status).values() for entry in entries for name in entry.value_sets}
     down = [
         f"{s.name} ({CAUSE_WORDS.get(s.stale_cause, 'stale')})"
         for s in status.value_sets
-        if not s.available or s.stale or not s.source_connected
+        if (not s.available or s.stale or not s.source_connected) and s.name not in named
     ]
     if down:
         parts.append(f"sets needing attention: {', '.join(down)}")

@@ -16,6 +16,7 @@ from argwatch.server.edge.admin_auth import TokenBook
 from argwatch.server.edge.preview_wire import preview_to_wire
 from argwatch.server.edge.reloading import Reloader
 from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
+from argwatch.server.edge.source_status import source_statuses
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument, OverrideRequest, Target
@@ -50,7 +51,7 @@ from argwatch.server.telemetry.metrics import UNKNOWN_LABEL, GatewayMetrics
 from argwatch.server.telemetry.offenders import MAX_VALUES, OTHER, OffenderTable
 from argwatch.server.telemetry.rate_steps import RateSteps
 from argwatch.server.telemetry.shape_report import rows_from_counts
-from argwatch.server.telemetry.status_windows import StatusWindows, WindowFigures
+from argwatch.server.telemetry.status_windows import StatusWindows, ToolWindows, WindowFigures
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.valuesets.set_state import SetStatus
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
@@ -207,7 +208,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         # One policy and one provider for the whole snapshot: it pauses to let calls in, and a reload may
         # swap both meanwhile (a tool it removed would not be found in the new one).
         policy, provider, policy_version = self._policy, self._provider, self._policy_version
-        can_run = _checks_that_can_run(provider, self._record_clients)
+        record_clients = self._record_clients
+        can_run = _checks_that_can_run(provider, record_clients)
         tool_modes = self._modes.tool_modes()
         clock = _SliceClock()
         figures = self._status_windows.figures()
@@ -240,12 +242,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if tool_override is not None and tool_override.expires_at is not None:
                 tool_status.mode_expires_at.CopyFrom(wire.timestamp(tool_override.expires_at))
             tool_figures = figures.tool(tool)
-            _add_tool_windows(tool_status, tool_figures.windows, tool_figures.calls_per_minute)
+            _add_tool_windows(tool_status, tool_figures)
             response.tools.append(tool_status)
         if UNKNOWN_LABEL in totals:
             unknown = _tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL])
             unknown_figures = figures.tool(UNKNOWN_LABEL)
-            _add_tool_windows(unknown, unknown_figures.windows, unknown_figures.calls_per_minute)
+            _add_tool_windows(unknown, unknown_figures)
             response.tools.append(unknown)
         for count, row in enumerate(figures.arguments, start=1):
             if count % ROWS_PER_SLICE == 0:
@@ -259,8 +261,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 out_of_set_per_minute=row.out_of_set_per_minute,
             )
             argument.windows.extend(_window_to_wire(window) for window in row.windows)
-        for state in provider.statuses():
+        set_states = provider.statuses()
+        for state in set_states:
             response.value_sets.append(_set_status(state))
+        response.sources.extend(source_statuses(policy, set_states, record_clients))
         for target, kept in sorted(self._modes.document.overrides.items()):
             if target.tool == GLOBAL and target.check:  # a failure override (kept whatever this policy has)
                 failure = response.failure_overrides.add(
@@ -520,11 +524,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         return response
 
 
-def _add_tool_windows(
-    status: admin_pb2.ToolStatus, windows: tuple[WindowFigures, ...], calls_per_minute: list[int]
-) -> None:
-    status.windows.extend(_window_to_wire(window) for window in windows)
-    status.calls_per_minute.extend(calls_per_minute)
+def _add_tool_windows(status: admin_pb2.ToolStatus, figures: ToolWindows) -> None:
+    status.windows.extend(_window_to_wire(window) for window in figures.windows)
+    status.calls_per_minute.extend(figures.calls_per_minute)
+    status.recent.CopyFrom(_window_to_wire(figures.recent))
 
 
 def _window_to_wire(figures: WindowFigures) -> admin_pb2.WindowFigures:

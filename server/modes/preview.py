@@ -8,10 +8,13 @@ the Validator decides a call: a problem refuses when its check's mode is
 reject, and a check that could not run is a problem only where it fails
 closed. The calls decided differently are counted by cause.
 
-Two things a signature does not carry are left as they are: a stale set's
-`on_stale: observe` (the tool's mode now is used), and the repeat check of a
-call newly let through (the gateway checks repeats only on calls it lets
-through, so such a call's repeat was never looked for).
+A call judged in observe because it read a stale set with `on_stale:
+observe` is decided so again (its signature says so), whatever the tool's
+mode; calls naming a tool the policy lacks are counted together (UNKNOWN_TOOLS)
+and decided under the global override, else the policy's default, as the
+Validator's mode_for does. One thing a signature does not carry is left as it
+is: the repeat check of a call newly let through (the gateway checks repeats
+only on calls it lets through, so such a call's repeat was never looked for).
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from argwatch.server.policy.check_ids import (
 )
 from argwatch.server.policy.model import ArgumentBinding, Failure, Mode, Policy, RecordBinding, ToolPolicy
 from argwatch.server.telemetry.call_signatures import NOT_KEPT, SignatureKey
-from argwatch.server.verdict.call_signature import Signature
+from argwatch.server.telemetry.metrics import UNKNOWN_LABEL
+from argwatch.server.verdict.call_signature import JUDGED_STALE, Signature
+
+UNKNOWN_TOOLS = UNKNOWN_LABEL  # the calls naming a tool the policy lacks, whatever name they sent
 
 MAX_TOOLS_LISTED = 20
 MAX_PROTECTIONS = 50
@@ -89,6 +95,9 @@ class Preview:
     protections: list[Protection]
     protections_left_off: int
     clearing: bool = False  # the change clears an override rather than sets one
+    # A touched tool with side effects whose repeat check refuses after the change: a call it would let
+    # through may still be refused as a repeat, which was never looked for (only let-through calls are).
+    repeats_unchecked: bool = False
 
     @property
     def changes_anything(self) -> bool:
@@ -98,6 +107,8 @@ class Preview:
 Window = tuple[int, float, Mapping[SignatureKey, int]]  # (seconds asked, seconds covered, counts)
 
 KIND_ORDER = ("ownership", "fail_closed", "repeat", "check")
+# Issue 29: ownership, fail-closed checks, and the repeat check (only a tool with side effects has one).
+SECURITY_KINDS = ("ownership", "fail_closed", "repeat")
 
 
 class ResolvedModes:
@@ -108,11 +119,14 @@ class ResolvedModes:
         self._modes = doc.in_force(document, tools)
         self._checks = doc.checks_in_force(document, tools)
         self._failures = doc.failures_in_force(document, tools)
-        self._default = tools.default
+        forced = document.override(GLOBAL)
+        # A tool the policy lacks: the global override, else the policy's default (ModeStore.mode_for).
+        self._default = forced.mode if forced is not None else tools.default
 
-    def enforced(self, tool: str, check: str) -> bool:
-        """Whether a problem found by `check` of `tool` refuses the call."""
-        mode = self._modes.get(tool, self._default)
+    def enforced(self, tool: str, check: str, stale: bool = False) -> bool:
+        """Whether a problem found by `check` of `tool` refuses the call; `stale`: the call was judged in
+        observe for a stale set (`on_stale: observe`), so only a check's own override can make it refuse."""
+        mode = Mode.OBSERVE if stale else self._modes.get(tool, self._default)
         return self._checks.get(tool, {}).get(check, mode) is Mode.REJECT
 
     def fails_closed(self, tool: ToolPolicy, check: str) -> bool:
@@ -126,13 +140,18 @@ class ResolvedModes:
             return record is not None and record_failure(record, self._failures) is Failure.CLOSED
         return False  # a rule's on_error is the policy's alone
 
-    def refusing_causes(self, tool: ToolPolicy, signature: Signature) -> list[str]:
-        """The causes of the problems that refuse a call of `signature` ([]: it is let through)."""
+    def refusing_causes(self, name: str, tool: ToolPolicy | None, signature: Signature) -> list[str]:
+        """The causes of the problems that refuse a call of `name` with `signature` ([]: it is let through);
+        `tool` None: a tool the policy lacks."""
         causes = []
-        for check, cause, skipped in signature:
-            if (skipped or cause == "unverifiable") and not self.fails_closed(tool, check):
+        stale = JUDGED_STALE in signature
+        for element in signature:
+            if element == JUDGED_STALE:
+                continue
+            check, cause, skipped = element
+            if (skipped or cause == "unverifiable") and (tool is None or not self.fails_closed(tool, check)):
                 continue  # it fails open here: listed as skipped, never a problem
-            if self.enforced(tool.name, check):
+            if self.enforced(name, check, stale):
                 causes.append(cause)
         return causes
 
@@ -142,7 +161,7 @@ def touched_tools(policy: Policy, target: Target) -> tuple[str, ...]:
     if target.tool != GLOBAL:
         return (target.tool,) if target.tool in policy.tools else ()
     if not target.check:
-        return tuple(policy.tools)
+        return (*policy.tools, UNKNOWN_TOOLS) if UNKNOWN_TOOLS not in policy.tools else tuple(policy.tools)
     return tuple(name for name, tool in policy.tools.items() if _reads(policy, tool, target.check))
 
 
@@ -160,6 +179,10 @@ def preview(
         raise doc.ModeRefused(entry.outcome.removeprefix("refused: "))
     before, after = ResolvedModes(policy, document, tools), ResolvedModes(policy, changed, tools)
     touched = touched_tools(policy, request.target)
+    unknown_counted = any(key[0] == UNKNOWN_TOOLS for _, _, counts in windows for key in counts)
+    if UNKNOWN_TOOLS not in policy.tools and not unknown_counted:
+        # Listed only where such calls were counted (the protection is named whatever the counts).
+        touched = tuple(name for name in touched if name != UNKNOWN_TOOLS)
     wanted = set(touched)
     by_tool: dict[str, list[WindowPreview]] = {name: [] for name in touched}
     totals = []
@@ -173,15 +196,26 @@ def preview(
             if signature == NOT_KEPT:
                 row.not_previewed += calls
                 continue
-            _decide(row, policy.tools[tool_name], signature, calls, before, after)
+            _decide(row, tool_name, policy.tools.get(tool_name), signature, calls, before, after)
         total = WindowPreview(seconds, covered)
         for name in touched:
             by_tool[name].append(rows[name])
             total.absorb(rows[name])
         totals.append(total)
     protections = switched_off(policy, touched, before, after)
-    old, new = entry.old, entry.new
     target = request.target
+    unknown = target.tool == GLOBAL and not target.check and UNKNOWN_TOOLS not in policy.tools
+    if unknown and before.enforced(UNKNOWN_TOOLS, "") and not after.enforced(UNKNOWN_TOOLS, ""):
+        protections.append(
+            Protection(
+                "check",
+                False,
+                UNKNOWN_TOOLS,
+                "",
+                "calls naming a tool the policy does not know would no longer be refused (unknown_tool)",
+            )
+        )
+    old, new = entry.old, entry.new
     if target.tool != GLOBAL and target.check:  # a check's mode in force, whether an override or the tool's
         old = "reject" if before.enforced(target.tool, target.check) else "observe"
         new = "reject" if after.enforced(target.tool, target.check) else "observe"
@@ -196,14 +230,24 @@ def preview(
         protections[:MAX_PROTECTIONS],
         max(0, len(protections) - MAX_PROTECTIONS),
         clearing=request.mode is None,
+        repeats_unchecked=any(
+            name in policy.tools and policy.tools[name].side_effect is not None and after.enforced(name, REPEAT_CHECK)
+            for name in touched
+        ),
     )
 
 
 def _decide(
-    row: WindowPreview, tool: ToolPolicy, signature: Signature, calls: int, before: ResolvedModes, after: ResolvedModes
+    row: WindowPreview,
+    name: str,
+    tool: ToolPolicy | None,
+    signature: Signature,
+    calls: int,
+    before: ResolvedModes,
+    after: ResolvedModes,
 ) -> None:
-    now = before.refusing_causes(tool, signature)
-    then = after.refusing_causes(tool, signature)
+    now = before.refusing_causes(name, tool, signature)
+    then = after.refusing_causes(name, tool, signature)
     if now:
         row.refused_now += calls
     if now and not then:
@@ -222,7 +266,9 @@ def switched_off(
     """Every check of the touched tools that refuses now and would not (or would fail open), security first."""
     found = []
     for name in touched:
-        tool = policy.tools[name]
+        tool = policy.tools.get(name)
+        if tool is None:
+            continue  # the calls naming a tool the policy lacks: preview() names that protection
         for check in sorted(tool_checks(tool)):
             if not before.enforced(name, check):
                 continue
@@ -260,7 +306,7 @@ def _off(policy: Policy, tool: ToolPolicy, check: str, closed: bool) -> Protecti
         parts.append(f"calls it cannot check while {_source_of(policy, tool, check)} is down (fails closed)")
     return Protection(
         kind,
-        kind in ("ownership", "fail_closed"),
+        kind in SECURITY_KINDS,
         tool.name,
         check,
         f"{tool.name} {check} would no longer refuse " + "; ".join(parts),

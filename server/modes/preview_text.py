@@ -9,7 +9,7 @@ refuse; every changed figure says which of those it is part of.
 from __future__ import annotations
 
 from argwatch.server.modes.document import GLOBAL
-from argwatch.server.modes.preview import Preview, WindowPreview
+from argwatch.server.modes.preview import UNKNOWN_TOOLS, Preview, WindowPreview
 from argwatch.server.policy.check_ids import FAILURE_PREFIXES
 
 CAUSE_WORDS = {
@@ -21,6 +21,7 @@ CAUSE_WORDS = {
     "repeat": "repeats",
     "not_found": "not found",
     "rule_failed": "rule failed",
+    "unknown_tool": "naming a tool the policy does not know",
 }
 
 
@@ -56,6 +57,10 @@ def lines(preview: Preview) -> list[str]:
     else:
         for window in preview.windows:
             out.extend(window_lines(window, whom))
+            if window.newly_allowed and preview.repeats_unchecked:
+                out.append(
+                    "  some of those may still be refused as repeats: a refused call's repeat is never looked for"
+                )
     if preview.protections:
         out.append("it switches off (security first):")
         out.extend(f"  {p.kind}{' (security)' if p.security else ''}: {p.text}" for p in preview.protections)
@@ -70,7 +75,7 @@ def window_lines(window: WindowPreview, whom: str) -> list[str]:
     """One window: the calls and what the modes now refuse of them, then what the change would decide apart."""
     span = _span(window)
     out = [
-        f"{span}: {window.calls:,} calls {whom}, refused or not; "
+        f"{span}: {window.calls:,} calls {whom} on this replica, refused or not; "
         f"the modes in force now refuse {window.refused_now:,} of them"
     ]
     if window.newly_allowed:
@@ -103,7 +108,9 @@ def _whom(preview: Preview) -> str | None:
     if not preview.tools:
         return None
     if preview.target.tool == GLOBAL and not preview.target.check:
-        return f"to every tool ({len(preview.tools)})"
+        known = [tool for tool in preview.tools if tool != UNKNOWN_TOOLS]
+        unknown = " and to tools the policy does not know" if len(known) < len(preview.tools) else ""
+        return f"to every tool ({len(known)}){unknown}"
     if len(preview.tools) == 1:
         return f"to {preview.tools[0]}"
     return f"to the {len(preview.tools)} tools it touches"

@@ -42,7 +42,7 @@ from argwatch.server.sets.payload import SetFetcher
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
-from argwatch.server.telemetry.call_signatures import CallSignatures, SignatureKey
+from argwatch.server.telemetry.call_signatures import IDLE_SECONDS, CallSignatures, SignatureKey
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey
 from argwatch.server.telemetry.events import EventLog
@@ -197,7 +197,7 @@ async def build_gateway(
     repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds, clock=clock)
     windows = CountWindows(metrics.counts)
     signatures = CallSignatures()  # the calls by refusal signature, what a mode change's preview reads
-    signature_windows = CountWindows(signatures.counts)
+    signature_windows = CountWindows(signatures.counts, forget_idle=(IDLE_SECONDS, signatures.forget))
     offenders = OffenderTable(clock)
     operations = OperationLog(cache, clock)
     events = EventLog(clock)  # the incident timeline, kept across reloads

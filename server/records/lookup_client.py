@@ -44,8 +44,10 @@ class RecordClient:
         ttl: float,
         monotonic: Callable[[], float] = time.monotonic,
         on_evict: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
+        self._clock = clock
         # The policy's `tls: true` holds for look-ups as for value sets (it was once ignored here).
         self._channel = aio_channel(config.target, ChannelSecurity(tls=config.tls), options=QUICK_RECONNECT_OPTIONS)
         self._stub = sources_pb2_grpc.RecordSourceStub(self._channel)
@@ -54,6 +56,10 @@ class RecordClient:
         # Whether the source answered the latest look-up sent to it: the state now, which the Admin API's
         # status shows (a window's counts of checks that could not run lag a recovery by the whole window).
         self.answering = True
+        # The last transport error and when (epoch seconds), kept once the source answers again: the status's
+        # source line says "Connection refused" where a look-up's problem says only UNAVAILABLE.
+        self.last_error = ""
+        self.last_error_at = 0.0
         # Bounded: ids are model-written and may be endless.
         self._cache: TtlStore[tuple[str, str]] = TtlStore(monotonic, max_entries=100_000, on_evict=on_evict)
 
@@ -74,7 +80,7 @@ class RecordClient:
         try:
             response = await self._stub.Lookup(sources_pb2.LookupRequest(kind=kind, id=record_id), timeout=timeout)
         except grpc.aio.AioRpcError as error:
-            self.answering = False
+            self._failed(error, "Lookup")
             return Lookup(False, {}, f"{self._config.target} Lookup: {error.code().name}")
         except asyncio.CancelledError:
             raise
@@ -104,7 +110,7 @@ class RecordClient:
                 if error.code() is grpc.StatusCode.UNIMPLEMENTED:
                     self._batch_unimplemented = True  # an owner without it: asked one id at a time from now on
                     return await self.lookup_many(kind, record_ids, deadline)
-                self.answering = False
+                self._failed(error, "LookupBatch")
                 fetched = [Lookup(False, {}, f"{self._config.target} LookupBatch: {error.code().name}")] * len(asked)
             else:
                 self.answering = True
@@ -119,6 +125,16 @@ class RecordClient:
                     ]
         rest = iter(fetched)
         return [answer if answer is not None else next(rest) for answer in answers]
+
+    @property
+    def target(self) -> str:
+        return self._config.target
+
+    def _failed(self, error: grpc.aio.AioRpcError, method: str) -> None:
+        self.answering = False
+        # As a value-set source's error reads: the address, the call, the code and gRPC's details.
+        self.last_error = f"{self._config.target} {method}: {error.code().name}: {error.details()}"
+        self.last_error_at = self._clock()
 
     def _timeout(self, deadline: float | None) -> float:
         timeout = self._config.timeout_seconds

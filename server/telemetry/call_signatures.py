@@ -6,7 +6,10 @@ caller can produce are combinations of the policy's checks and a fixed set of
 causes, still far too many to keep them all: each tool keeps at most
 MAX_PER_TOOL distinct signatures and the gateway MAX_TOTAL, and a call whose
 signature did not fit counts under NOT_KEPT, which a preview reports as not
-previewed rather than guess.
+previewed rather than guess. A signature no call has had for the longest
+window a preview reads is forgotten (IDLE_SECONDS, by the windows that copy
+these counts), so the bounds hold over what is happening now: a tool's slots
+filled by combinations seen long ago are free again for the next outage's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from argwatch.server.verdict.call_signature import Signature
 
 MAX_PER_TOOL = 64
 MAX_TOTAL = 16_384
+IDLE_SECONDS = 900.0  # the longest window a preview reads: a signature idle that long counts in none
 NOT_KEPT: Signature = frozenset({("", "not_kept", False)})
 
 SignatureKey = tuple[str, Signature]  # (tool, signature)
@@ -45,6 +49,18 @@ class CallSignatures:
             return
         self._per_tool[tool] = kept + 1
         counts[key] = 1
+
+    def forget(self, keys: list[SignatureKey]) -> None:
+        """Drops these signatures (no call had them for IDLE_SECONDS), freeing their tools' slots."""
+        for key in keys:
+            if self._counts.pop(key, None) is None or key[1] == NOT_KEPT:
+                continue
+            tool = key[0]
+            left = self._per_tool.get(tool, 0) - 1
+            if left > 0:
+                self._per_tool[tool] = left
+            else:
+                self._per_tool.pop(tool, None)
 
     def counts(self) -> Mapping[SignatureKey, int]:
         """The cumulative counts (the live mapping: the windows copy it)."""

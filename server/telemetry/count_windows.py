@@ -9,6 +9,12 @@ seconds that copy actually covers (so a rate divides by the true span).
 
 Copies are arrays of ints indexed by key, not dicts: at 200 tools x 5
 arguments x ~8 keys, 86 copies take ~5 MB instead of ~80 MB.
+
+Keys are kept for the process' life unless `forget_idle` is given: then, at
+each coarse copy, the keys whose count has not moved over its seconds are
+dropped from every copy and handed to its callback (which drops them from the
+counts), so that a reader that keeps a bounded number of keys (the calls by
+signature) bounds what is happening now, not everything ever seen.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
+from operator import itemgetter
 from typing import Generic, NamedTuple, TypeVar
 
 from argwatch.common.tasks import cancel_and_wait
@@ -40,8 +47,16 @@ class CountCopy(NamedTuple):
 class CountWindows(Generic[Key]):
     """Copies of the cumulative counts from `read`, so callers can ask for any recent window."""
 
-    def __init__(self, read: Callable[[], Mapping[Key, int]], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        read: Callable[[], Mapping[Key, int]],
+        clock: Callable[[], float] = time.monotonic,
+        forget_idle: tuple[float, Callable[[list[Key]], None]] | None = None,
+    ) -> None:
+        """`forget_idle`: (seconds, forget): keys whose count has not moved for that long are dropped, and
+        `forget` is told them (it drops them from what `read` returns; a key back later counts from 0)."""
         self._read = read
+        self._forget_idle = forget_idle
         self._clock = clock
         self._index: dict[Key, int] = {}
         self._keys: list[Key] = []
@@ -70,6 +85,41 @@ class CountWindows(Generic[Key]):
         self._fine.append(copy)
         if copy.taken_at - self._coarse[-1].taken_at >= COARSE_SECONDS - FINE_SECONDS / 2:
             self._coarse.append(copy)
+            if self._forget_idle is not None:
+                self._drop_idle(copy, *self._forget_idle)
+
+    def _drop_idle(self, now: CountCopy, seconds: float, forget: Callable[[list[Key]], None]) -> None:
+        """Drops the keys whose count is the same now as `seconds` ago from every copy, and tells `forget`."""
+        base = self._base(now.taken_at - seconds)
+        if now.taken_at - base.taken_at < seconds:
+            return  # the copies do not reach back that far yet
+        old, values = base.values, now.values
+        idle = [i for i in range(len(old)) if values[i] == old[i]]
+        if not idle:
+            return
+        gone = set(idle)
+        keep = [i for i in range(len(self._keys)) if i not in gone]
+        pick = itemgetter(*keep) if len(keep) > 1 else None
+        width = len(self._keys)
+        shrunk: dict[int, CountCopy] = {}
+
+        def shrink(copy: CountCopy) -> CountCopy:
+            done = shrunk.get(id(copy))
+            if done is None:
+                full = copy.values
+                if len(full) < width:
+                    full = full + array("q", bytes(8 * (width - len(full))))
+                kept = pick(full) if pick is not None else tuple(full[i] for i in keep)
+                done = shrunk[id(copy)] = CountCopy(copy.taken_at, array("q", kept))
+            return done
+
+        self._fine = deque((shrink(copy) for copy in self._fine), maxlen=self._fine.maxlen)
+        self._coarse = deque((shrink(copy) for copy in self._coarse), maxlen=self._coarse.maxlen)
+        forgotten = [self._keys[i] for i in idle]
+        self._keys = [self._keys[i] for i in keep]
+        self._index = {key: i for i, key in enumerate(self._keys)}
+        self._series_marker, self._series = (0, 0.0), {}
+        forget(forgotten)
 
     def live(self) -> CountCopy:
         """The counts now."""

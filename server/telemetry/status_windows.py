@@ -23,6 +23,10 @@ from argwatch.server.telemetry.counts import (
 )
 
 WINDOWS_SECONDS = (60, 900, 3600)
+# A tool's calls and refusals over the last 15 s (20 s at most: the fine copies are 5 s apart), for "refusing
+# X% now": the minute lagged a flip or a recovery by a minute. Only those two counts per tool, read by index:
+# no fold of every key, so it costs a snapshot O(tools), not a fourth window.
+RECENT_SECONDS = 15
 
 
 class WindowFigures(NamedTuple):
@@ -55,6 +59,7 @@ class ToolWindows(NamedTuple):
     tool: str
     windows: tuple[WindowFigures, ...]
     calls_per_minute: list[int]
+    recent: WindowFigures  # RECENT_SECONDS: calls and rejected only
 
 
 class StatusFigures(NamedTuple):
@@ -70,6 +75,10 @@ class _Span(NamedTuple):
     seconds: int
     covered: float
     table: CountTable
+
+
+def _at_index(values: list[int], index: int | None) -> int:
+    return values[index] if index is not None and index < len(values) else 0
 
 
 def _per_second(count: int, covered: float) -> float:
@@ -97,6 +106,15 @@ class StatusWindows:
     def figures(self) -> StatusFigures:
         now = self._windows.live()
         *spans, since_start = self._spans(now, since_start=True)
+        recent, recent_covered = self._windows.window_from(now, RECENT_SECONDS)
+
+        def recent_of(tool: str) -> WindowFigures:
+            calls, rejected = (
+                _at_index(recent, self._windows.index_of(CountKey(tool, "", what)))
+                for what in (Count.CALLS, Count.REJECTED)
+            )
+            counts = ToolCounts(calls=calls, rejected=rejected)
+            return WindowFigures(RECENT_SECONDS, recent_covered, _per_second(calls, recent_covered), counts)
 
         def tool_windows(tool: str) -> ToolWindows:
             windows = []
@@ -105,7 +123,8 @@ class StatusWindows:
                 windows.append(
                     WindowFigures(span.seconds, span.covered, _per_second(counts.calls, span.covered), counts)
                 )
-            return ToolWindows(tool, tuple(windows), self._series(now, CountKey(tool, "", Count.CALLS)))
+            calls_per_minute = self._series(now, CountKey(tool, "", Count.CALLS))
+            return ToolWindows(tool, tuple(windows), calls_per_minute, recent_of(tool))
 
         def arguments() -> Iterator[ArgumentWindows]:
             for tool, argument, value_set in self._rows_with():

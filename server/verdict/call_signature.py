@@ -21,6 +21,9 @@ NO_PROBLEMS: Signature = frozenset()
 
 UNVERIFIABLE = "unverifiable"  # a check that could not run: its source or record look-up was down
 REPEAT = "repeat"
+# Not a problem: the call read a stale set whose policy says `on_stale: observe`, so the gateway judged it in
+# observe whatever the tool's mode (a check's own override still decides that check's problems).
+JUDGED_STALE: Element = ("", "on_stale_observe", False)
 
 
 def cause_of(problem: Problem) -> str:
@@ -36,10 +39,19 @@ def cause_of(problem: Problem) -> str:
     return str(code.value)
 
 
-def signature_of(names: CheckNames, problems: Iterable[Problem], skipped: Iterable[SkippedCheck]) -> Signature:
-    """The call's signature; NO_PROBLEMS for a call with no problem and no check skipped for a failure."""
-    elements = {(names.of(problem), cause_of(problem), False) for problem in problems}
+def signature_of(
+    names: CheckNames | None, problems: Iterable[Problem], skipped: Iterable[SkippedCheck], stale: bool = False
+) -> Signature:
+    """The call's signature; NO_PROBLEMS for a call with no problem and no check skipped for a failure.
+    `names` None: a tool the policy lacks (its problems are the whole call's); `stale`: judged in observe
+    for a stale set (JUDGED_STALE)."""
+    if names is None:
+        elements = {("", cause_of(problem), False) for problem in problems}
+    else:
+        elements = {(names.of(problem), cause_of(problem), False) for problem in problems}
     for check in skipped:
         if check.reason is SkipReason.UNAVAILABLE:  # not ELEMENTS_LIMIT: no failure override changes that
-            elements.add((names.of_skipped(check), UNVERIFIABLE, True))
+            elements.add((names.of_skipped(check) if names is not None else "", UNVERIFIABLE, True))
+    if elements and stale:
+        elements.add(JUDGED_STALE)
     return frozenset(elements) if elements else NO_PROBLEMS

@@ -36,7 +36,7 @@ def test_each_flags_help_is_the_runbooks_words() -> None:
 
 def test_every_flag_health_can_show_has_its_help() -> None:
     flags = ["SRC-DOWN", "FAIL-CLOSED 12", "FAIL-OPEN 3.4k", "NO-SET", *CAUSE_FLAGS.values(), "STALE", "OOS>5%"]
-    flags += ["ABANDONED 9", "EXPIRES 4m"]
+    flags += ["ABANDONED 9", "EXPIRES 4m", "CLOSED·OBSERVED 12", "STORM 2.4x"]
     for flag in flags:
         assert len(entries_for([flag])) == 1, flag
     assert [entry.flag for entry in entries_for(["SRC-DOWN", "STALE"], refusing=True)] == [

@@ -1,4 +1,4 @@
-"""The game day's short form (bench/gameday.py --short): a fleet on loopback through six faults, every row ok.
+"""The game day's short form (bench/gameday.py --short): a fleet on loopback through seven faults, every row ok.
 
 `make gameday` plays the same scenarios longer and prints the table docs/operating.md shows.
 """
@@ -36,5 +36,6 @@ def test_the_short_game_day_holds_on_every_scenario() -> None:
         "gateway rolling restart + policy change",
         "redis restart (empty)",
         "reload of a broken policy",
+        "owner down, fail open one source",
     ]
     assert all(row.endswith("| ok |") for row in table[1:]), "\n".join(table)

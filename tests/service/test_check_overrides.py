@@ -8,13 +8,18 @@ invented reason is still refused; clearing it (or its expiry) restores it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry
 
-from argwatch.server.process.app import RunningGateway
+from argwatch.server.policy.loader import load_policy
+from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1.gateway_pb2 import Mode
+from tests.conftest import loopback_settings
 from tests.service import test_records_rules as records
 from tests.service.helpers import admin_status, admin_stub, eventually
 from tests.service.test_records_rules import Start, call, found
@@ -169,3 +174,36 @@ async def test_a_failure_override_of_nothing_the_policy_has_or_with_a_tool_is_re
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await admin.SetMode(admin_pb2.SetModeRequest(check="source:orders_db", failure="ajar", reason="x"))
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_check_override_comes_before_the_global_override_and_survives_a_restart(tmp_path) -> None:
+    """Precedence as documented (check, then tool, then global), kept in the --mode-state file like the rest."""
+    (tmp_path / "sets.yaml").write_text("refunds.reason_codes: {version: 1, members: [DAMAGED_ITEM]}\n")
+    (tmp_path / "policy.yaml").write_text(records.policy_yaml("127.0.0.1:9", "open"))  # no owner: fails open
+    policy = load_policy(str(tmp_path / "policy.yaml"))
+    settings = replace(loopback_settings(policy.path), mode_state=str(tmp_path / "modes.json"))
+    first = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        channel, admin = admin_stub(first)
+        async with channel:
+            await admin.SetMode(admin_pb2.SetModeRequest(mode=pb.MODE_OBSERVE, reason="INC-9: all watch"), timeout=5)
+            await admin.SetMode(
+                admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-9"), timeout=5
+            )
+        await _set(first, "arg:reason_code", pb.MODE_REJECT)
+        refused = await call(first, INVENTED)
+        assert (refused.decision, refused.mode) == (pb.DECISION_REJECT, pb.MODE_OBSERVE)  # the check decides
+    finally:
+        await first.stop(0)
+    again = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        assert (await call(again, INVENTED)).decision == pb.DECISION_REJECT
+        over_paid = {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 999_999}
+        assert (await call(again, over_paid)).decision == pb.DECISION_ALLOW  # the rest observes, globally
+        status = await admin_status(again)
+        assert status.global_mode == pb.MODE_OBSERVE
+        refund = next(tool for tool in status.tools if tool.tool == "refund_order")
+        overridden = [(c.name, c.override_mode, c.override_actor) for c in refund.checks if c.override_mode]
+        assert overridden == [("arg:reason_code", "reject", "ana@oncall")]
+    finally:
+        await again.stop(0)

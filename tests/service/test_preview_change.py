@@ -10,6 +10,7 @@ nothing is changed or audited by asking.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import grpc
 import pytest
@@ -27,7 +28,7 @@ GOOD = {"order_id": "ord_1", "reason_code": "DAMAGED_ITEM", "amount_cents": 100}
 INVENTED = {"order_id": "ord_1", "reason_code": "ITEM_DEFECTIVE", "amount_cents": 100}
 
 
-async def _preview(gateway: RunningGateway, **change: object) -> admin_pb2.PreviewChangeResponse:
+async def _preview(gateway: RunningGateway, **change: Any) -> admin_pb2.PreviewChangeResponse:
     channel, admin = admin_stub(gateway)
     async with channel:
         response: admin_pb2.PreviewChangeResponse = await admin.PreviewChange(
@@ -67,7 +68,8 @@ async def test_failing_open_on_the_down_source_previews_the_unverifiable_calls_a
     assert preview.changes_anything
     assert [SO_FAR.sub("", line) for line in preview.lines[:3]] == [
         "change: source:orders_db failure override: no override -> fails open while it cannot be read, for 10 min",
-        "last 1 min: 35 calls to refund_order, refused or not; the modes in force now refuse 35 of them",
+        "last 1 min: 35 calls to refund_order on this replica, refused or not; "
+        "the modes in force now refuse 35 of them",
         "  it would let through 30 of those 35 refused calls: 30 unverifiable (source down)",
     ]
     assert preview.lines[-2:] == [

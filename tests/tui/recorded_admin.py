@@ -111,6 +111,63 @@ def recorded_status() -> admin_pb2.GetStatusResponse:
     return status
 
 
+REFUSED = (
+    "{target} {method}: UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: ipv4:{target}: "
+    "Failed to connect to remote host: Connection refused"
+)
+
+
+def incident_status() -> admin_pb2.GetStatusResponse:
+    """The recorded status during an incident: the orders' record owner and the directory are down; refunds
+    fail closed in reject (refusing every call now) and agents retry them (a storm); create_ticket's
+    requester look-up fails closed but the tool is observed; a check and a source have on-call overrides."""
+    status = recorded_status()
+    refund, ticket, stock = status.tools
+    del refund.windows[:]
+    for seconds, calls, repeats, started in ((60, 2100, 40, 2100), (900, 14400, 52, 2400), (3600, 55000, 160, 3000)):
+        refund.windows.add(
+            window_seconds=seconds, covered_seconds=float(seconds), per_second=calls / seconds, calls=calls,
+            rejected=started, rejected_rate=started / calls, repeats=repeats, repair_started=started,
+        )  # fmt: skip
+    refund.recent.CopyFrom(admin_pb2.WindowFigures(window_seconds=15, covered_seconds=15.0, calls=540, rejected=540))
+    refund.recent.rejected_rate = 1.0
+    order = next(check for check in refund.checks if check.argument == "order_id")
+    order.available_now, order.name = False, "record:order"
+    reason = next(check for check in refund.checks if check.argument == "reason_code")
+    reason.available_now, reason.name = True, "arg:reason_code"
+    (order_row,) = [a for a in status.arguments if a.argument == "order_id"]
+    for figures in order_row.windows:
+        figures.problems["check_unavailable"] = figures.problems["not_found"] * 40
+    ticket.checks.add(check="set:identity.handles", argument="assignee", name="arg:assignee")
+    ticket.checks.add(check="record:requester", argument="requester_id", fails_closed=True, name="record:requester")
+    requester = status.arguments.add(tool="create_ticket", argument="requester_id")
+    requester.windows.extend(_windows(600, 0, 0, 0, p_check_unavailable=31))
+    stock.checks.add(
+        check="set:wms.warehouses", argument="warehouse_code", name="arg:warehouse_code", available_now=True,
+        override_mode="reject", override_actor="ana@oncall", override_reason="INC-9: refuse invented warehouses",
+        override_expires_at=_at(1800),
+    )  # fmt: skip
+    status.failure_overrides.add(
+        target="source:owners", failure="open", actor="ana@oncall", reason="INC-9: owners flapping",
+        set_at=_at(-120), expires_at=_at(1680),
+    )  # fmt: skip
+    status.sources.add(
+        name="owners", kind="value_sets", connected=True, address="10.0.4.12:50061",
+        value_sets=["refunds.reason_codes"], tools=["refund_order"],
+    )  # fmt: skip
+    status.sources.add(
+        name="directory", kind="value_sets", connected=False, address="10.0.4.20:50071",
+        value_sets=["identity.handles"], tools=["create_ticket"], last_transport_error_at=_at(-2),
+        last_transport_error=REFUSED.format(target="10.0.4.20:50071", method="WatchValueSets"),
+    )  # fmt: skip
+    status.sources.add(
+        name="orders_db", kind="records", connected=False, address="10.0.4.30:50081",
+        record_kinds=["order", "customer"], tools=["refund_order", "create_ticket"], last_transport_error_at=_at(-1),
+        last_transport_error=REFUSED.format(target="10.0.4.30:50081", method="Lookup"),
+    )  # fmt: skip
+    return status
+
+
 def _counts(enumerated: int, checked: int, typed: int, unconstrained: int) -> admin_pb2.CoverageCounts:
     total = enumerated + checked + typed + unconstrained
     return admin_pb2.CoverageCounts(
@@ -189,8 +246,11 @@ class RecordedAdmin:
 
     target = "127.0.0.1:50052"
 
+    def __init__(self, incident: bool = False) -> None:
+        self._status = incident_status if incident else recorded_status
+
     async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
-        yield recorded_status()
+        yield self._status()
         await asyncio.Event().wait()
 
     async def set_mode(self, tool: str, mode: pb.Mode, reason: str, expires_in_seconds: int) -> admin_pb2.ModeChange:

@@ -76,7 +76,7 @@ async def test_question_mark_on_a_flagged_row_says_what_to_do_in_the_runbooks_wo
             assert "What to do about refund_order . reason_code" in said
             assert "SRC-DOWN: the set's source is unreachable from this replica" in said
             assert "what to do: Check the owning service's health and the network path from the gateway." in said
-            assert "refusing 100%: the share of the tool's calls refused in the last minute" in said  # it refuses
+            assert "refusing 100%: the share of the tool's calls refused now" in said  # it refuses
             assert said.index("SRC-DOWN:") < said.index("STALE:") < said.index("OOS>3%:")  # what to act on first
     finally:
         await client.close()

@@ -163,3 +163,18 @@ def test_timeline(snap_compare: SnapCompare) -> None:
         )
 
     assert snap_compare(recorded_app(), terminal_size=(120, 24), run_before=open_timeline)
+
+
+# One glance during an incident: the sources down named above the table (address, error, what they serve,
+# the tools), refunds refusing every call now with agents retrying (STORM), a fail-closed check on an observed
+# tool (CLOSED·OBSERVED, not FAIL-CLOSED), and the overrides below a tool in MODE.
+def incident_app() -> ArgwatchApp:
+    return ArgwatchApp(RecordedAdmin(incident=True), interval=1.0, clock=lambda: 1000.0, live_detail=False)
+
+
+def test_incident_at_80x24(snap_compare: SnapCompare) -> None:
+    assert snap_compare(incident_app(), terminal_size=(80, 24), run_before=shown)
+
+
+def test_incident_at_120x40(snap_compare: SnapCompare) -> None:
+    assert snap_compare(incident_app(), terminal_size=(120, 40), run_before=shown)

@@ -21,7 +21,8 @@ from argwatch.server.telemetry.call_signatures import NOT_KEPT, CallSignatures
 # Each way a preview may print a number of calls, with what the number counts.
 QUALIFIED = (
     re.compile(
-        r"(?P<n>[\d,]+) calls to \S+(?: \(\d+\))?, refused or not; the modes in force now refuse (?P<m>[\d,]+) of them"
+        r"(?P<n>[\d,]+) calls to .+? on this replica, refused or not; "
+        r"the modes in force now refuse (?P<m>[\d,]+) of them"
     ),
     re.compile(r"it would let through (?P<n>[\d,]+) of those (?P<m>[\d,]+) refused calls"),
     re.compile(r"it would refuse (?P<n>[\d,]+) of the (?P<m>[\d,]+) calls let through now"),
@@ -39,7 +40,8 @@ def _preview(window: WindowPreview) -> Preview:
 def test_the_issue_incident_reads_as_calls_then_refusals() -> None:
     window = WindowPreview(60, 60.0, 1204, 1198, 1150, {"unverifiable": 1140, "not_owned": 10}, 0, {}, 0)
     assert window_lines(window, "to refund_order") == [
-        "last 1 min: 1,204 calls to refund_order, refused or not; the modes in force now refuse 1,198 of them",
+        "last 1 min: 1,204 calls to refund_order on this replica, refused or not; "
+        "the modes in force now refuse 1,198 of them",
         "  it would let through 1,150 of those 1,198 refused calls: 1,140 unverifiable (source down), 10 not owned "
         "(a call with two causes counts under each)",
     ]
@@ -84,3 +86,13 @@ def test_signatures_past_the_bounds_are_counted_as_not_kept() -> None:
     assert counts[("refund_order", NOT_KEPT)] == 3
     assert counts[("lookup", frozenset())] == 1 and counts[("lookup", NOT_KEPT)] == 1
     assert sum(counts.values()) == 7  # every call counted somewhere
+
+
+def test_calls_let_through_on_a_tool_whose_repeats_refuse_are_said_to_be_unchecked_for_repeats() -> None:
+    window = WindowPreview(60, 60.0, 10, 10, 10, {"unverifiable": 10}, 0, {}, 0)
+    preview = _preview(window)
+    assert not any("repeats" in line for line in lines(preview))
+    preview.repeats_unchecked = True
+    assert "  some of those may still be refused as repeats: a refused call's repeat is never looked for" in lines(
+        preview
+    )
