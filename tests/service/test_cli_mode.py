@@ -240,7 +240,7 @@ async def test_preview_prints_the_gateway_s_lines_and_changes_nothing(gateway: R
 
     await eventually(previewed)
     assert found[0] == "change: refund_order, the whole tool: reject -> observe"
-    assert found[1].startswith("last 1 min") and "7 calls to refund_order, refused or not" in found[1]
+    assert found[1].startswith("last 1 min") and "7 calls to refund_order on this replica, refused or not" in found[1]
     code, out, err = await argwatch("mode", "preview", "refund_order", "observe", "--json", *looking)
     shown = json.loads(out)
     assert code == 0 and shown["changes_anything"] is True
