@@ -31,9 +31,13 @@ CALLS = 4_000
 REPEATS = 5
 
 
-async def per_call(policy_path: str, strip: tuple[str, ...] = (), by_model: bool = False) -> tuple[float, int]:
+async def per_call(
+    policy_path: str, strip: tuple[str, ...] = (), by_model: bool = False, signatures: bool = True
+) -> tuple[float, int]:
     """Microseconds per validate() and the problems found, with `strip`ped features removed from the tool;
-    `by_model`: the policy declares models, so each value check is counted again under the call's model."""
+    `by_model`: the policy declares models, so each value check is counted again under the call's model;
+    `signatures` False: no call is counted by its refusal signature (what PreviewChange reads), the baseline
+    that count's cost is measured against."""
     policy = load_policy(policy_path)
     if by_model:
         import dataclasses
@@ -55,6 +59,8 @@ async def per_call(policy_path: str, strip: tuple[str, ...] = (), by_model: bool
     message = gateway_pb2.ValidateRequest.FromString(payload())
     message.model, message.prompt_version = "gpt-4.1-mini", "support-v13"
     call = wire.call_from_request(message)
+    if not signatures:
+        gateway.validator._signatures = None  # as offline replay builds it: the one thing left out
     verdict = await gateway.validator.validate(call)  # warms the look-up cache
     gc.collect()
     micros = await best_micros(lambda: gateway.validator.validate(call), CALLS, REPEATS)
@@ -68,6 +74,10 @@ async def main() -> None:
     try:
         rows = [
             ("membership only (1 bound argument)", await per_call(os.path.join(HERE, "policy.yaml"))),
+            (
+                "membership only, no call counted for previews",
+                await per_call(os.path.join(HERE, "policy.yaml"), signatures=False),
+            ),
             (
                 "membership, split by model (the policy declares models)",
                 await per_call(os.path.join(HERE, "policy.yaml"), by_model=True),
