@@ -22,6 +22,9 @@ CAUSE_WORDS = {
     "not_found": "not found",
     "rule_failed": "rule failed",
     "unknown_tool": "naming a tool the policy does not know",
+    "case": "wrong case",
+    "separator": "wrong separator",
+    "retired": "retired values",
 }
 
 
@@ -76,7 +79,7 @@ def window_lines(window: WindowPreview, whom: str) -> list[str]:
     span = _span(window)
     out = [
         f"{span}: {window.calls:,} calls {whom} on this replica, refused or not; "
-        f"the modes in force now refuse {window.refused_now:,} of them"
+        f"the modes in force now would have refused {window.refused_now:,} of them"
     ]
     if window.newly_allowed:
         out.append(

@@ -69,7 +69,7 @@ async def test_failing_open_on_the_down_source_previews_the_unverifiable_calls_a
     assert [SO_FAR.sub("", line) for line in preview.lines[:3]] == [
         "change: source:orders_db failure override: no override -> fails open while it cannot be read, for 10 min",
         "last 1 min: 35 calls to refund_order on this replica, refused or not; "
-        "the modes in force now refuse 35 of them",
+        "the modes in force now would have refused 35 of them",
         "  it would let through 30 of those 35 refused calls: 30 unverifiable (source down)",
     ]
     assert preview.lines[-2:] == [

@@ -229,10 +229,10 @@ def recorded_preview(change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChang
         lines=[
             f"change: {subject} -> {after}",
             "last 1 min: 35 calls to create_ticket on this replica, refused or not; "
-            "the modes in force now refuse 35 of them",
+            "the modes in force now would have refused 35 of them",
             "  it would let through 30 of those 35 refused calls: 30 unverifiable (source down)",
             "last 15 min: 420 calls to create_ticket on this replica, refused or not; "
-            "the modes in force now refuse 96 of them",
+            "the modes in force now would have refused 96 of them",
             "  it would let through 90 of those 96 refused calls: 84 unverifiable (source down), 6 invented values "
             "(a call with two causes counts under each)",
             "it switches off (security first):",

@@ -22,7 +22,7 @@ from argwatch.server.telemetry.call_signatures import NOT_KEPT, CallSignatures
 QUALIFIED = (
     re.compile(
         r"(?P<n>[\d,]+) calls to .+? on this replica, refused or not; "
-        r"the modes in force now refuse (?P<m>[\d,]+) of them"
+        r"the modes in force now would have refused (?P<m>[\d,]+) of them"
     ),
     re.compile(r"it would let through (?P<n>[\d,]+) of those (?P<m>[\d,]+) refused calls"),
     re.compile(r"it would refuse (?P<n>[\d,]+) of the (?P<m>[\d,]+) calls let through now"),
@@ -41,7 +41,7 @@ def test_the_issue_incident_reads_as_calls_then_refusals() -> None:
     window = WindowPreview(60, 60.0, 1204, 1198, 1150, {"unverifiable": 1140, "not_owned": 10}, 0, {}, 0)
     assert window_lines(window, "to refund_order") == [
         "last 1 min: 1,204 calls to refund_order on this replica, refused or not; "
-        "the modes in force now refuse 1,198 of them",
+        "the modes in force now would have refused 1,198 of them",
         "  it would let through 1,150 of those 1,198 refused calls: 1,140 unverifiable (source down), 10 not owned "
         "(a call with two causes counts under each)",
     ]
