@@ -1,4 +1,4 @@
-"""What the flip dialog can act on for one tool: the whole tool, one of its checks, or a source or set they read."""
+"""What the flip dialog can act on for one tool: the whole tool, one of its checks, or a set, record kind or source."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ class FlipTarget:
 
 
 def flip_targets(tool: admin_pb2.ToolStatus, status: admin_pb2.GetStatusResponse) -> list[FlipTarget]:
-    """The whole tool, each check by its override name, then the value sets its checks read and their sources.
-    Record kinds are not offered: the status does not say which kind or source a record check reads."""
+    """The whole tool, each check by its override name, then what its checks read (CheckPolicy.failure_targets:
+    value sets, record kinds and their sources), each once."""
     found = [FlipTarget("the whole tool", WHOLE_TOOL, False, "")]
     for check in tool.checks:
         if not check.name:
@@ -39,13 +39,8 @@ def flip_targets(tool: admin_pb2.ToolStatus, status: admin_pb2.GetStatusResponse
             else "follows the tool's mode"
         )
         found.append(FlipTarget(label, check.name, False, now))
-    sources = {value_set.name: value_set.source for value_set in status.value_sets}
     overrides = {failure.target: failure for failure in status.failure_overrides}
-    read: list[str] = []
-    for check in tool.checks:
-        if check.check.startswith("set:"):
-            name = check.check.removeprefix("set:")
-            read += [f"set:{name}"] + ([f"source:{sources[name]}"] if sources.get(name) else [])
+    read = [target for check in tool.checks for target in check.failure_targets]
     for target in dict.fromkeys(read):  # in order, once each
         override = overrides.get(target)
         now = (

@@ -26,9 +26,12 @@ from argwatch.server.policy.check_ids import (
     ARG,
     FAILURE_PREFIXES,
     RECORD,
+    RECORD_KIND,
     REPEAT_CHECK,
     RULE,
     SCHEMA_CHECK,
+    SOURCE,
+    VALUE_SET,
     record_failure,
     set_failure,
 )
@@ -697,6 +700,10 @@ def _check_policies(
             fails_closed=set_failure(policy.value_sets[binding.value_set], failures) is Failure.CLOSED,
             name=f"{ARG}{binding.name}",
             available_now=f"set:{binding.value_set}" in can_run,
+            failure_targets=[
+                f"{VALUE_SET}{binding.value_set}",
+                f"{SOURCE}{policy.value_sets[binding.value_set].source}",
+            ],
         )
         for binding in tool.arguments
     ]
@@ -707,6 +714,7 @@ def _check_policies(
             fails_closed=record_failure(record, failures) is Failure.CLOSED,
             name=f"{RECORD}{record.name}",
             available_now=f"source:{record.source}" in can_run,
+            failure_targets=[f"{RECORD_KIND}{record.kind}", f"{SOURCE}{record.source}"],
         )
         for record in tool.records
     ]

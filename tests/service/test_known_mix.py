@@ -52,8 +52,7 @@ async def test_the_figures_of_a_known_mix_add_up_and_the_preview_names_what_a_fl
     said = "\n".join(preview.lines)
     assert (
         "20 calls to refund_order on this replica, refused or not; "
-        "the modes in force now would have refused 10 of them"
-        in said
+        "the modes in force now would have refused 10 of them" in said
     )
     assert "it would let through 10 of those 10 refused calls: 6 invented values, 4 wrong case" in said
     assert not same.changes_anything and "it would have decided none of them differently" in "\n".join(same.lines)

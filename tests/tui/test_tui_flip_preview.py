@@ -16,8 +16,11 @@ from argwatch.tui.preview_panel import LOADING, PreviewPanel
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import GatewayFactory
+from tests.service import test_records_rules as records
 from tests.service.helpers import admin_status, gateway_stub, request
 from tests.tui.pilot_helpers import pick, until
+
+records_start = records.start  # a real RecordSource, up or down, and a gateway on it
 
 SIZE = (120, 40)
 FIRST = "change: refund_order arg:reason_code: "
@@ -110,3 +113,23 @@ async def test_when_the_gateway_cannot_answer_the_dialog_says_why_and_shows_no_f
         shown = preview_of(app)
         await until(pilot, lambda: "no preview: UNAVAILABLE" in str(shown.render()))
         assert shown.lines == () and LOADING not in str(shown.render())
+
+
+async def test_a_record_kind_s_failure_is_offered_for_a_record_check(
+    records_start: records.Start, client: list[AdminClient]
+) -> None:
+    """The issue's lever from the dialog: fail open on the order look-up (record_kind:order) while its owner is
+    down, previewed before it is applied."""
+    gateway = await records_start(failure="closed", source_up=False)
+    client.append(AdminClient(Connection(gateway.admin_target, actor="pilot@oncall")))
+    app = ArgwatchApp(client[0], interval=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.status is not None)
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ModeDialog) and bool(preview_of(app).lines))
+        # The whole tool, its checks (arg:reason_code, record:order, rule:not_above_paid), then what they read:
+        # set:refunds.reason_codes, source:local, record_kind:order, source:orders_db.
+        await pick(pilot, "#target", 6)
+        await until(pilot, lambda: app.screen.query_one("#target", Select).value == "record_kind:order")
+        opening = "change: record_kind:order failure override: no override -> fails open while it cannot be read"
+        await until(pilot, lambda: preview_of(app).lines[:1] == (opening,))
