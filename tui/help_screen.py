@@ -58,7 +58,7 @@ class HelpScreen(ModalScreen[None]):
             "  MODE       observe or reject, with (override) or (global) when on-call forced it",
             "             ((ovr) and (glb) on a narrow screen), refusing N%: the share of its",
             "             calls refused now (the last 15 s), and overrides below the tool:",
-            "             1 check observe, orders fails open (+1 ovr on a narrow screen)",
+            "             1 check observe, orders fails open (narrow: +1 ovr, or refusing N%+)",
             "Above the table: each source down, its address and error, what it serves, the tools.",
             "  OOS%       values not in their set; NORM% after normalisation (case, separators)",
             "  CALLS/S    the tool's calls a second;  PROBLEMS  every problem on the argument",

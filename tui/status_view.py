@@ -119,12 +119,14 @@ def mode_cell(
     """MODE as the table shows it: the mode, how much it refuses now, and the overrides below the tool ("reject
     · refusing 100% · 1 check observe"; `failures`: the failure overrides touching it). Written short, a tool
     that refuses reads "refusing 100%" alone (only reject mode refuses, so it says the mode too), and one with
-    overrides below it "reject +1 ovr"."""
+    overrides below it "reject +1 ovr", or "refusing 24%+" when it also refuses (the detail lists them)."""
     refusing = refusing_text(refusing_share(tool))
     if short:
         below = override_count(tool, failures)
-        if refusing or not below:
-            return refusing or mode_text(tool, short=True)
+        if refusing:
+            return refusing + ("+" if below else "")
+        if not below:
+            return mode_text(tool, short=True)
         return f"{MODE_NAMES.get(tool.mode, '-')} +{below} ovr"
     return " · ".join(part for part in (mode_text(tool), refusing, overrides_text(tool, failures)) if part)
 

@@ -247,16 +247,20 @@ def below_tools(status: admin_pb2.GetStatusResponse, every_check: bool = False) 
     for tool in tools_of(status):
         for check in tool.checks:
             if check.override_mode:
+                expires = _expiry(
+                    check.override_expires_at if check.HasField("override_expires_at") else None, status.taken_at
+                )
                 lines.append(
                     f"  {tool.tool} {check.name}: {check.override_mode} (override by {check.override_actor}: "
-                    f"{check.override_reason})"
+                    f"{check.override_reason}), expires {expires}"
                 )
     if lines:
         lines.insert(0, "checks overridden:")
     if status.failure_overrides:
         lines.append("failure overrides:")
         lines += [
-            f"  {failure.target}: fails {failure.failure} (by {failure.actor}: {failure.reason})"
+            f"  {failure.target}: fails {failure.failure} (by {failure.actor}: {failure.reason}), expires "
+            + _expiry(failure.expires_at if failure.HasField("expires_at") else None, status.taken_at)
             for failure in status.failure_overrides
         ]
     if every_check:

@@ -57,6 +57,8 @@ def test_the_incident_reads_at_one_glance() -> None:
     (refund_row, *_) = [s for s in row_sources(status) if s.tool_name == "refund_order"]
     assert [f.target for f in refund_row.failures] == ["source:owners"]  # owners serves refunds' reason codes
     assert mode_cell(refund, failures=refund_row.failures) == "reject · refusing 100% · owners fails open"
+    # Narrow: a tool that refuses says so first, and marks the overrides below it (the detail lists them).
+    assert mode_cell(refund, short=True, failures=refund_row.failures) == "refusing 100%+"
     assert overrides_text(ticket, ()) == ""
     assert source_lines(status) == [
         "SOURCE DOWN directory 10.0.4.20:50071: UNAVAILABLE: Connection refused · sets identity.handles"
