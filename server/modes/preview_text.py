@@ -84,13 +84,13 @@ def window_lines(window: WindowPreview, whom: str) -> list[str]:
     if window.newly_allowed:
         out.append(
             f"  it would let through {window.newly_allowed:,} of those {window.refused_now:,} refused calls: "
-            + _causes(window.newly_allowed_by_cause)
+            + _causes(window.newly_allowed_by_cause, window.newly_allowed)
         )
     if window.newly_refused:
         passing = window.calls - window.refused_now - window.not_previewed
         out.append(
             f"  it would refuse {window.newly_refused:,} of the {passing:,} calls let through now: "
-            + _causes(window.newly_refused_by_cause)
+            + _causes(window.newly_refused_by_cause, window.newly_refused)
         )
     if not window.newly_allowed and not window.newly_refused:
         out.append("  it would have decided none of them differently")
@@ -99,10 +99,11 @@ def window_lines(window: WindowPreview, whom: str) -> list[str]:
     return out
 
 
-def _causes(by_cause: dict[str, int]) -> str:
+def _causes(by_cause: dict[str, int], calls: int) -> str:
+    """The causes, most calls first; said to overlap only where they do (they add up to more than `calls`)."""
     ordered = sorted(by_cause.items(), key=lambda item: (-item[1], item[0]))
-    text = ", ".join(f"{calls:,} {CAUSE_WORDS.get(cause, cause.replace('_', ' '))}" for cause, calls in ordered)
-    if len(ordered) > 1:
+    text = ", ".join(f"{count:,} {CAUSE_WORDS.get(cause, cause.replace('_', ' '))}" for cause, count in ordered)
+    if sum(by_cause.values()) > calls:
         text += " (a call with two causes counts under each)"
     return text
 

@@ -233,8 +233,7 @@ def recorded_preview(change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChang
             "  it would let through 30 of those 35 refused calls: 30 unverifiable (source down)",
             "last 15 min: 420 calls to create_ticket on this replica, refused or not; "
             "the modes in force now would have refused 96 of them",
-            "  it would let through 90 of those 96 refused calls: 84 unverifiable (source down), 6 invented values "
-            "(a call with two causes counts under each)",
+            "  it would let through 90 of those 96 refused calls: 84 unverifiable (source down), 6 invented values",
             "it switches off (security first):",
             "  ownership (security): create_ticket record:customer would let calls through while directory is down "
             "(fails open): whether customer ids exist and are the customer's own would go unchecked then, counted "

@@ -42,9 +42,12 @@ def test_the_issue_incident_reads_as_calls_then_refusals() -> None:
     assert window_lines(window, "to refund_order") == [
         "last 1 min: 1,204 calls to refund_order on this replica, refused or not; "
         "the modes in force now would have refused 1,198 of them",
-        "  it would let through 1,150 of those 1,198 refused calls: 1,140 unverifiable (source down), 10 not owned "
-        "(a call with two causes counts under each)",
+        "  it would let through 1,150 of those 1,198 refused calls: 1,140 unverifiable (source down), 10 not owned",
     ]
+    overlapping = WindowPreview(60, 60.0, 40, 40, 35, {"unverifiable": 35, "invented": 5}, 0, {}, 0)
+    assert window_lines(overlapping, "to refund_order")[1].endswith(
+        "35 unverifiable (source down), 5 invented values (a call with two causes counts under each)"
+    )
     assert lines(_preview(window))[0] == (
         "change: refund_order record:order: reject -> observe (the tool's other checks keep theirs)"
     )
