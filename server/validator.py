@@ -16,7 +16,7 @@ from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
-from argwatch.server.records.lookup_client import RecordClient
+from argwatch.server.records.lookup_client import RecordLookups
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
 from argwatch.server.repair.tracker import NoRepairTracking, RepairTracking
@@ -70,7 +70,7 @@ class Validator:
         metrics: GatewayMetrics,
         samples: SampledValueLog,
         rejections: RejectionLog,
-        record_clients: Mapping[str, RecordClient],
+        record_clients: Mapping[str, RecordLookups],
         offenders: OffenderTable,
         *,
         repairs: RepairTracking | None = None,

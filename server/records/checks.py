@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from argwatch.server.policy.arg_paths import format_path
 from argwatch.server.policy.check_ids import record_failure
 from argwatch.server.policy.model import DEFAULT_MAX_ELEMENTS, Failure, RecordBinding, ToolPolicy
-from argwatch.server.records.lookup_client import Lookup, RecordClient
+from argwatch.server.records.lookup_client import Lookup, RecordLookups
 from argwatch.server.verdict.arg_values import locate
 from argwatch.server.verdict.findings import Problem, ProblemCode, SkippedCheck, SkipReason
 from argwatch.server.verdict.set_checks import as_json_text
@@ -40,7 +40,7 @@ async def check_records(
     tool: ToolPolicy,
     arguments: Mapping[str, object],
     customer_id: str,
-    clients: Mapping[str, RecordClient],
+    clients: Mapping[str, RecordLookups],
     deadline: float | None,
     max_elements: int = DEFAULT_MAX_ELEMENTS,
     failures: Mapping[str, Failure] = MappingProxyType({}),
@@ -103,7 +103,7 @@ def _take(binding: RecordBinding, where: str, value: object, wanted: list[_Wante
 
 
 async def _look_up(
-    wanted: list[_Wanted], clients: Mapping[str, RecordClient], deadline: float | None
+    wanted: list[_Wanted], clients: Mapping[str, RecordLookups], deadline: float | None
 ) -> dict[tuple[str, str, str], Lookup]:
     """An answer for every (source, kind, id) wanted: cache hits in place, the rest of each source and
     kind together in one batch (one look-up directly: gather's tasks cost a measurable share of a call for

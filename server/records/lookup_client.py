@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import grpc
 
@@ -33,6 +33,15 @@ class Lookup(NamedTuple):
     @property
     def available(self) -> bool:
         return not self.error
+
+
+class RecordLookups(Protocol):
+    """What the record checks ask of a source: a RecordClient, or `argwatch policy test`'s records held in
+    the test case (an in-process source, so the checks run as the gateway runs them, with no network)."""
+
+    def cached(self, kind: str, record_id: str) -> Lookup | None: ...
+
+    async def lookup_many(self, kind: str, record_ids: Sequence[str], deadline: float | None) -> list[Lookup]: ...
 
 
 class RecordClient:
