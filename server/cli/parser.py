@@ -9,7 +9,7 @@ from typing import Any
 
 from argwatch.common.durations import duration
 from argwatch.common.tls_flags import add_tls_arguments
-from argwatch.server.cli import commands, coverage_command, mode_command, replay_command, serve
+from argwatch.server.cli import commands, coverage_command, mode_command, policy_test_command, replay_command, serve
 from argwatch.server.process.settings import add_serve_arguments
 
 
@@ -119,6 +119,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     )
     check.add_argument("file", help="the policy YAML file")
     check.set_defaults(run=commands.check_policy)
+    policy_test_command.add_command(policy_commands, command)
 
     tui = command(
         "tui",

@@ -97,6 +97,7 @@ SERVER_LAYERS = (
     "edge",  # the gRPC services and what they put on the wire
     "process",  # the gateway process: settings, listeners, reloads, start and stop
     "replay",  # the gateway's checks over recorded calls, offline
+    "policytest",  # policy test cases, judged offline by the gateway's Validator
     "cli",  # the argwatch command
 )
 SERVER = Path(__file__).resolve().parents[2] / "server"
