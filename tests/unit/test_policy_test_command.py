@@ -157,3 +157,17 @@ def test_an_invalid_policy_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, _, err = run(capsys, "--policy", str(broken), str(write_case(tmp_path, "decision: allow")))
     assert code == 2
     assert f"{broken}: invalid policy" in err
+
+
+def test_sets_can_come_from_an_export_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sets.json").write_text(json.dumps({"refunds.reason_codes": {"version": 3, "members": ["LOST"]}}))
+    expect = """\
+    decision: reject
+    problems:
+      - {code: out_of_set, path: reason_code, shape: invented}
+    """
+    path = write_case(
+        tmp_path, expect, **{"  refunds.reason_codes: [DAMAGED_ITEM]\n": "", "sets:": "sets_from: sets.json"}
+    )
+    code, out, _ = run(capsys, str(path))
+    assert code == 0, out
