@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
+from time import perf_counter, time
 
+from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
@@ -76,9 +78,10 @@ class Validator:
         repairs: RepairTracking | None = None,
         operations: Operations | None = None,
         signatures: CallSignatures | None = None,
+        decisions: DecisionSink | None = None,
     ) -> None:
         """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
-        call is an operation's first, no preview counts are kept."""
+        call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none)."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -121,6 +124,7 @@ class Validator:
         self._redact = policy.sampling.redact
         self._operations: Operations = operations if operations is not None else NoOperations()
         self._signatures = signatures
+        self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
         for name, tool in policy.tools.items():
@@ -134,6 +138,16 @@ class Validator:
 
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
         """The verdict on `call`; `deadline` is the seconds the caller has left (bounds record look-ups)."""
+        if not self._decisions.enabled:
+            return await self._validate(call, deadline)
+        at, started = time(), perf_counter()
+        verdict = await self._validate(call, deadline)
+        latency = perf_counter() - started
+        # Where the mode came from, as it was when decided; the line itself is built in the writer's thread.
+        self._decisions.offer(at, call, verdict, self._modes.source_of(call.tool)[0], latency)
+        return verdict
+
+    async def _validate(self, call: ToolCall, deadline: float | None) -> Verdict:
         tool = self.policy.tools.get(call.tool)
         meters = self._meters[call.tool] if tool is not None else self._unknown_meters
         mode = self._modes.mode_for(call.tool)
