@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -32,7 +33,7 @@ POLICY = textwrap.dedent(
 SETS = "wms.warehouses:\n  version: 3\n  members: [AMS-1, FRA-2]\n"
 
 
-def _lines(folder: Path) -> list[dict[str, object]]:
+def _lines(folder: Path) -> list[dict[str, Any]]:
     """Every line in the folder: the rotated files (gzipped) and the current one."""
     found = []
     for path in sorted(folder.glob(ROTATED_GLOB)):
@@ -73,7 +74,7 @@ async def test_every_verdict_is_one_line_with_its_values_hashed_under_the_deploy
     assert bad["conversation_id"] == "c-1" and bad["tool"] == "transfer_stock"
     assert bad["problems"] == [
         {"code": "out_of_set", "path": "warehouse_code", "set": "wms.warehouses", "shape": bad["problems"][0]["shape"]}
-    ]  # type: ignore[index]
+    ]
     assert bad["sets"] == {"wms.warehouses": 3} and bad["policy_version"] == gateway.policy.version
     assert isinstance(bad["latency_seconds"], float) and bad["skipped"] == []
     key = (folder / KEY_FILE).read_bytes().strip()
