@@ -143,8 +143,8 @@ class Validator:
         at, started = time(), perf_counter()
         verdict = await self._validate(call, deadline)
         latency = perf_counter() - started
-        # Where the mode came from, as it was when decided; the line itself is built in the writer's thread.
-        self._decisions.offer(at, call, verdict, self._modes.source_of(call.tool)[0], latency)
+        # The mode document as it was when decided (immutable); the line itself is built in the writer's thread.
+        self._decisions.offer(at, call, verdict, self._modes.document, latency)
         return verdict
 
     async def _validate(self, call: ToolCall, deadline: float | None) -> Verdict:

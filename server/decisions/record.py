@@ -7,12 +7,12 @@ happen here.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from typing import Any
 
 import orjson
 
+from argwatch.server.modes.document import ModeDocument, source_in
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
 
@@ -35,11 +35,11 @@ class ValueHasher:
         return self.digest_bytes(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
 
     def digest_bytes(self, data: bytes) -> str:
-        return "hmac-sha256:" + hmac.new(self._key, data, hashlib.sha256).hexdigest()
+        return "hmac-sha256:" + hmac.digest(self._key, data, "sha256").hex()  # the one-call C path
 
 
 def decision_line(
-    at: float, call: ToolCall, verdict: Verdict, mode_source: str, latency: float, hasher: ValueHasher
+    at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, hasher: ValueHasher
 ) -> bytes:
     """The line for one decided call, newline included."""
     if call.arguments is not None:
@@ -56,7 +56,7 @@ def decision_line(
         "model": call.model[:MAX_TEXT],
         "decision": verdict.decision.value,
         "mode": verdict.mode.value,
-        "mode_source": mode_source,
+        "mode_source": source_in(modes, call.tool)[0],  # here, off the loop: the document is immutable
         "downgraded_by_staleness": verdict.downgraded_by_staleness,
         "problems": [
             {"code": p.code.value, "path": p.argument[:MAX_TEXT], "set": p.value_set, "shape": p.shape.value}

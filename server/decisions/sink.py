@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from argwatch.server.modes.document import ModeDocument
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
 
@@ -13,7 +14,7 @@ class DecisionSink(Protocol):
 
     enabled: bool
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, mode_source: str, latency: float) -> None: ...
+    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None: ...
 
 
 class NoDecisionLog:
@@ -21,5 +22,5 @@ class NoDecisionLog:
 
     enabled = False
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, mode_source: str, latency: float) -> None:
+    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
         return None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from argwatch.server.decisions.record import ValueHasher, decision_line
+from argwatch.server.modes.document import ModeDocument
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
 
@@ -48,7 +49,7 @@ class LogLimits:
     queue: int  # lines waiting for the writer before new ones are dropped
 
 
-_Entry = tuple[float, ToolCall, Verdict, str, float]
+_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float]
 
 
 class DecisionLogWriter:
@@ -82,13 +83,14 @@ class DecisionLogWriter:
         self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
         self._thread.start()
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, mode_source: str, latency: float) -> None:
+    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
         """Queues the decided call; drops and counts it when the writer is `queue` lines behind."""
         if len(self._queue) >= self._limits.queue:
             self._dropped(QUEUE_FULL)
             return
-        self._queue.append((at, call, verdict, mode_source, latency))
-        self._wake.set()
+        self._queue.append((at, call, verdict, modes, latency))
+        if not self._wake.is_set():  # set() takes a lock each time; while the writer is busy it is set already
+            self._wake.set()
 
     @contextmanager
     def held(self) -> Iterator[None]:
