@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from argwatch.common.files import SMALL_FILE_BYTES, read_file
 from argwatch.server.decisions.record import ValueHasher, decision_line
 from argwatch.server.modes.document import ModeDocument
 from argwatch.server.verdict.decision import Verdict
@@ -222,13 +223,15 @@ def _key(directory: Path, key_file: str | None) -> bytes:
     """The deployment's HMAC key: from `key_file` (a mounted Secret), else one made on first start and kept in
     the directory (0600), so that digests stay comparable across restarts."""
     if key_file:
-        try:
-            return Path(key_file).read_bytes().strip()
-        except OSError as error:
-            raise ValueError(f"--decision-log-key {key_file}: {error.strerror or error}") from None
-    kept = directory / KEY_FILE
-    if not kept.exists():
-        descriptor = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(secrets.token_hex(32).encode())
-    return kept.read_bytes().strip()
+        path = key_file
+    else:
+        kept = directory / KEY_FILE
+        path = str(kept)
+        if not kept.exists():
+            descriptor = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(secrets.token_hex(32).encode())
+    try:
+        return read_file(path, SMALL_FILE_BYTES).strip()
+    except OSError as error:
+        raise ValueError(f"--decision-log-key {path}: {error.strerror or error}") from None

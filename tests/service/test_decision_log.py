@@ -154,3 +154,24 @@ async def test_a_later_write_failure_is_counted_and_validate_keeps_answering(tmp
         await eventually(lambda: value(gateway.registry, failed, reason="write_error") == 3)
     finally:
         await gateway.stop()
+
+
+async def test_a_key_file_is_used_as_given_and_a_short_key_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "sets.yaml").write_text(SETS)
+    short, key = tmp_path / "short.key", tmp_path / "deploy.key"
+    short.write_text("too-short\n")
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        await gateway_on(tmp_path, POLICY, decision_log=str(tmp_path / "d1"), decision_log_key=str(short))
+    key.write_text("k" * 40 + "\n")
+    folder = tmp_path / "d2"
+    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_key=str(key))
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}), timeout=5)
+        await eventually(lambda: _writer(gateway).written == 1)
+    finally:
+        await gateway.stop()
+    expected = hmac.new(b"k" * 40, orjson.dumps("AMS-1"), hashlib.sha256).hexdigest()
+    assert _lines(folder)[0]["arguments"] == {"warehouse_code": f"hmac-sha256:{expected}"}
+    assert not (folder / KEY_FILE).exists()  # none made when one is given
