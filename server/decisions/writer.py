@@ -125,12 +125,15 @@ class DecisionLogWriter:
             line = decision_line(*entry, self._hasher)
             if self._file is None:
                 self._open()
+            elif self._size and self._size + len(line) > self._limits.rotate_bytes:
+                # Before the line, not after: the current file stays within rotate_bytes (a lone longer line
+                # excepted), which is the room the budget keeps for it.
+                self._rotate()
+                self._open()
             assert self._file is not None
             self._file.write(line)
             self._size += len(line)
             self.written += 1
-            if self._size >= self._limits.rotate_bytes:
-                self._rotate()
         except Exception as error:  # a full disk, a removed directory, a value orjson refuses: this line is lost
             self._dropped(WRITE_ERROR)
             log.warning("decision log: a line was not written: %s", error)
@@ -163,9 +166,12 @@ class DecisionLogWriter:
         current = self._dir / CURRENT
         if not current.exists() or current.stat().st_size == 0:
             return
-        self._seq += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))
-        target = self._dir / f"decisions-{stamp}-{self._seq:06d}.jsonl.gz"
+        while True:  # a file of an earlier process may have the same second and number: never replace it
+            self._seq += 1
+            target = self._dir / f"decisions-{stamp}-{self._seq:06d}.jsonl.gz"
+            if not target.exists():
+                break
         partial = target.with_suffix(".gz.partial")
         with open(current, "rb") as source, gzip.open(partial, "wb") as packed:
             shutil.copyfileobj(source, packed)
@@ -176,17 +182,14 @@ class DecisionLogWriter:
         self._keep_budget()
 
     def _keep_budget(self) -> None:
-        """Deletes the oldest rotated files until the directory's log files fit the budget."""
+        """Deletes the oldest rotated files until they fit the budget less the room of a whole current file,
+        so that the folder stays within the budget as the current file grows to its rotation size."""
         rotated = sorted(self._dir.glob(ROTATED_GLOB), key=lambda path: (path.stat().st_mtime, path.name))
-        total = sum(path.stat().st_size for path in rotated) + self._size_of_current()
-        while rotated and total > self._limits.max_bytes:
+        total = sum(path.stat().st_size for path in rotated)
+        while rotated and total > self._limits.max_bytes - self._limits.rotate_bytes:
             oldest = rotated.pop(0)
             total -= oldest.stat().st_size
             oldest.unlink()
-
-    def _size_of_current(self) -> int:
-        current = self._dir / CURRENT
-        return current.stat().st_size if current.exists() else 0
 
     def _guarded(self, step: Callable[[], None]) -> None:
         try:
