@@ -127,7 +127,7 @@ class Validator:
         self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
         if self._decisions.enabled:
             # Bound once here rather than tested per call: without a log, Validate costs not even a branch
-            # and an extra coroutine (~250 ns).
+            # and an extra coroutine (docs/performance.md, Design choices, measured).
             self.validate = self._logged  # type: ignore[method-assign]
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
