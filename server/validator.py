@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
+from time import perf_counter, time
 
+from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
@@ -76,9 +78,10 @@ class Validator:
         repairs: RepairTracking | None = None,
         operations: Operations | None = None,
         signatures: CallSignatures | None = None,
+        decisions: DecisionSink | None = None,
     ) -> None:
         """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
-        call is an operation's first, no preview counts are kept."""
+        call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none)."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -121,6 +124,11 @@ class Validator:
         self._redact = policy.sampling.redact
         self._operations: Operations = operations if operations is not None else NoOperations()
         self._signatures = signatures
+        self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
+        if self._decisions.enabled:
+            # Bound once here rather than tested per call: without a log, Validate costs not even a branch
+            # and an extra coroutine (docs/performance.md, Design choices, measured).
+            self.validate = self._logged  # type: ignore[method-assign]
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
         for name, tool in policy.tools.items():
@@ -131,6 +139,15 @@ class Validator:
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
         return self._provider.read(name)
+
+    async def _logged(self, call: ToolCall, deadline: float | None = None) -> Verdict:
+        """`validate`, with the verdict offered to the decision log (what `validate` is when there is one)."""
+        at, started = time(), perf_counter()
+        verdict = await Validator.validate(self, call, deadline)
+        latency = perf_counter() - started
+        # The mode document as it was when decided (immutable); the line itself is built in the writer's thread.
+        self._decisions.offer(at, call, verdict, self._modes.document, latency)
+        return verdict
 
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
         """The verdict on `call`; `deadline` is the seconds the caller has left (bounds record look-ups)."""

@@ -109,6 +109,18 @@ class ModeDocument:
         return (*self.audit, *self.refused)
 
 
+def source_in(document: ModeDocument, tool: str) -> tuple[str, Override | None]:
+    """Where the tool's mode comes from in `document`: ("global", override), ("override", override) or
+    ("policy", None)."""
+    forced = document.override(GLOBAL)
+    if forced is not None:
+        return "global", forced
+    own = document.override(tool)
+    if own is not None:
+        return "override", own
+    return "policy", None
+
+
 def in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str, Mode]:
     """The mode in force per policy tool: the global override, else the tool's override, else the policy's."""
     forced = document.override(GLOBAL)

@@ -125,13 +125,7 @@ class ModeStore:
 
     def source_of(self, tool: str) -> tuple[str, Override | None]:
         """Where the tool's mode comes from: ("global", override), ("override", override) or ("policy", None)."""
-        forced = self._document.override(GLOBAL)
-        if forced is not None:
-            return "global", forced
-        own = self._document.override(tool)
-        if own is not None:
-            return "override", own
-        return "policy", None
+        return doc.source_in(self._document, tool)
 
     def foreign_overrides(self) -> dict[str, Override]:
         """Overrides of tools this policy does not have (set through replicas on another policy), by tool."""

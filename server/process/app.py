@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -19,6 +19,8 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from argwatch.common.tasks import cancel_and_wait
+from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
+from argwatch.server.decisions.writer import DROP_REASONS, DecisionLogWriter, LogLimits, open_decision_log
 from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, TokenBook, load_tokens
 from argwatch.server.edge.admin_service import AdminServicer
 from argwatch.server.edge.admission import Admission, Limits
@@ -106,6 +108,7 @@ class RunningGateway:
     _admin_server: grpc.aio.Server
     _metrics_listener: MetricsListener
     reloader: PolicyReloader | None = None
+    decisions: DecisionSink = field(default_factory=NoDecisionLog)  # a DecisionLogWriter with --decision-log
     _stopped: bool = False
 
     @property
@@ -163,6 +166,8 @@ class RunningGateway:
         if hasattr(self.cache, "close"):
             await self.cache.close()
         await self._metrics_listener.close()
+        if isinstance(self.decisions, DecisionLogWriter):  # after the last call: every verdict is written
+            await asyncio.to_thread(self.decisions.close)
         log.info("stopped")
 
 
@@ -229,9 +234,11 @@ async def build_gateway(
             repairs=repairs,
             operations=operations,
             signatures=signatures,
+            decisions=decisions,
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 
+    decisions = _decision_log(settings, metrics, clock)  # before any listener: a folder it cannot write refuses
     serving = rebuild(policy, fetchers)
     provider, record_clients, validator = serving.provider, serving.record_clients, serving.validator
     control: ModeControl = (
@@ -297,6 +304,8 @@ async def build_gateway(
             raise OSError(f"cannot listen on {settings.metrics_listen} (metrics): {error.strerror}") from None
     except BaseException:
         # Release whatever was bound before the failure, so no port or channel outlives it.
+        if isinstance(decisions, DecisionLogWriter):
+            decisions.close()
         await metrics_listener.close()
         await server.stop(None)
         await admin_server.stop(None)
@@ -353,6 +362,7 @@ async def build_gateway(
         _server=server,
         _admin_server=admin_server,
         _metrics_listener=metrics_listener,
+        decisions=decisions,
     )
     running.reloader = PolicyReloader(running, clock)
     admin.attach_reloader(running.reloader)
@@ -365,6 +375,20 @@ async def build_gateway(
         running.metrics_port,
     )
     return running
+
+
+def _decision_log(settings: Settings, metrics: GatewayMetrics, clock: Callable[[], float]) -> DecisionSink:
+    """The decision log's writer with --decision-log (ValueError if its folder cannot be written), else none."""
+    if settings.decision_log is None:
+        return NoDecisionLog()
+    limits = LogLimits(
+        max_bytes=settings.decision_log_max_bytes,
+        rotate_bytes=settings.decision_log_rotate_bytes,
+        rotate_seconds=settings.decision_log_rotate_seconds,
+        queue=settings.decision_log_queue,
+    )
+    dropped = metrics.decision_log_drops(DROP_REASONS)
+    return open_decision_log(settings.decision_log, limits, dropped, key_file=settings.decision_log_key, clock=clock)
 
 
 def _admin_tokens(settings: Settings) -> TokenBook | None:

@@ -73,6 +73,17 @@ class Settings:
     # workers. Off otherwise, so a second gateway on a port in use fails instead of silently
     # taking half the connections.
     reuse_port: bool = False
+    # Folder for the decision log (every verdict, one JSON line each); None: no decision log.
+    decision_log: str | None = None
+    # The log's total budget on disk: the oldest rotated files are deleted to stay within it.
+    decision_log_max_bytes: int = 1 << 30
+    # A file rotates (fsynced, gzipped) at this size or age.
+    decision_log_rotate_bytes: int = 64 << 20
+    decision_log_rotate_seconds: float = 3600.0
+    # Lines waiting for the writer; beyond it lines are dropped and counted, never waited for.
+    decision_log_queue: int = 10_000
+    # File holding the HMAC key for argument values (at least 32 bytes); None: made on first start, kept in the folder.
+    decision_log_key: str | None = None
 
     def __post_init__(self) -> None:
         streams, per_peer = self.stream_limits
@@ -86,6 +97,9 @@ class Settings:
             raise ValueError(f"--max-streams-per-peer ({per_peer}) must be at most --max-streams ({streams})")
         if self.stream_idle_seconds <= 0:
             raise ValueError("--stream-idle-seconds must be above zero")
+
+        if self.decision_log_rotate_bytes > self.decision_log_max_bytes:
+            raise ValueError("--decision-log-rotate-bytes must be at most --decision-log-max-bytes")
 
     @property
     def stream_limits(self) -> tuple[int, int]:
@@ -230,6 +244,17 @@ SERVE_OPTIONS = (
         "a ValidateStream with no request for this long is closed",
         parse_duration,
         "DURATION",
+    ),
+    _Option("decision_log", "folder for the decision log, one JSON line per verdict (default: none)", str, "DIR"),
+    _Option("decision_log_max_bytes", "the decision log's total size on disk", _positive_int, "BYTES"),
+    _Option("decision_log_rotate_bytes", "a decision-log file rotates at this size", _positive_int, "BYTES"),
+    _Option("decision_log_rotate_seconds", "a decision-log file rotates at this age", parse_duration, "DURATION"),
+    _Option(
+        "decision_log_queue", "decision-log lines waiting for the writer before lines are dropped", _positive_int, "N"
+    ),
+    _Option(
+        "decision_log_key",
+        "file with the HMAC key for argument values, 32 bytes or more (default: made on first start in the folder)",
     ),
 )
 

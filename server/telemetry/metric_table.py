@@ -200,6 +200,13 @@ METRICS: tuple[MetricSpec, ...] = (
         labels=("set",),
     ),
     MetricSpec(
+        "decision_log_dropped",
+        Kind.COUNTER,
+        "argwatch_decision_log_dropped",
+        "Decision-log lines not written, by reason (queue_full: the writer fell behind; write_error).",
+        labels=("reason",),
+    ),
+    MetricSpec(
         "set_refresh",
         Kind.COUNTER,
         "argwatch_value_set_refresh",

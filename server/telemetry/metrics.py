@@ -95,6 +95,7 @@ class GatewayMetrics:
     mode: Gauge
     set_members: Gauge
     set_refresh: Counter
+    decision_log_dropped: Counter
     source_connected: Gauge
     set_update_rejected: Counter
     set_resync: Counter
@@ -292,6 +293,17 @@ class GatewayMetrics:
 
     def outcome_reported(self, tool: str, outcome: str) -> None:
         self._child(self.outcome_reports, tool, outcome).inc()
+
+    def decision_log_drops(self, reasons: Iterable[str]) -> Callable[[str], None]:
+        """Counts a decision-log line dropped for `reason`; every reason's series exists from the start at 0.
+        The children are resolved here: a drop under overload costs one increment (prometheus_client's
+        counters are thread-safe, and the writer's thread counts write errors)."""
+        children = {reason: self.decision_log_dropped.labels(reason) for reason in reasons}
+
+        def dropped(reason: str) -> None:
+            children[reason].inc()
+
+        return dropped
 
     def count_dropped_samples(self, read: Callable[[], float]) -> None:
         """Exports argwatch_sample_log_dropped_total, read from `read` at scrape time."""

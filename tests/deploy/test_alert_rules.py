@@ -12,7 +12,8 @@ RULES = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "prometheu
 ALERTS = ("ArgwatchInventionRateHigh", "ArgwatchChecksNotRunning", "ArgwatchValueSetStale",
           "ArgwatchValueSetUnavailable", "ArgwatchReplicasDisagreeOnSetVersion", "ArgwatchReplicasDisagreeOnMode",
           "ArgwatchReplicasDisagreeOnPolicy", "ArgwatchPolicyReloadRefused",
-          "ArgwatchSourceDisconnected", "ArgwatchRepeatCheckDegraded", "ArgwatchSideEffectRepeatsHigh")  # fmt: skip
+          "ArgwatchSourceDisconnected", "ArgwatchRepeatCheckDegraded", "ArgwatchSideEffectRepeatsHigh",
+          "ArgwatchDecisionLogDropping")  # fmt: skip
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

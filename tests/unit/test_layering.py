@@ -93,6 +93,7 @@ SERVER_LAYERS = (
     "records",  # look-ups in the systems of record
     "modes",  # the mode document and its stores (file, Redis)
     "repair",  # what the model is told: repair messages, tool definitions, repair tracking
+    "decisions",  # the decision log: each verdict as a line, its writer thread, rotation and budget
     "validator",  # one call judged: every check, counted
     "edge",  # the gRPC services and what they put on the wire
     "process",  # the gateway process: settings, listeners, reloads, start and stop

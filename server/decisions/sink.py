@@ -1,0 +1,26 @@
+"""What the Validator hands a verdict to: the decision log, or a no-op when there is none."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from argwatch.server.modes.document import ModeDocument
+from argwatch.server.verdict.decision import Verdict
+from argwatch.server.verdict.tool_call import ToolCall
+
+
+class DecisionSink(Protocol):
+    """Takes one decided call. Never blocks and never raises: the call is already judged."""
+
+    enabled: bool
+
+    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None: ...
+
+
+class NoDecisionLog:
+    """No decision log: the Validator skips even timing the call (`enabled` is False)."""
+
+    enabled = False
+
+    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
+        return None

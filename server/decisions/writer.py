@@ -1,0 +1,240 @@
+"""The decision log's writer: a bounded queue the event loop appends to, drained by one thread into files
+that rotate by size and age, are gzipped once rotated, and are kept within a total byte budget.
+
+The event loop's side is `offer`: an append to a deque and an event set, no lock
+held while anything is written. A full queue drops the line and counts it
+(reason `queue_full`); a write that fails drops the line and counts it (reason
+`write_error`), and the next line tries again. Validate never waits on either.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import logging
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from argwatch.common.files import SMALL_FILE_BYTES, read_file
+from argwatch.server.decisions.record import ValueHasher, decision_line
+from argwatch.server.modes.document import ModeDocument
+from argwatch.server.verdict.decision import Verdict
+from argwatch.server.verdict.tool_call import ToolCall
+
+log = logging.getLogger("argwatch.decisions")
+
+CURRENT = "decisions.jsonl"
+ROTATED_GLOB = "decisions-*.jsonl.gz"
+KEY_FILE = ".hmac-key"
+# The fixed reasons of argwatch_decision_log_dropped_total.
+QUEUE_FULL = "queue_full"
+WRITE_ERROR = "write_error"
+DROP_REASONS = (QUEUE_FULL, WRITE_ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLimits:
+    """How big the log may grow: per file before it rotates, in total, and how old a file gets."""
+
+    max_bytes: int  # the directory's budget: the current file and every rotated one
+    rotate_bytes: int
+    rotate_seconds: float
+    queue: int  # lines waiting for the writer before new ones are dropped
+
+
+_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float]
+
+
+class DecisionLogWriter:
+    """A started writer thread and its queue; `offer` from the event loop, `close` once at shutdown."""
+
+    enabled = True
+
+    def __init__(
+        self,
+        directory: Path,
+        limits: LogLimits,
+        hasher: ValueHasher,
+        dropped: Callable[[str], None],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._dir = directory
+        self._limits = limits
+        self._hasher = hasher
+        self._dropped = dropped
+        self._clock = clock
+        self._queue: collections.deque[_Entry] = collections.deque()
+        self._wake = threading.Event()
+        self._closing = False
+        self._gate = threading.Lock()  # held by the thread while it writes a batch; `held` stalls it (tests)
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._opened_at = 0.0
+        self._seq = 0
+        self.written = 0  # lines written, for tests and the status
+        self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
+        self._thread.start()
+
+    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
+        """Queues the decided call; drops and counts it when the writer is `queue` lines behind."""
+        if len(self._queue) >= self._limits.queue:
+            self._dropped(QUEUE_FULL)
+            return
+        self._queue.append((at, call, verdict, modes, latency))
+        if not self._wake.is_set():  # set() takes a lock each time; while the writer is busy it is set already
+            self._wake.set()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Stalls the writer while inside (what a hung disk does): lines queue, then drop."""
+        with self._gate:
+            yield
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Writes what is queued, fsyncs and closes the current file (it is not rotated: the next start appends)."""
+        self._closing = True
+        self._wake.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("the decision log's writer is stuck; %d lines were not written", len(self._queue))
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            with self._gate:
+                while self._queue:
+                    self._write(self._queue.popleft())
+                if self._file is not None and self._clock() - self._opened_at >= self._limits.rotate_seconds:
+                    self._guarded(self._rotate)
+            if self._closing and not self._queue:
+                self._guarded(self._close_file)
+                return
+
+    def _write(self, entry: _Entry) -> None:
+        try:
+            line = decision_line(*entry, self._hasher)
+            if self._file is None:
+                self._open()
+            elif self._size and self._size + len(line) > self._limits.rotate_bytes:
+                # Before the line, not after: the current file stays within rotate_bytes (a lone longer line
+                # excepted), which is the room the budget keeps for it.
+                self._rotate()
+                self._open()
+            assert self._file is not None
+            self._file.write(line)
+            self._size += len(line)
+            self.written += 1
+        except Exception as error:  # a full disk, a removed directory, a value orjson refuses: this line is lost
+            self._dropped(WRITE_ERROR)
+            log.warning("decision log: a line was not written: %s", error)
+            self._abandon_file()
+
+    def _open(self) -> None:
+        path = self._dir / CURRENT
+        self._file = open(path, "ab")  # noqa: SIM115 (held open across writes, closed at rotation)
+        self._size = self._file.tell()
+        self._opened_at = self._clock()
+
+    def _close_file(self) -> None:
+        if self._file is None:
+            return
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self._file = None
+
+    def _abandon_file(self) -> None:
+        """After a failed write: the file is closed without caring whether that fails too; the next line reopens."""
+        handle, self._file = self._file, None
+        if handle is not None:
+            with suppress(OSError):
+                handle.close()
+
+    def _rotate(self) -> None:
+        """fsyncs and closes the current file, gzips it under a name that sorts by time, then keeps the budget."""
+        self._close_file()
+        current = self._dir / CURRENT
+        if not current.exists() or current.stat().st_size == 0:
+            return
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))
+        while True:  # a file of an earlier process may have the same second and number: never replace it
+            self._seq += 1
+            target = self._dir / f"decisions-{stamp}-{self._seq:06d}.jsonl.gz"
+            if not target.exists():
+                break
+        partial = target.with_suffix(".gz.partial")
+        with open(current, "rb") as source, gzip.open(partial, "wb") as packed:
+            shutil.copyfileobj(source, packed)
+        with open(partial, "rb") as done:
+            os.fsync(done.fileno())
+        os.replace(partial, target)
+        current.unlink()
+        self._keep_budget()
+
+    def _keep_budget(self) -> None:
+        """Deletes the oldest rotated files until they fit the budget less the room of a whole current file,
+        so that the folder stays within the budget as the current file grows to its rotation size."""
+        rotated = sorted(self._dir.glob(ROTATED_GLOB), key=lambda path: (path.stat().st_mtime, path.name))
+        total = sum(path.stat().st_size for path in rotated)
+        while rotated and total > self._limits.max_bytes - self._limits.rotate_bytes:
+            oldest = rotated.pop(0)
+            total -= oldest.stat().st_size
+            oldest.unlink()
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except OSError as error:
+            log.warning("decision log: %s", error)
+            self._abandon_file()
+
+
+def open_decision_log(
+    directory: str,
+    limits: LogLimits,
+    dropped: Callable[[str], None],
+    *,
+    key_file: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> DecisionLogWriter:
+    """Checks the directory can be written (creating it if missing) and starts the writer; raises ValueError
+    saying why not, so that the gateway refuses to start rather than lose every line."""
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".argwatch-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(
+            f"--decision-log {directory}: the directory cannot be written: {error.strerror or error}"
+        ) from None
+    return DecisionLogWriter(path, limits, ValueHasher(_key(path, key_file)), dropped, clock=clock)
+
+
+def _key(directory: Path, key_file: str | None) -> bytes:
+    """The deployment's HMAC key: from `key_file` (a mounted Secret), else one made on first start and kept in
+    the directory (0600), so that digests stay comparable across restarts."""
+    if key_file:
+        path = key_file
+    else:
+        kept = directory / KEY_FILE
+        path = str(kept)
+        if not kept.exists():
+            descriptor = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(secrets.token_hex(32).encode())
+    try:
+        return read_file(path, SMALL_FILE_BYTES).strip()
+    except OSError as error:
+        raise ValueError(f"--decision-log-key {path}: {error.strerror or error}") from None
