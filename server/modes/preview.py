@@ -277,7 +277,9 @@ def switched_off(
                 found.append(_off(policy, tool, check, closed))
             elif closed and not after.fails_closed(tool, check):
                 found.append(_opened(policy, tool, check))
-    found.sort(key=lambda p: (not p.security, KIND_ORDER.index(p.kind), touched.index(p.tool), p.check))
+    # Policy order within a kind: a position looked up, not searched (a global change touches every tool).
+    position = {name: index for index, name in enumerate(touched)}
+    found.sort(key=lambda p: (not p.security, KIND_ORDER.index(p.kind), position[p.tool], p.check))
     return found
 
 
