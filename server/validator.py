@@ -13,6 +13,7 @@ from functools import partial
 from time import perf_counter, time
 
 from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
+from argwatch.server.decisions.value_plan import value_plans
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
@@ -126,6 +127,7 @@ class Validator:
         self._signatures = signatures
         self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
         if self._decisions.enabled:
+            self._value_plans, self._unknown_plan = value_plans(policy)  # how each tool's values are written
             # Bound once here rather than tested per call: without a log, Validate costs not even a branch
             # and an extra coroutine (docs/performance.md, Design choices, measured).
             self.validate = self._logged  # type: ignore[method-assign]
@@ -146,7 +148,8 @@ class Validator:
         verdict = await Validator.validate(self, call, deadline)
         latency = perf_counter() - started
         # The mode document as it was when decided (immutable); the line itself is built in the writer's thread.
-        self._decisions.offer(at, call, verdict, self._modes.document, latency)
+        plan = self._value_plans.get(call.tool, self._unknown_plan)
+        self._decisions.offer(at, call, verdict, self._modes.document, latency, plan)
         return verdict
 
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:

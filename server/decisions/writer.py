@@ -25,6 +25,7 @@ from typing import IO
 
 from argwatch.common.files import SMALL_FILE_BYTES, read_file
 from argwatch.server.decisions.record import ValueHasher, decision_line
+from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import ModeDocument
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
@@ -50,7 +51,7 @@ class LogLimits:
     queue: int  # lines waiting for the writer before new ones are dropped
 
 
-_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float]
+_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float, ValuePlan]
 
 
 class DecisionLogWriter:
@@ -84,12 +85,14 @@ class DecisionLogWriter:
         self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
         self._thread.start()
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
+    def offer(
+        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+    ) -> None:
         """Queues the decided call; drops and counts it when the writer is `queue` lines behind."""
         if len(self._queue) >= self._limits.queue:
             self._dropped(QUEUE_FULL)
             return
-        self._queue.append((at, call, verdict, modes, latency))
+        self._queue.append((at, call, verdict, modes, latency, plan))
         if not self._wake.is_set():  # set() takes a lock each time; while the writer is busy it is set already
             self._wake.set()
 
@@ -114,6 +117,9 @@ class DecisionLogWriter:
             with self._gate:
                 while self._queue:
                     self._write(self._queue.popleft())
+                # Handed to the OS once a batch is written: a crash of the process then loses nothing written,
+                # and `decisions tail --follow` sees each line within a poll (an fsync waits for rotation).
+                self._guarded(self._flush)
                 if self._file is not None and self._clock() - self._opened_at >= self._limits.rotate_seconds:
                     self._guarded(self._rotate)
             if self._closing and not self._queue:
@@ -144,6 +150,10 @@ class DecisionLogWriter:
         self._file = open(path, "ab")  # noqa: SIM115 (held open across writes, closed at rotation)
         self._size = self._file.tell()
         self._opened_at = self._clock()
+
+    def _flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
 
     def _close_file(self) -> None:
         if self._file is None:
