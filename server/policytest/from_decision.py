@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from argwatch.server.decisions.reader import Line
+from argwatch.server.decisions.record import DIGEST_PREFIX
 
 
 def test_file_from(lines: list[Line], policy: str) -> str:
@@ -74,4 +75,4 @@ def _case(line: Line) -> tuple[dict[str, Any], list[str]]:
 
 
 def _digest(value: object) -> bool:
-    return isinstance(value, str) and value.startswith("hmac-sha256:")
+    return isinstance(value, str) and value.startswith(DIGEST_PREFIX)

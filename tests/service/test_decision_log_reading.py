@@ -87,11 +87,11 @@ async def test_each_argument_is_written_as_the_policy_says_none_hashed_or_clear(
     first, second = _all(folder)
     assert first["clear"] == {"warehouse_code": "AMS-9"}  # clear: as sent
     assert first["unlogged"] == ["note"]  # none: named, its value nowhere
-    assert set(first["arguments"]) == {"quantity"} and first["arguments"]["quantity"].startswith("hmac-sha256:")
+    assert set(first["arguments"]) == {"quantity"} and first["arguments"]["quantity"].startswith("blake2b-256:")
     assert first["session"] == {"customer_id": "cus_7"}  # decision_log.session: clear
     # Longer than the line's bound for a clear value: hashed instead, and said.
     assert second["cut"] == ["warehouse_code"] and "clear" not in second
-    assert second["arguments"]["warehouse_code"].startswith("hmac-sha256:")
+    assert second["arguments"]["warehouse_code"].startswith("blake2b-256:")
     written = b"".join(path.read_bytes() for path in folder.iterdir() if path.name != KEY_FILE)
     assert b"555-0100" not in written and long_code.encode() not in written
 
