@@ -50,13 +50,24 @@ class ValueHasher:
         key = key if len(key) <= 64 else hashlib.blake2b(key, digest_size=64).digest()
         self._keyed = hashlib.blake2b(key=key, digest_size=32)  # the key's block compressed once, copied per value
         self._recent: dict[bytes, str] = {}
+        self._texts: dict[str, str] = {}  # the same memory for string values, keyed by the string
 
     def digest(self, value: object) -> str:
+        if type(value) is str:  # most values: a repeated one is found by the text itself, not encoded first
+            known = self._texts.get(value)
+            if known is not None:
+                return known
+            digest = self.digest_bytes(orjson.dumps(value), remember=False)
+            if len(value) <= REMEMBERED_BYTES:
+                if len(self._texts) >= REMEMBERED:
+                    self._texts.clear()
+                self._texts[value] = digest
+            return digest
         # Canonical JSON: {"a":1,"b":2} and {"b":2,"a":1} are one value.
         return self.digest_bytes(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
 
-    def digest_bytes(self, data: bytes) -> str:
-        short = len(data) <= REMEMBERED_BYTES
+    def digest_bytes(self, data: bytes, remember: bool = True) -> str:
+        short = remember and len(data) <= REMEMBERED_BYTES
         if short and (known := self._recent.get(data)) is not None:
             return known
         mac = self._keyed.copy()
@@ -95,18 +106,22 @@ class LineBuilder:
             "conversation_id": call.conversation_id[:MAX_TEXT],
             "tool": call.tool[:MAX_TEXT],
             "model": call.model[:MAX_TEXT],
-            "decision": verdict.decision.value,
-            "mode": verdict.mode.value,
+            "decision": verdict.decision,  # orjson writes an enum as its value, in C
+            "mode": verdict.mode,
             "mode_source": source,
             "downgraded_by_staleness": verdict.downgraded_by_staleness,
             "overrides": overrides,
             "problems": [
-                {"code": p.code.value, "path": p.argument[:MAX_TEXT], "set": p.value_set, "shape": p.shape.value}
+                {"code": p.code, "path": p.argument[:MAX_TEXT], "set": p.value_set, "shape": p.shape}
                 for p in verdict.problems
-            ],
+            ]
+            if verdict.problems
+            else [],
             "skipped": [
-                {"path": s.argument[:MAX_TEXT], "set": s.value_set, "reason": s.reason.value} for s in verdict.skipped
-            ],
+                {"path": s.argument[:MAX_TEXT], "set": s.value_set, "reason": s.reason} for s in verdict.skipped
+            ]
+            if verdict.skipped
+            else [],
             "policy_version": verdict.policy_version,
             "sets": {r.snapshot.name: r.snapshot.version for r in verdict.readings_used},
             "latency_seconds": latency,
