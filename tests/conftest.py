@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -72,6 +72,7 @@ def policy_text(
     failure: str = "open",
     on_stale: str = "enforce",
     watch: str = "true",
+    remember: str = "15m",
 ) -> str:
     return textwrap.dedent(
         f"""
@@ -103,7 +104,7 @@ def policy_text(
           transfer_stock:
             arguments:
               warehouse_code: {{value_set: wms.warehouses}}
-        repair: {{list_limit: 20, nearest: 3, max_attempts: 3}}
+        repair: {{list_limit: 20, nearest: 3, max_attempts: 3, remember: {remember}}}
         sampling: {{rate: 1.0}}
         """
     )
@@ -171,11 +172,13 @@ async def gateway_factory(tmp_path: os.PathLike[str], source: SourceServer) -> A
     """Starts gateways on loopback against the `source` fixture; stops them all after the test."""
     started: list[RunningGateway] = []
 
-    async def start(**policy_options: str) -> RunningGateway:
+    async def start(settings: Mapping[str, object] | None = None, **policy_options: str) -> RunningGateway:
+        """`settings`: Settings fields to change from loopback_settings' (decision_log=..., say)."""
+        import dataclasses
+
         policy = make_policy(str(tmp_path), source.target, **policy_options)
-        gateway = await build_gateway(
-            loopback_settings(policy.path), policy=policy, registry=CollectorRegistry(), reconnect_cap_seconds=0.3
-        )
+        chosen = dataclasses.replace(loopback_settings(policy.path), **(settings or {}))  # type: ignore[arg-type]
+        gateway = await build_gateway(chosen, policy=policy, registry=CollectorRegistry(), reconnect_cap_seconds=0.3)
         started.append(gateway)
         return gateway
 
