@@ -30,7 +30,7 @@ lock: $(BIN)/python
 	$(BIN)/pip install --quiet pip-tools==7.6.2
 	$(BIN)/pip-compile --quiet --upgrade --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
 	  --annotation-style=line --extra tui --extra test --extra lint --extra fuzz --extra k8s --extra bench \
-	  --extra openai-agents --extra langgraph --extra pydantic-ai --extra mcp \
+	  --extra openai-agents --extra langgraph --extra pydantic-ai --extra mcp --extra otel \
 	  --output-file $(LOCK) pyproject.toml
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --annotation-style=line \
 	  --constraint $(LOCK) --output-file requirements/runtime.lock pyproject.toml
