@@ -3,6 +3,7 @@ arrives (what an OpenTelemetry collector would receive from the gateway)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -27,12 +28,14 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
 
 
 class _Logs(logs_service_pb2_grpc.LogsServiceServicer):
-    def __init__(self, into: list[LogRecord]) -> None:
+    def __init__(self, into: list[LogRecord], gate: asyncio.Event) -> None:
         self._into = into
+        self._gate = gate
 
     async def Export(
         self, request: logs_service_pb2.ExportLogsServiceRequest, context: Any
     ) -> logs_service_pb2.ExportLogsServiceResponse:
+        await self._gate.wait()  # a collector that takes its time (`hold_logs`)
         for resource in request.resource_logs:
             for scope in resource.scope_logs:
                 self._into.extend(scope.log_records)
@@ -40,14 +43,17 @@ class _Logs(logs_service_pb2_grpc.LogsServiceServicer):
 
 
 class OtlpReceiver:
-    """Started with `start()` on 127.0.0.1:0; `spans` and `logs` fill as exports arrive; `stop()` at the end."""
+    """Started with `start()` on 127.0.0.1:0; `spans` and `logs` fill as exports arrive; `stop()` at the end.
+    Clearing `log_exports_open` holds every logs export unanswered until it is set again."""
 
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.logs: list[LogRecord] = []
+        self.log_exports_open = asyncio.Event()
+        self.log_exports_open.set()
         self._server = grpc.aio.server()
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self.spans), self._server)  # type: ignore[no-untyped-call]
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_Logs(self.logs), self._server)  # type: ignore[no-untyped-call]
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_Logs(self.logs, self.log_exports_open), self._server)  # type: ignore[no-untyped-call]
         self.endpoint = ""
 
     async def start(self) -> str:
@@ -57,6 +63,7 @@ class OtlpReceiver:
         return self.endpoint
 
     async def stop(self) -> None:
+        self.log_exports_open.set()
         await self._server.stop(None)
 
     def named(self, name: str) -> list[Span]:

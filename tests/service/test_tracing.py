@@ -253,6 +253,33 @@ async def test_the_decision_log_goes_out_as_otlp_log_records_as_well_as_to_its_f
     )
 
 
+async def test_log_records_past_the_queue_while_the_collector_is_slow_are_dropped_and_counted(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    """The SDK's queue drops silently when full; the gateway's own bound in front of it counts each line it
+    drops, the file keeps every line, and what was queued arrives once the collector answers."""
+    folder = tmp_path / "decisions"
+    receiver.log_exports_open.clear()
+    gateway = await _traced_gateway(
+        tmp_path, receiver, decision_log=str(folder), decision_log_otlp=True, decision_log_queue=4
+    )
+    dropped = {"reason": "otlp_queue_full"}
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for n in range(20):
+                # One at a time, each line written before the next call: the writer's own queue never fills.
+                await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"q-{n}"), timeout=5)
+                await eventually(lambda n=n: gateway.decisions.written == n + 1)  # type: ignore[attr-defined]
+        assert gateway.registry.get_sample_value("argwatch_decision_log_dropped_total", dropped) == 16
+        receiver.log_exports_open.set()
+        await eventually(lambda: len(receiver.logs) == 4)
+    finally:
+        await gateway.stop()
+    assert len((folder / "decisions.jsonl").read_bytes().splitlines()) == 20
+    assert [attributes(record)["gen_ai.tool.call.id"] for record in receiver.logs] == [f"q-{n}" for n in range(4)]
+
+
 # Run in a subprocess before the gateway's modules load: every import of an `opentelemetry` module is noted with
 # the module that asked for it (the nearest frame outside the import machinery and OpenTelemetry itself).
 _WATCH_IMPORTS = """
