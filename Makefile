@@ -134,6 +134,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/validate.py --gate
 	$(BIN)/python bench/h2load.py
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/tracing.py
 	$(BIN)/python bench/profile_server.py
 	$(BIN)/python bench/gate.py
 	$(BIN)/python bench/decision_log.py

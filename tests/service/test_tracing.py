@@ -21,6 +21,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace import TracerProvider
 
 from argwatch.client import Gateway, Session, from_openai
+from argwatch.server.decisions.writer import DecisionLogWriter
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import gateway_pb2
 from tests.conftest import gateway_on
@@ -64,6 +65,12 @@ def _caller() -> tuple[str, str, tuple[tuple[str, str], ...]]:
     """A caller's trace id and span id (hex), and the metadata that carries them."""
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     return trace_id, span_id, (("traceparent", f"00-{trace_id}-{span_id}-01"), ("tracestate", "vendor=agent"))
+
+
+def _written(gateway: RunningGateway) -> int:
+    writer = gateway.decisions
+    assert isinstance(writer, DecisionLogWriter)
+    return writer.written
 
 
 def _one(receiver: OtlpReceiver, name: str, call_id: str) -> Span | None:
@@ -270,7 +277,7 @@ async def test_log_records_past_the_queue_while_the_collector_is_slow_are_droppe
             for n in range(20):
                 # One at a time, each line written before the next call: the writer's own queue never fills.
                 await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"q-{n}"), timeout=5)
-                await eventually(lambda n=n: gateway.decisions.written == n + 1)  # type: ignore[attr-defined]
+                await eventually(lambda: _written(gateway) == n + 1)  # noqa: B023 (awaited within the iteration)
         assert gateway.registry.get_sample_value("argwatch_decision_log_dropped_total", dropped) == 16
         receiver.log_exports_open.set()
         await eventually(lambda: len(receiver.logs) == 4)
