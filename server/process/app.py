@@ -244,7 +244,9 @@ async def build_gateway(
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 
-    tracing = _tracing(settings)  # before any listener: without the extra installed, refused with what to install
+    tracing = _tracing(
+        settings, registry
+    )  # before any listener: without the extra installed, refused with what to install
     # Before any listener: a folder it cannot write refuses.
     try:
         decisions = _decision_log(settings, metrics, clock, tracing)
@@ -396,7 +398,7 @@ async def build_gateway(
     return running
 
 
-def _tracing(settings: Settings) -> Tracing | None:
+def _tracing(settings: Settings, registry: CollectorRegistry) -> Tracing | None:
     """The OpenTelemetry pipeline with --otlp-endpoint; None (and nothing of OpenTelemetry imported) without it.
     ValueError, saying what to install, when the flag is given and the extra is not installed."""
     if settings.otlp_endpoint is None:
@@ -409,7 +411,7 @@ def _tracing(settings: Settings) -> Tracing | None:
         raise ValueError(
             f"--otlp-endpoint needs OpenTelemetry, which is not installed: install argwatch[otel] ({error})"
         ) from None
-    return Tracing(settings.otlp_endpoint, settings.replica_id)
+    return Tracing(settings.otlp_endpoint, settings.replica_id, registry)
 
 
 def _decision_log(

@@ -1,31 +1,36 @@
-"""The OpenTelemetry SDK set up for one gateway: spans (and, with --decision-log-otlp, log records) exported
-over OTLP/gRPC in batches by the SDK's own threads, flushed and shut down when the gateway stops.
+"""OpenTelemetry for one gateway: spans exported over OTLP/gRPC by a thread of their own (span_export.py), and,
+with --decision-log-otlp, the decision log's lines through the SDK's logs pipeline; both shut down (flushed)
+when the gateway stops.
 
-The providers are the gateway's own, never installed as OpenTelemetry's global
-ones: an application embedding the gateway (or a test running several) keeps
-its own. The SDK reads the standard environment where argwatch sets nothing:
-OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER (default:
-the caller's sampling decision, else every span), OTEL_BSP_* and OTEL_BLRP_*
-for the batches, OTEL_EXPORTER_OTLP_HEADERS, _CERTIFICATE and _TIMEOUT.
+Spans do not go through the SDK's tracer: its span object and its encoder cost
+more than a call's whole budget (docs/performance.md, `tracing.py`). The
+resource is still the SDK's, so the standard variables apply:
+OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; OTEL_BSP_SCHEDULE_DELAY and
+OTEL_BSP_MAX_QUEUE_SIZE for the spans' batches, as the SDK reads them; the
+logs pipeline reads OTEL_BLRP_* and OTEL_EXPORTER_OTLP_*. Nothing is
+installed as OpenTelemetry's global providers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Tracer
+from opentelemetry.util.types import AttributeValue
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from argwatch.server.edge.admission import Admission
 from argwatch.server.edge.gateway_service import GatewayServicer
 from argwatch.server.tracing.log_export import DecisionLogExport
+from argwatch.server.tracing.span_export import SpanExport
 from argwatch.server.tracing.traced_gateway import TracedGatewayServicer
 from argwatch.server.validator import Validator
 
@@ -35,7 +40,7 @@ SCOPE = "argwatch.server"
 @dataclass(frozen=True, slots=True)
 class OtlpTarget:
     """Where the collector listens: `HOST:PORT` or `http://HOST:PORT` in plaintext, `https://HOST:PORT` in TLS
-    (the system's roots, or OTEL_EXPORTER_OTLP_CERTIFICATE)."""
+    (the system's roots)."""
 
     address: str
     tls: bool
@@ -45,25 +50,32 @@ class OtlpTarget:
         scheme, found, rest = endpoint.partition("://")
         return cls(rest, scheme == "https") if found else cls(endpoint, False)
 
+    def channel(self) -> grpc.Channel:
+        if self.tls:
+            return grpc.secure_channel(self.address, grpc.ssl_channel_credentials())
+        return grpc.insecure_channel(self.address)
+
 
 class Tracing:
-    """The gateway's tracer and, when the decision log goes out too, its log export; `shutdown` once at stop."""
+    """The gateway's span export and, when the decision log goes out too, its log export; `shutdown` once at stop."""
 
-    def __init__(self, endpoint: str, replica_id: str) -> None:
+    def __init__(
+        self, endpoint: str, replica_id: str, registry: CollectorRegistry, environ: Mapping[str, str] = os.environ
+    ) -> None:
         self._target = OtlpTarget.parse(endpoint)
         self._resource = _resource(replica_id)
-        self._tracers = TracerProvider(resource=self._resource)
-        self._tracers.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=self._target.address, insecure=not self._target.tls))
-        )
-        self.tracer: Tracer = self._tracers.get_tracer(SCOPE)
+        delay_ms = float(environ.get("OTEL_BSP_SCHEDULE_DELAY") or 5000)
+        queue = int(environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or 2048)
+        resource: dict[str, AttributeValue] = dict(self._resource.attributes)
+        self.spans = SpanExport(self._target.channel(), resource, SCOPE, queue=queue, delay_seconds=delay_ms / 1000)
+        registry.register(_SpansDropped(self.spans))
         self._loggers: LoggerProvider | None = None
 
     def gateway_servicer(
         self, validator: Validator, admission: Admission, observe_traced: Callable[[float, str], None], **options: Any
     ) -> GatewayServicer:
         """The Gateway servicer whose calls are spans (`options`: GatewayServicer's keyword arguments)."""
-        return TracedGatewayServicer(validator, admission, tracer=self.tracer, observe_traced=observe_traced, **options)
+        return TracedGatewayServicer(validator, admission, spans=self.spans, observe_traced=observe_traced, **options)
 
     def decision_log_export(self, queue: int, dropped: Callable[[str], None]) -> DecisionLogExport:
         """The decision log's lines as OTLP log records, at most `queue` waiting for export (more are dropped
@@ -73,11 +85,28 @@ class Tracing:
         return DecisionLogExport(self._loggers, exporter, queue, dropped)
 
     def shutdown(self) -> None:
-        """Exports what is waiting (within the SDK's export timeout) and stops the SDK's threads. Blocking:
-        call it off the event loop."""
+        """Exports what is waiting (within the export timeout) and stops the export threads. Blocking: call it
+        off the event loop."""
         if self._loggers is not None:
             self._loggers.shutdown()
-        self._tracers.shutdown()
+        self.spans.close()
+
+
+class _SpansDropped(Collector):
+    """argwatch_trace_spans_dropped_total{reason}: spans not exported, read from the export at scrape time."""
+
+    def __init__(self, spans: SpanExport) -> None:
+        self._spans = spans
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "argwatch_trace_spans_dropped_total",
+            "Spans not exported: the queue was full, or the collector did not take their batch",
+            labels=["reason"],
+        )
+        for reason, count in list(self._spans.dropped.items()):
+            family.add_metric([reason], count)
+        yield family
 
 
 def _resource(replica_id: str) -> Resource:

@@ -9,19 +9,20 @@ names are fixed: what a caller wrote goes in attributes, cut to MAX_TEXT.
 from __future__ import annotations
 
 from collections.abc import Callable
-from time import perf_counter
+from time import perf_counter, time_ns
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission
 from argwatch.server.edge.gateway_service import SERVICE, GatewayServicer, checked_request
 from argwatch.server.edge.request_limits import TooLong
-from argwatch.server.tracing.trace_context import caller_context
+from argwatch.server.tracing.otlp_encoding import span_head
+from argwatch.server.tracing.span_export import Pending, SpanExport, new_span_id, new_trace_id
+from argwatch.server.tracing.trace_context import caller_parent
 from argwatch.server.validator import Validator
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
@@ -38,45 +39,50 @@ def _rpc(method: str) -> dict[str, AttributeValue]:
     return {"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": method}
 
 
-_VALIDATE = _rpc("Validate")
-_STREAM = _rpc("ValidateStream")
-_REPAIR = _rpc("Repair")
+_VALIDATE = span_head(VALIDATE_SPAN, _rpc("Validate"))
+_STREAM = span_head(STREAM_SPAN, _rpc("ValidateStream"))
+_REPAIR = span_head(REPAIR_SPAN, _rpc("Repair"))
 
 
 class TracedGatewayServicer(GatewayServicer):
-    """GatewayServicer, each verdict and repair a span; the latency histogram's observation keeps the trace id."""
+    """GatewayServicer, each verdict and repair a span; the latency histogram's observation keeps the trace id.
+
+    A call whose caller sampled its trace out (`traceparent` flags 00) is served as the plain servicer serves
+    it, with no span; one without a `traceparent` starts a sampled trace of its own."""
 
     def __init__(
         self,
         validator: Validator,
         admission: Admission,
         *,
-        tracer: Tracer,
+        spans: SpanExport,
         observe_traced: Callable[[float, str], None],
         **options: Any,
     ) -> None:
         super().__init__(validator, admission, **options)
-        self._tracer = tracer
+        self._spans = spans
         self._observe_traced = observe_traced
 
     async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
-        return await self._traced(VALIDATE_SPAN, _VALIDATE, body, context, context.time_remaining())
+        return await self._traced(_VALIDATE, body, context, context.time_remaining(), GatewayServicer.Validate)
 
     async def _judge(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         # Each message its own span, each a child of the context the stream was opened with.
-        return await self._traced(STREAM_SPAN, _STREAM, body, context, None)
+        return await self._traced(_STREAM, body, context, None, GatewayServicer._judge)
 
     async def _traced(
         self,
-        name: str,
-        rpc: dict[str, AttributeValue],
+        head: bytes,
         body: bytes,
         context: grpc.aio.ServicerContext[Any, Any],
         deadline: float | None,
+        untraced: Callable[[GatewayServicer, bytes, grpc.aio.ServicerContext[Any, Any]], Any],
     ) -> bytes:
-        started = perf_counter()
-        # Started, not made current: nothing inside opens a span of its own, and attaching a context costs more.
-        span = self._tracer.start_span(name, caller_context(context), SpanKind.SERVER, rpc)
+        parent = caller_parent(context)
+        if parent is not None and not parent.sampled:
+            return await untraced(self, body, context)  # type: ignore[no-any-return]
+        started, start_ns = perf_counter(), time_ns()
+        trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
         try:
             try:
                 request = checked_request(body)
@@ -85,19 +91,13 @@ class TracedGatewayServicer(GatewayServicer):
             call = wire.call_from_request(request)
             verdict = await self._validator.validate(call, deadline)
             response = wire.verdict_to_wire(verdict)
-            if span.is_recording():
-                span.set_attributes(verdict_attributes(call, verdict))
         except BaseException as error:
-            _failed(span, error)
+            self._spans.offer(Pending(head, parent, trace_id, span_id, start_ns, time_ns(), _none, (), _named(error)))
             raise
-        finally:
-            span.end()
-        spanned = span.get_span_context()
-        seconds = perf_counter() - started
-        if spanned.trace_flags.sampled:
-            self._observe_traced(seconds, format(spanned.trace_id, "032x"))
-        else:  # not exported: an exemplar would lead nowhere
-            self._observe(seconds)
+        self._spans.offer(
+            Pending(head, parent, trace_id, span_id, start_ns, time_ns(), verdict_attributes, (call, verdict), "")
+        )
+        self._observe_traced(perf_counter() - started, trace_id)
         return response
 
     async def Repair(
@@ -105,25 +105,22 @@ class TracedGatewayServicer(GatewayServicer):
         request: gateway_pb2.RepairRequest,
         context: grpc.aio.ServicerContext[gateway_pb2.RepairRequest, gateway_pb2.RepairResponse],
     ) -> gateway_pb2.RepairResponse:
-        span = self._tracer.start_span(REPAIR_SPAN, caller_context(context), SpanKind.SERVER, _REPAIR)
+        parent = caller_parent(context)
+        if parent is not None and not parent.sampled:
+            return await super().Repair(request, context)
+        start_ns = time_ns()
+        trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
+        asked = (request.call_id, request.conversation_id)
         try:
-            if span.is_recording():
-                span.set_attributes(_ids(request.call_id, request.conversation_id))
             response = await super().Repair(request, context)
-            if span.is_recording():
-                span.set_attributes(
-                    {
-                        "argwatch.problem_count": len(response.problems),
-                        "argwatch.repair.attempt": response.attempt,
-                        "argwatch.repair.give_up": response.give_up,
-                    }
-                )
-            return response
         except BaseException as error:
-            _failed(span, error)
+            self._spans.offer(
+                Pending(_REPAIR, parent, trace_id, span_id, start_ns, time_ns(), _ids, asked, _named(error))
+            )
             raise
-        finally:
-            span.end()
+        told = (*asked, len(response.problems), response.attempt, response.give_up)
+        self._spans.offer(Pending(_REPAIR, parent, trace_id, span_id, start_ns, time_ns(), repair_attributes, told, ""))
+        return response
 
 
 def verdict_attributes(call: ToolCall, verdict: Verdict) -> dict[str, AttributeValue]:
@@ -148,8 +145,22 @@ def _ids(call_id: str, conversation_id: str) -> dict[str, AttributeValue]:
     return attributes
 
 
-def _failed(span: Span, error: BaseException) -> None:
-    """A call answered with a status code (a refused request, an unknown repair) or cut short: an error span."""
-    if isinstance(error, Exception) and span.is_recording():
-        span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        span.record_exception(error)
+def repair_attributes(
+    call_id: str, conversation_id: str, problems: int, attempt: int, give_up: bool
+) -> dict[str, AttributeValue]:
+    """What a Repair span tells: whose call, and what the advice held."""
+    attributes = _ids(call_id, conversation_id)
+    attributes["argwatch.problem_count"] = problems
+    attributes["argwatch.repair.attempt"] = attempt
+    attributes["argwatch.repair.give_up"] = give_up
+    return attributes
+
+
+def _none() -> dict[str, AttributeValue]:
+    return {}
+
+
+def _named(error: BaseException) -> str:
+    """A call answered with a status code (a refused request, an unknown repair) or cut short: its span's
+    status is ERROR, with the exception's type (never the caller's text) as the message."""
+    return type(error).__name__

@@ -70,8 +70,8 @@ class OtlpReceiver:
         return [span for span in self.spans if span.name == name]
 
 
-def attributes(item: Span | LogRecord) -> dict[str, Any]:
-    """A span's or a log record's attributes as plain values."""
+def attributes(item: Any) -> dict[str, Any]:
+    """A span's, a log record's or a resource's attributes as plain values."""
     return {kv.key: plain(kv.value) for kv in item.attributes}
 
 

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import orjson
 import pytest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.trace import TracerProvider
 
 from argwatch.client import Gateway, Session, from_openai
@@ -154,6 +155,35 @@ async def test_a_malformed_traceparent_starts_a_new_trace_and_the_call_is_answer
     for span in receiver.named("argwatch.Validate"):
         assert span.parent_span_id == b"" and len(span.trace_id) == 16 and any(span.trace_id)  # a root of its own
     assert len({span.trace_id for span in receiver.named("argwatch.Validate")}) == 4
+
+
+async def test_a_caller_that_sampled_its_trace_out_gets_no_span_and_a_refused_request_an_error_span(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    trace_id, parent_id, _ = _caller()
+    unsampled = (("traceparent", f"00-{trace_id}-{parent_id}-00"),)
+    gateway = await _traced_gateway(tmp_path, receiver)
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            good = request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="not-sampled")
+            assert (await stub.Validate(good, metadata=unsampled, timeout=5)).call_id == "not-sampled"
+            validate: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                "/argwatch.v1.Gateway/Validate"
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await validate(b"\xff\xff not a request", timeout=5)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="after"), timeout=5)
+        await eventually(lambda: _one(receiver, "argwatch.Validate", "after") is not None)
+        assert len(receiver.named("argwatch.Validate")) == 2
+        assert gateway.registry.get_sample_value("argwatch_trace_spans_dropped_total", {"reason": "full"}) == 0
+    finally:
+        await gateway.stop()
+    assert _one(receiver, "argwatch.Validate", "not-sampled") is None
+    (failed,) = [span for span in receiver.named("argwatch.Validate") if "gen_ai.tool.call.id" not in attributes(span)]
+    assert failed.status.code == Status.STATUS_CODE_ERROR and failed.status.message == "AbortError"
+    assert failed.parent_span_id == b""
 
 
 async def test_each_stream_message_is_a_span_under_the_context_the_stream_was_opened_with(
