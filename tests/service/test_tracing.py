@@ -186,6 +186,27 @@ async def test_a_caller_that_sampled_its_trace_out_gets_no_span_and_a_refused_re
     assert failed.parent_span_id == b""
 
 
+async def test_with_no_collector_listening_calls_are_answered_spans_counted_as_lost_and_stop_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    closed = OtlpReceiver()  # started and stopped at once: a loopback port with nothing behind it
+    endpoint = await closed.start()
+    await closed.stop()
+    (tmp_path / "sets.yaml").write_text(SETS)
+    gateway = await gateway_on(tmp_path, POLICY, otlp_endpoint=endpoint)
+    lost = {"reason": "export_error"}
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for n in range(3):
+                good = request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"lost-{n}")
+                assert (await stub.Validate(good, timeout=5)).call_id == f"lost-{n}"
+        await eventually(lambda: gateway.registry.get_sample_value("argwatch_trace_spans_dropped_total", lost) == 3)
+    finally:
+        await asyncio.wait_for(gateway.stop(), 30)
+
+
 async def test_each_stream_message_is_a_span_under_the_context_the_stream_was_opened_with(
     tmp_path: Path, receiver: OtlpReceiver
 ) -> None:
