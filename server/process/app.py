@@ -411,7 +411,7 @@ def _tracing(settings: Settings, registry: CollectorRegistry) -> Tracing | None:
         raise ValueError(
             f"--otlp-endpoint needs OpenTelemetry, which is not installed: install argwatch[otel] ({error})"
         ) from None
-    return Tracing(settings.otlp_endpoint, settings.replica_id, registry)
+    return Tracing(settings.otlp_endpoint, settings.replica_id, registry, sample_ratio=settings.otlp_sample_ratio)
 
 
 def _decision_log(

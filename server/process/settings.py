@@ -89,6 +89,9 @@ class Settings:
     otlp_endpoint: str | None = None
     # The decision log's lines also go to --otlp-endpoint as OTLP log records (needs --decision-log).
     decision_log_otlp: bool = False
+    # Of the calls that come without a traceparent, the fraction traced (a caller's own sampling decision is
+    # always followed).
+    otlp_sample_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         streams, per_peer = self.stream_limits
@@ -133,6 +136,16 @@ def parse_otlp_endpoint(value: str) -> str:
         raise ValueError(f"expected HOST:PORT, http://HOST:PORT or https://HOST:PORT, got {value!r}")
     parse_address(address if found else value)
     return value
+
+
+def _ratio(value: str) -> float:
+    try:
+        found = float(value)
+    except ValueError:
+        found = -1.0
+    if not 0.0 <= found <= 1.0:
+        raise ValueError(f"expected a fraction from 0 to 1, got {value!r}")
+    return found
 
 
 def _mode_or_none(value: str) -> Mode | None:
@@ -278,6 +291,12 @@ SERVE_OPTIONS = (
         "https:// in TLS; needs argwatch[otel] (default: no tracing)",
         parse_otlp_endpoint,
         "HOST:PORT",
+    ),
+    _Option(
+        "otlp_sample_ratio",
+        "the fraction of calls without a traceparent that are traced (a caller's sampling decision is followed)",
+        _ratio,
+        "FRACTION",
     ),
     _Option(
         "decision_log_otlp",

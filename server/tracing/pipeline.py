@@ -60,8 +60,15 @@ class Tracing:
     """The gateway's span export and, when the decision log goes out too, its log export; `shutdown` once at stop."""
 
     def __init__(
-        self, endpoint: str, replica_id: str, registry: CollectorRegistry, environ: Mapping[str, str] = os.environ
+        self,
+        endpoint: str,
+        replica_id: str,
+        registry: CollectorRegistry,
+        *,
+        sample_ratio: float = 1.0,
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
+        self._sample_ratio = sample_ratio
         self._target = OtlpTarget.parse(endpoint)
         self._resource = _resource(replica_id)
         delay_ms = float(environ.get("OTEL_BSP_SCHEDULE_DELAY") or 5000)
@@ -75,7 +82,14 @@ class Tracing:
         self, validator: Validator, admission: Admission, observe_traced: Callable[[float, str], None], **options: Any
     ) -> GatewayServicer:
         """The Gateway servicer whose calls are spans (`options`: GatewayServicer's keyword arguments)."""
-        return TracedGatewayServicer(validator, admission, spans=self.spans, observe_traced=observe_traced, **options)
+        return TracedGatewayServicer(
+            validator,
+            admission,
+            spans=self.spans,
+            observe_traced=observe_traced,
+            sample_ratio=self._sample_ratio,
+            **options,
+        )
 
     def decision_log_export(self, queue: int, dropped: Callable[[str], None]) -> DecisionLogExport:
         """The decision log's lines as OTLP log records, at most `queue` waiting for export (more are dropped

@@ -9,6 +9,7 @@ names are fixed: what a caller wrote goes in attributes, cut to MAX_TEXT.
 from __future__ import annotations
 
 from collections.abc import Callable
+from random import random
 from time import perf_counter, time_ns
 from typing import Any
 
@@ -22,7 +23,7 @@ from argwatch.server.edge.gateway_service import SERVICE, GatewayServicer, check
 from argwatch.server.edge.request_limits import TooLong
 from argwatch.server.tracing.otlp_encoding import span_head
 from argwatch.server.tracing.span_export import Pending, SpanExport, new_span_id, new_trace_id
-from argwatch.server.tracing.trace_context import caller_parent
+from argwatch.server.tracing.trace_context import Parent, caller_parent
 from argwatch.server.validator import Validator
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
@@ -48,7 +49,7 @@ class TracedGatewayServicer(GatewayServicer):
     """GatewayServicer, each verdict and repair a span; the latency histogram's observation keeps the trace id.
 
     A call whose caller sampled its trace out (`traceparent` flags 00) is served as the plain servicer serves
-    it, with no span; one without a `traceparent` starts a sampled trace of its own."""
+    it, with no span; of those without a `traceparent`, a fraction `sample_ratio` start a trace of their own."""
 
     def __init__(
         self,
@@ -57,11 +58,19 @@ class TracedGatewayServicer(GatewayServicer):
         *,
         spans: SpanExport,
         observe_traced: Callable[[float, str], None],
+        sample_ratio: float = 1.0,
         **options: Any,
     ) -> None:
         super().__init__(validator, admission, **options)
         self._spans = spans
         self._observe_traced = observe_traced
+        self._ratio = sample_ratio
+
+    def _sampled(self, parent: Parent | None) -> bool:
+        """The caller's decision when it sent one; else a draw at --otlp-sample-ratio."""
+        if parent is not None:
+            return parent.sampled
+        return self._ratio >= 1.0 or random() < self._ratio
 
     async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         return await self._traced(_VALIDATE, body, context, context.time_remaining(), GatewayServicer.Validate)
@@ -79,7 +88,7 @@ class TracedGatewayServicer(GatewayServicer):
         untraced: Callable[[GatewayServicer, bytes, grpc.aio.ServicerContext[Any, Any]], Any],
     ) -> bytes:
         parent = caller_parent(context)
-        if parent is not None and not parent.sampled:
+        if not self._sampled(parent):
             return await untraced(self, body, context)  # type: ignore[no-any-return]
         started, start_ns = perf_counter(), time_ns()
         trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
@@ -106,7 +115,7 @@ class TracedGatewayServicer(GatewayServicer):
         context: grpc.aio.ServicerContext[gateway_pb2.RepairRequest, gateway_pb2.RepairResponse],
     ) -> gateway_pb2.RepairResponse:
         parent = caller_parent(context)
-        if parent is not None and not parent.sampled:
+        if not self._sampled(parent):
             return await super().Repair(request, context)
         start_ns = time_ns()
         trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()

@@ -207,6 +207,25 @@ async def test_with_no_collector_listening_calls_are_answered_spans_counted_as_l
         await asyncio.wait_for(gateway.stop(), 30)
 
 
+async def test_a_sample_ratio_of_zero_traces_no_call_without_a_traceparent_and_every_sampled_callers(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    _, _, metadata = _caller()
+    gateway = await _traced_gateway(tmp_path, receiver, otlp_sample_ratio=0.0)
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for n in range(5):
+                await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"r-{n}"), timeout=5)
+            await stub.Validate(
+                request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="joined"), metadata=metadata, timeout=5
+            )
+        await eventually(lambda: _one(receiver, "argwatch.Validate", "joined") is not None)
+    finally:
+        await gateway.stop()
+    assert [attributes(span)["gen_ai.tool.call.id"] for span in receiver.spans] == ["joined"]
+
+
 async def test_each_stream_message_is_a_span_under_the_context_the_stream_was_opened_with(
     tmp_path: Path, receiver: OtlpReceiver
 ) -> None:
