@@ -30,7 +30,7 @@ lock: $(BIN)/python
 	$(BIN)/pip install --quiet pip-tools==7.6.2
 	$(BIN)/pip-compile --quiet --upgrade --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
 	  --annotation-style=line --extra tui --extra test --extra lint --extra fuzz --extra k8s --extra bench \
-	  --extra openai-agents --extra langgraph --extra pydantic-ai --extra mcp \
+	  --extra openai-agents --extra langgraph --extra pydantic-ai --extra mcp --extra otel \
 	  --output-file $(LOCK) pyproject.toml
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --annotation-style=line \
 	  --constraint $(LOCK) --output-file requirements/runtime.lock pyproject.toml
@@ -134,6 +134,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/validate.py --gate
 	$(BIN)/python bench/h2load.py
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/tracing.py
 	$(BIN)/python bench/profile_server.py
 	$(BIN)/python bench/gate.py
 	$(BIN)/python bench/decision_log.py

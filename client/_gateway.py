@@ -11,6 +11,7 @@ from argwatch.client._adapters import ProviderToolCall
 from argwatch.client._errors import gateway_errors
 from argwatch.client._outcome import CallOutcome, Outcome, outcome_value
 from argwatch.client._session import NO_SESSION, Session
+from argwatch.client._trace_context import trace_metadata
 from argwatch.common.channels import aio_channel, blocking_channel, service_config_options
 from argwatch.v1 import gateway_pb2 as pb
 from argwatch.v1 import gateway_pb2_grpc
@@ -108,10 +109,14 @@ class Gateway(BaseGateway[grpc.aio.Channel]):
         """
         with gateway_errors(f"{call.tool} was not run"):
             verdict: pb.ValidateResponse = await self._stub.Validate(
-                self._validate_request(call, session), timeout=self._timeout
+                self._validate_request(call, session), timeout=self._timeout, metadata=trace_metadata()
             )
             repair = self._repair_request(verdict, session)
-            advice = None if repair is None else await self._stub.Repair(repair, timeout=self._timeout)
+            advice = (
+                None
+                if repair is None
+                else await self._stub.Repair(repair, timeout=self._timeout, metadata=trace_metadata())
+            )
         return self._outcome(verdict, advice, session)
 
     async def report_outcome(
@@ -164,10 +169,12 @@ class SyncGateway(BaseGateway[grpc.Channel]):
         """
         with gateway_errors(f"{call.tool} was not run"):
             verdict: pb.ValidateResponse = self._stub.Validate(
-                self._validate_request(call, session), timeout=self._timeout
+                self._validate_request(call, session), timeout=self._timeout, metadata=trace_metadata()
             )
             repair = self._repair_request(verdict, session)
-            advice = None if repair is None else self._stub.Repair(repair, timeout=self._timeout)
+            advice = (
+                None if repair is None else self._stub.Repair(repair, timeout=self._timeout, metadata=trace_metadata())
+            )
         return self._outcome(verdict, advice, session)
 
     def report_outcome(

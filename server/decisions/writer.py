@@ -69,8 +69,12 @@ class DecisionLogWriter:
         dropped: Callable[[str], None],
         *,
         clock: Callable[[], float] = time.time,
+        forward: Callable[[bytes], None] | None = None,
     ) -> None:
+        """`forward`, when given, is handed each line on the writer's thread before it is written (the OTLP
+        export, argwatch.server.tracing); it must not raise."""
         self._dir = directory
+        self._forward = forward if forward is not None else _keep_to_files
         self._limits = limits
         self._lines = LineBuilder(hasher)
         self._dropped = dropped
@@ -134,6 +138,7 @@ class DecisionLogWriter:
     def _write(self, entry: _Entry) -> None:
         try:
             line = self._lines.line(*entry)
+            self._forward(line)  # before the file: a line the disk refuses still goes out
             if self._file is None:
                 self._open()
             elif self._size and self._size + len(line) > self._limits.rotate_bytes:
@@ -221,6 +226,7 @@ def open_decision_log(
     *,
     key_file: str | None = None,
     clock: Callable[[], float] = time.time,
+    forward: Callable[[bytes], None] | None = None,
 ) -> DecisionLogWriter:
     """Checks the directory can be written (creating it if missing) and starts the writer; raises ValueError
     saying why not, so that the gateway refuses to start rather than lose every line."""
@@ -234,7 +240,11 @@ def open_decision_log(
         raise ValueError(
             f"--decision-log {directory}: the directory cannot be written: {error.strerror or error}"
         ) from None
-    return DecisionLogWriter(path, limits, ValueHasher(_key(path, key_file)), dropped, clock=clock)
+    return DecisionLogWriter(path, limits, ValueHasher(_key(path, key_file)), dropped, clock=clock, forward=forward)
+
+
+def _keep_to_files(line: bytes) -> None:
+    return None
 
 
 def _key(directory: Path, key_file: str | None) -> bytes:

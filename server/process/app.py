@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -56,6 +56,9 @@ from argwatch.server.valuesets.file_source import FileSetFetcher
 from argwatch.server.valuesets.grpc_source import GrpcSetFetcher
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
+
+if TYPE_CHECKING:  # imported at run time only with --otlp-endpoint (_tracing)
+    from argwatch.server.tracing.pipeline import Tracing
 
 log = logging.getLogger("argwatch.server")
 
@@ -109,6 +112,7 @@ class RunningGateway:
     _metrics_listener: MetricsListener
     reloader: PolicyReloader | None = None
     decisions: DecisionSink = field(default_factory=NoDecisionLog)  # a DecisionLogWriter with --decision-log
+    tracing: Tracing | None = None  # with --otlp-endpoint
     _stopped: bool = False
 
     @property
@@ -168,6 +172,8 @@ class RunningGateway:
         await self._metrics_listener.close()
         if isinstance(self.decisions, DecisionLogWriter):  # after the last call: every verdict is written
             await asyncio.to_thread(self.decisions.close)
+        if self.tracing is not None:  # after the decision log: its last lines are exported too
+            await asyncio.to_thread(self.tracing.shutdown)
         log.info("stopped")
 
 
@@ -238,7 +244,16 @@ async def build_gateway(
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 
-    decisions = _decision_log(settings, metrics, clock)  # before any listener: a folder it cannot write refuses
+    tracing = _tracing(
+        settings, registry
+    )  # before any listener: without the extra installed, refused with what to install
+    # Before any listener: a folder it cannot write refuses.
+    try:
+        decisions = _decision_log(settings, metrics, clock, tracing)
+    except BaseException:
+        if tracing is not None:
+            tracing.shutdown()
+        raise
     serving = rebuild(policy, fetchers)
     provider, record_clients, validator = serving.provider, serving.record_clients, serving.validator
     control: ModeControl = (
@@ -285,12 +300,15 @@ async def build_gateway(
     admission = Admission(
         Limits(settings.max_concurrent_rpcs, max_streams, per_peer), metrics.rpc_shed, metrics.streams_open.set
     )
-    gateway_servicer = GatewayServicer(
-        validator,
-        admission,
-        stream_idle_seconds=settings.stream_idle_seconds,
-        observe_seconds=metrics.validate_seconds.observe,
-        on_idle_close=metrics.stream_idle_closed,
+    servicer_options: dict[str, Any] = {
+        "stream_idle_seconds": settings.stream_idle_seconds,
+        "observe_seconds": metrics.validate_seconds.observe,
+        "on_idle_close": metrics.stream_idle_closed,
+    }
+    gateway_servicer = (
+        GatewayServicer(validator, admission, **servicer_options)
+        if tracing is None
+        else tracing.gateway_servicer(validator, admission, metrics.validate_seconds.observe_traced, **servicer_options)
     )
     metrics_listener = MetricsListener(registry, metrics.metrics_scrape_refused)
     try:
@@ -306,6 +324,8 @@ async def build_gateway(
         # Release whatever was bound before the failure, so no port or channel outlives it.
         if isinstance(decisions, DecisionLogWriter):
             decisions.close()
+        if tracing is not None:
+            await asyncio.to_thread(tracing.shutdown)
         await metrics_listener.close()
         await server.stop(None)
         await admin_server.stop(None)
@@ -363,6 +383,7 @@ async def build_gateway(
         _admin_server=admin_server,
         _metrics_listener=metrics_listener,
         decisions=decisions,
+        tracing=tracing,
     )
     running.reloader = PolicyReloader(running, clock)
     admin.attach_reloader(running.reloader)
@@ -377,7 +398,25 @@ async def build_gateway(
     return running
 
 
-def _decision_log(settings: Settings, metrics: GatewayMetrics, clock: Callable[[], float]) -> DecisionSink:
+def _tracing(settings: Settings, registry: CollectorRegistry) -> Tracing | None:
+    """The OpenTelemetry pipeline with --otlp-endpoint; None (and nothing of OpenTelemetry imported) without it.
+    ValueError, saying what to install, when the flag is given and the extra is not installed."""
+    if settings.otlp_endpoint is None:
+        return None
+    try:
+        from argwatch.server.tracing.pipeline import Tracing
+    except ImportError as error:
+        if not (error.name or "").startswith("opentelemetry"):
+            raise  # a fault of ours, not a missing extra
+        raise ValueError(
+            f"--otlp-endpoint needs OpenTelemetry, which is not installed: install argwatch[otel] ({error})"
+        ) from None
+    return Tracing(settings.otlp_endpoint, settings.replica_id, registry, sample_ratio=settings.otlp_sample_ratio)
+
+
+def _decision_log(
+    settings: Settings, metrics: GatewayMetrics, clock: Callable[[], float], tracing: Tracing | None
+) -> DecisionSink:
     """The decision log's writer with --decision-log (ValueError if its folder cannot be written), else none."""
     if settings.decision_log is None:
         return NoDecisionLog()
@@ -387,8 +426,18 @@ def _decision_log(settings: Settings, metrics: GatewayMetrics, clock: Callable[[
         rotate_seconds=settings.decision_log_rotate_seconds,
         queue=settings.decision_log_queue,
     )
-    dropped = metrics.decision_log_drops(DROP_REASONS)
-    return open_decision_log(settings.decision_log, limits, dropped, key_file=settings.decision_log_key, clock=clock)
+    if tracing is None or not settings.decision_log_otlp:
+        dropped = metrics.decision_log_drops(DROP_REASONS)
+        return open_decision_log(
+            settings.decision_log, limits, dropped, key_file=settings.decision_log_key, clock=clock
+        )
+    from argwatch.server.tracing.log_export import OTLP_DROP_REASONS
+
+    dropped = metrics.decision_log_drops((*DROP_REASONS, *OTLP_DROP_REASONS))
+    export = tracing.decision_log_export(settings.decision_log_queue, dropped)
+    return open_decision_log(
+        settings.decision_log, limits, dropped, key_file=settings.decision_log_key, clock=clock, forward=export.forward
+    )
 
 
 def _admin_tokens(settings: Settings) -> TokenBook | None:

@@ -84,6 +84,14 @@ class Settings:
     decision_log_queue: int = 10_000
     # File holding the MAC key for argument values (at least 32 bytes); None: made on first start, kept in the folder.
     decision_log_key: str | None = None
+    # The OpenTelemetry collector (OTLP over gRPC) that spans of each Validate and Repair go to; None: no
+    # tracing, and nothing of OpenTelemetry imported. Needs argwatch[otel].
+    otlp_endpoint: str | None = None
+    # The decision log's lines also go to --otlp-endpoint as OTLP log records (needs --decision-log).
+    decision_log_otlp: bool = False
+    # Of the calls that come without a traceparent, the fraction traced (a caller's own sampling decision is
+    # always followed).
+    otlp_sample_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         streams, per_peer = self.stream_limits
@@ -100,6 +108,8 @@ class Settings:
 
         if self.decision_log_rotate_bytes > self.decision_log_max_bytes:
             raise ValueError("--decision-log-rotate-bytes must be at most --decision-log-max-bytes")
+        if self.decision_log_otlp and (self.otlp_endpoint is None or self.decision_log is None):
+            raise ValueError("--decision-log-otlp needs --otlp-endpoint (where to send) and --decision-log (what)")
 
     @property
     def stream_limits(self) -> tuple[int, int]:
@@ -117,6 +127,25 @@ def parse_address(value: str) -> str:
     if host.startswith("[") != host.endswith("]"):
         raise ValueError(f"expected an IPv6 host in brackets such as [::1]:50051, got {value!r}")
     return value
+
+
+def parse_otlp_endpoint(value: str) -> str:
+    """Checks HOST:PORT, http://HOST:PORT (both plaintext) or https://HOST:PORT (TLS); returns it unchanged."""
+    scheme, found, address = value.partition("://")
+    if found and scheme not in ("http", "https"):
+        raise ValueError(f"expected HOST:PORT, http://HOST:PORT or https://HOST:PORT, got {value!r}")
+    parse_address(address if found else value)
+    return value
+
+
+def _ratio(value: str) -> float:
+    try:
+        found = float(value)
+    except ValueError:
+        found = -1.0
+    if not 0.0 <= found <= 1.0:
+        raise ValueError(f"expected a fraction from 0 to 1, got {value!r}")
+    return found
 
 
 def _mode_or_none(value: str) -> Mode | None:
@@ -255,6 +284,25 @@ SERVE_OPTIONS = (
     _Option(
         "decision_log_key",
         "file with the key for argument values, 32 bytes or more (default: made on first start in the folder)",
+    ),
+    _Option(
+        "otlp_endpoint",
+        "OpenTelemetry collector (OTLP/gRPC) for a span per Validate and Repair; HOST:PORT or http:// in plaintext, "
+        "https:// in TLS; needs argwatch[otel] (default: no tracing)",
+        parse_otlp_endpoint,
+        "HOST:PORT",
+    ),
+    _Option(
+        "otlp_sample_ratio",
+        "the fraction of calls without a traceparent that are traced (a caller's sampling decision is followed)",
+        _ratio,
+        "FRACTION",
+    ),
+    _Option(
+        "decision_log_otlp",
+        "also send the decision log's lines to --otlp-endpoint as OTLP log records",
+        _boolean,
+        "{true,false}",
     ),
 )
 

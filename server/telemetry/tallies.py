@@ -3,6 +3,7 @@ label-less histogram, a counter read from a callable, and the value sets' health
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
@@ -10,6 +11,7 @@ from typing import NamedTuple
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
 
 
 class ValueSetHealth(NamedTuple):
@@ -115,6 +117,8 @@ class TallyHistogram(Collector):
         self._name, self._documentation = name, documentation
         self._bounds = tuple(sorted(buckets))
         self._counts = [0] * (len(self._bounds) + 1)  # the last: above every bound
+        # Per bucket, the latest traced observation (trace id, value, when), shown only in OpenMetrics.
+        self._exemplars: list[tuple[str, float, float] | None] = [None] * len(self._counts)
         self._sum = 0.0
         registry.register(self)
 
@@ -122,11 +126,27 @@ class TallyHistogram(Collector):
         self._counts[bisect_left(self._bounds, value)] += 1
         self._sum += value
 
+    def observe_traced(self, value: float, trace_id: str) -> None:
+        """`observe`, keeping the traced call as its bucket's exemplar (the latest one per bucket, as
+        prometheus_client keeps them): with tracing on, a slow bucket on a dashboard leads to a trace."""
+        index = bisect_left(self._bounds, value)
+        self._counts[index] += 1
+        self._sum += value
+        # A tuple replaced whole, never mutated: the scrape's thread reads it while the loop writes.
+        self._exemplars[index] = (trace_id, value, time.time())
+
     def collect(self) -> Iterator[HistogramMetricFamily]:
-        cumulative, buckets = 0, []
-        for bound, count in zip((*self._bounds, float("inf")), list(self._counts), strict=True):
+        cumulative = 0
+        buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
+        bounds = (*self._bounds, float("inf"))
+        for bound, count, kept in zip(bounds, list(self._counts), list(self._exemplars), strict=True):
             cumulative += count
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            if kept is None:
+                buckets.append((le, cumulative))
+            else:
+                trace_id, value, at = kept
+                buckets.append((le, cumulative, Exemplar({"trace_id": trace_id}, value, at)))
         yield HistogramMetricFamily(self._name, self._documentation, buckets=buckets, sum_value=self._sum)
 
     def describe(self) -> Iterator[HistogramMetricFamily]:

@@ -96,6 +96,7 @@ SERVER_LAYERS = (
     "decisions",  # the decision log: each verdict as a line, its writer thread, rotation and budget
     "validator",  # one call judged: every check, counted
     "edge",  # the gRPC services and what they put on the wire
+    "tracing",  # OpenTelemetry (an extra): spans of the Gateway's calls, the decision log as OTLP logs
     "process",  # the gateway process: settings, listeners, reloads, start and stop
     "replay",  # the gateway's checks over recorded calls, offline
     "policytest",  # policy test cases, judged offline by the gateway's Validator

@@ -1,0 +1,96 @@
+"""Spans written as OTLP bytes by hand (otlp_encoding.py) read back by opentelemetry-proto's own messages, field
+for field; and the caller's traceparent read as W3C Trace Context says."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.util.types import AttributeValue
+
+from argwatch.server.tracing import otlp_encoding
+from argwatch.server.tracing.otlp_encoding import varint
+from argwatch.server.tracing.trace_context import Parent, parse_parent
+from tests.service.otlp_receiver import attributes
+
+TRACE = bytes(range(1, 17))
+SPAN = bytes(range(20, 28))
+PARENT = bytes(range(40, 48))
+
+
+def _read(body: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    return request
+
+
+def test_a_span_with_every_kind_of_attribute_reads_back_as_written() -> None:
+    head = otlp_encoding.span_head("argwatch.Validate", {"rpc.system": "grpc", "rpc.method": "Validate"})
+    own: dict[str, AttributeValue] = {
+        "text": "é and ünïcode",
+        "count": 3,
+        "negative": -5,
+        "big": 2**62,
+        "yes": True,
+        "no": False,
+        "ratio": 0.25,
+        "codes": ["out_of_set", "missing_required"],
+        "empty": "",
+    }
+    one = otlp_encoding.span(head, TRACE, SPAN, PARENT, "vendor=a,other=b", 10**18, 10**18 + 12345, own, "")
+    bare = otlp_encoding.span(head, TRACE, SPAN, b"", "", 1, 2, {}, "AbortError")
+    resource, scope = otlp_encoding.request_head({"service.name": "argwatch", "pid": 42}, "argwatch.server")
+    request = _read(otlp_encoding.export_request(resource, scope, [one, bare]))
+    (resource_spans,) = request.resource_spans
+    assert attributes(resource_spans.resource) == {"service.name": "argwatch", "pid": 42}
+    (scope_spans,) = resource_spans.scope_spans
+    assert scope_spans.scope.name == "argwatch.server"
+    first, second = scope_spans.spans
+    assert (first.trace_id, first.span_id, first.parent_span_id) == (TRACE, SPAN, PARENT)
+    assert first.name == "argwatch.Validate" and first.kind == Span.SPAN_KIND_SERVER
+    assert first.trace_state == "vendor=a,other=b"
+    assert (first.start_time_unix_nano, first.end_time_unix_nano) == (10**18, 10**18 + 12345)
+    assert attributes(first) == {"rpc.system": "grpc", "rpc.method": "Validate", **own}
+    assert first.status.code == Status.STATUS_CODE_UNSET
+    assert second.parent_span_id == b"" and second.trace_state == ""
+    assert attributes(second) == {"rpc.system": "grpc", "rpc.method": "Validate"}
+    assert second.status.code == Status.STATUS_CODE_ERROR and second.status.message == "AbortError"
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 2**32, 2**63 - 1, -1])
+def test_varints_are_protobufs(value: int) -> None:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+    parsed = AnyValue()
+    parsed.ParseFromString(b"\x18" + varint(value))
+    assert parsed.int_value == value
+
+
+TRACE_HEX = "4bf92f3577b34da6a3ce929d0e0e4736"
+SPAN_HEX = "00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize(
+    ("traceparent", "expected"),
+    [
+        (f"00-{TRACE_HEX}-{SPAN_HEX}-01", Parent(TRACE_HEX, SPAN_HEX, True, "s")),
+        (f"00-{TRACE_HEX}-{SPAN_HEX}-00", Parent(TRACE_HEX, SPAN_HEX, False, "s")),
+        (f"  00-{TRACE_HEX}-{SPAN_HEX}-03 ", Parent(TRACE_HEX, SPAN_HEX, True, "s")),  # other flags ignored
+        (f"01-{TRACE_HEX}-{SPAN_HEX}-01-later-fields", Parent(TRACE_HEX, SPAN_HEX, True, "s")),  # a later version
+        (f"00-{TRACE_HEX}-{SPAN_HEX}-01-extra", None),  # version 00 has exactly four fields
+        (f"ff-{TRACE_HEX}-{SPAN_HEX}-01", None),  # version ff is invalid
+        (f"00-{TRACE_HEX.upper()}-{SPAN_HEX}-01", None),  # lower-case hex only
+        (f"00-{'0' * 32}-{SPAN_HEX}-01", None),  # all-zero ids are invalid
+        (f"00-{TRACE_HEX}-{'0' * 16}-01", None),
+        (f"00-{TRACE_HEX[:-1]}-{SPAN_HEX}-01", None),
+        ("garbage", None),
+        ("", None),
+    ],
+)
+def test_a_traceparent_is_read_as_w3c_trace_context_says(traceparent: str, expected: Parent | None) -> None:
+    assert parse_parent(traceparent, "s") == expected
+
+
+def test_an_overlong_tracestate_is_dropped_not_cut() -> None:
+    found = parse_parent(f"00-{TRACE_HEX}-{SPAN_HEX}-01", "k=" + "v" * 600)
+    assert found is not None and found.trace_state == ""
