@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from argwatch.common.tasks import cancel_and_wait
@@ -66,7 +66,21 @@ class PolicyReloader:
 
     async def _reload_and_record(self, actor: str, reason: str) -> ReloadResult:
         async with self._lock:  # audits in the order the reloads happened
-            return await self._record(await self._reload_safely(), actor, reason)
+            return await self._record(await self._reload_safely(self._reload), actor, reason)
+
+    async def promote(self, policy: Policy, actor: str, reason: str) -> ReloadResult:
+        """Serves `policy` (the shadow's, already loaded) through the same swap as a reload, logged, counted
+        and audited as one. The file at settings.policy is not written: a later reload reads that file again,
+        and serves what it holds (docs/operating.md)."""
+        task = asyncio.get_running_loop().create_task(self._promote_and_record(policy, actor, reason))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await asyncio.shield(task)
+
+    async def _promote_and_record(self, policy: Policy, actor: str, reason: str) -> ReloadResult:
+        async with self._lock:
+            result = await self._reload_safely(lambda: self._serve(policy))
+            return await self._record(result, actor, f"promoted from the shadow: {reason}")
 
     async def _record(self, result: ReloadResult, actor: str, reason: str) -> ReloadResult:
         gateway = self._gateway
@@ -111,12 +125,12 @@ class PolicyReloader:
             for client in clients.values():
                 await client.close()
 
-    async def _reload_safely(self) -> ReloadResult:
-        """_reload, where anything that goes wrong is a refusal (the policy in use keeps serving), never a
+    async def _reload_safely(self, reload: Callable[[], Awaitable[ReloadResult]]) -> ReloadResult:
+        """`reload`, where anything that goes wrong is a refusal (the policy in use keeps serving), never a
         reload half done."""
         old = self._gateway.policy
         try:
-            return await self._reload()
+            return await reload()
         except Exception as error:  # a bug or an OS error must not leave the gateway between two policies
             log.exception("policy reload failed; the policy in use keeps serving")
             return ReloadResult(f"refused: {_cut(f'{type(error).__name__}: {error}')}", old.version, old.version)
@@ -135,6 +149,12 @@ class PolicyReloader:
             return ReloadResult(
                 f"refused: {path}: not read and validated within {LOAD_SECONDS:g}s", old.version, old.version
             )
+        return await self._serve(policy)
+
+    async def _serve(self, policy: Policy) -> ReloadResult:
+        """Builds what `policy` needs beside what serves now, then swaps it in whole."""
+        gateway = self._gateway
+        old = gateway.policy
         if policy.version == old.version:
             return ReloadResult("unchanged", old.version, old.version)
         serving = gateway.serving
@@ -161,7 +181,7 @@ class PolicyReloader:
         serving.record_clients, serving.validator = parts.record_clients, parts.validator
         gateway.repairs.remember_for(policy.repair.remember_seconds)
         gateway.metrics.policy_serving(policy.version)
-        removed = tuple(name for name in old.tools if name not in policy.tools)
+        added, removed, changed = differing_tools(old, policy)
         gateway.metrics.forget(
             tools=removed,
             sets=[name for name in old.value_sets if name not in policy.value_sets],
@@ -177,11 +197,9 @@ class PolicyReloader:
             "reloaded",
             policy.version,
             old.version,
-            tools_added=tuple(name for name in policy.tools if name not in old.tools),
+            tools_added=added,
             tools_removed=removed,
-            tools_changed=tuple(
-                name for name, tool in policy.tools.items() if name in old.tools and _differs(old, policy, name)
-            ),
+            tools_changed=changed,
         )
 
     async def _retire(self, clients: Mapping[str, RecordClient]) -> None:
@@ -194,6 +212,14 @@ class PolicyReloader:
 def _cut(text: str, limit: int = 2000) -> str:
     """A refusal as kept in the audit and GetStatus: a policy with a thousand errors is not kept whole."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def differing_tools(old: Policy, new: Policy) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The tools `new` adds, removes, and changes (its own policy, or a set it binds configured otherwise)."""
+    added = tuple(name for name in new.tools if name not in old.tools)
+    removed = tuple(name for name in old.tools if name not in new.tools)
+    changed = tuple(name for name in new.tools if name in old.tools and _differs(old, new, name))
+    return added, removed, changed
 
 
 def _differs(old: Policy, new: Policy, tool: str) -> bool:
