@@ -15,6 +15,8 @@ import pytest
 from google.protobuf import struct_pb2
 
 from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.verdict.decision import Verdict
+from argwatch.server.verdict.tool_call import ToolCall
 from argwatch.v1 import admin_pb2, sources_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on, loopback_settings
@@ -250,7 +252,7 @@ async def test_a_shadow_that_raises_is_counted_and_the_live_verdict_stands(gatew
     assert gateway.shadow is not None and gateway.shadow.runner.judge is not None
     judge = gateway.shadow.runner.judge
 
-    async def broken(*args: object, **kwargs: object) -> object:
+    async def broken(call: ToolCall, deadline: float | None = None) -> Verdict:
         raise RuntimeError("a bug in the shadow's judgment")
 
     judge.validator.validate = broken  # type: ignore[method-assign]  # fault injection: a bug, in the shadow only
