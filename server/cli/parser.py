@@ -9,7 +9,15 @@ from typing import Any
 
 from argwatch.common.durations import duration
 from argwatch.common.tls_flags import add_tls_arguments
-from argwatch.server.cli import commands, coverage_command, mode_command, policy_test_command, replay_command, serve
+from argwatch.server.cli import (
+    commands,
+    coverage_command,
+    mode_command,
+    policy_test_command,
+    replay_command,
+    serve,
+    shadow_command,
+)
 from argwatch.server.process.settings import add_serve_arguments
 
 
@@ -189,4 +197,5 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     replay_command.add_commands(command)
     coverage_command.add_command(command)
     mode_command.add_command(command)
+    shadow_command.add_command(command)
     return parser, found

@@ -92,6 +92,10 @@ class ShadowRunner:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    def calls_judged(self) -> int:
+        """Calls the shadow in use has judged (0: none in use)."""
+        return self._report.calls if self._report is not None else 0
+
     def watch(self, validator: Callable[[], Validator]) -> None:
         """`validator` gives the live Validator now (a reload replaces it): rebound at each set or clear."""
         self._validator = validator
