@@ -67,9 +67,8 @@ async def batch_cpu(gateway: RunningGateway, supply: Iterator[ToolCall]) -> floa
     validate = gateway.validator.validate
     for _ in range(BATCH):
         await validate(next(supply))
-    runner = gateway.shadow.runner if gateway.shadow is not None else None
-    while runner is not None and runner.in_flight:
-        await asyncio.sleep(0)
+    if gateway.shadow is not None:
+        await gateway.shadow.runner.drained()
     return (time.process_time() - started) / BATCH * 1e6
 
 

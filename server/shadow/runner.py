@@ -92,6 +92,11 @@ class ShadowRunner:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    async def drained(self) -> None:
+        """Returns once every judgment in flight now has ended (for a benchmark's batch, and tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
     def calls_judged(self) -> int:
         """Calls the shadow in use has judged (0: none in use)."""
         return self._report.calls if self._report is not None else 0
