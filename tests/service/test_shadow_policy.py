@@ -394,3 +394,42 @@ async def test_only_the_admin_role_changes_the_shadow_and_the_read_role_reads_it
         assert len(refusals) == 3
     finally:
         await gateway.stop(0)
+
+
+async def test_on_call_overrides_apply_to_the_shadow_too(gateway: RunningGateway) -> None:
+    """add_note observes live and rejects in the shadow: an on-call override to observe holds for both."""
+    await set_shadow(gateway)
+    channel, admin = admin_stub(gateway)
+    async with channel:
+        await admin.SetMode(admin_pb2.SetModeRequest(tool="add_note", mode=pb.MODE_OBSERVE, reason="INC-3"), timeout=5)
+    channel, stub = gateway_stub(gateway)
+    async with channel:
+        await stub.Validate(request("add_note", {"country": "XX"}, call_id="n1"), timeout=5)
+    assert gateway.shadow is not None
+    await gateway.shadow.runner.drained()
+    report = await shadow_report(gateway)
+    assert report.calls == 1 and counts(report) == {}
+
+
+async def test_a_reload_keeps_the_shadow_judging_and_the_decision_log_sees_live_verdicts_only(tmp_path: Path) -> None:
+    (tmp_path / "sets.yaml").write_text(SETS)
+    gateway = await gateway_on(tmp_path, LIVE, decision_log=str(tmp_path / "decisions"))
+    try:
+        await set_shadow(gateway)
+        (tmp_path / "policy.yaml").write_text(
+            LIVE.replace("add_note:\n    mode: observe", "add_note:\n    mode: observe\n    # edited")
+        )
+        assert (await gateway.reload(reason="an edit")).outcome == "reloaded"
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            answer = await stub.Validate(request("add_note", {"country": "XX"}, call_id="n1"), timeout=5)
+        assert answer.decision == pb.DECISION_ALLOW
+        assert gateway.shadow is not None
+        await gateway.shadow.runner.drained()
+        assert counts(await shadow_report(gateway)) == {("add_note", "would_refuse"): 1}
+    finally:
+        await gateway.stop(0)
+    lines = [
+        line for path in sorted((tmp_path / "decisions").glob("*.jsonl")) for line in path.read_text().splitlines()
+    ]
+    assert len(lines) == 1 and '"n1"' in lines[0] and '"allow"' in lines[0]
