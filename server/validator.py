@@ -94,10 +94,12 @@ class Validator:
         signatures: CallSignatures | None = None,
         decisions: DecisionSink | None = None,
         shadow: ShadowTap | None = None,
+        counted: bool = True,
     ) -> None:
         """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
         call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none).
-        `shadow`: where decided calls are judged again by a shadow policy, while it has one (None: never)."""
+        `shadow`: where decided calls are judged again by a shadow policy, while it has one (None: never).
+        `counted`: False for a judgment that records nothing (a shadow's): no metrics, offenders or samples."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -143,6 +145,8 @@ class Validator:
         self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
         self._shadow = shadow
         self.shadow_changed()
+        if not counted:  # bound here, as validate is: the counted path costs not even a branch
+            self._record = _not_recorded  # type: ignore[method-assign,assignment]
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
         for name, tool in policy.tools.items():
@@ -502,6 +506,10 @@ class Validator:
                 # is the `_call` row's offender, not kept under "" where no detail looks.
                 self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
+
+
+def _not_recorded(*recorded: object) -> None:
+    """`Validator._record` of a judgment that records nothing (a shadow policy's)."""
 
 
 def _concealed(tool: ToolPolicy) -> dict[str, Callable[[Problem], Problem]]:

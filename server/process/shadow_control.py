@@ -149,6 +149,7 @@ class ShadowControl:
             _NoRejections(),
             record_clients,
             _NoOffenders(),
+            counted=False,
         )
         judge = ShadowJudge(policy, name, validator, provider, record_clients, modes)
         try:

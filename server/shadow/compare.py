@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from argwatch.server.policy.arg_paths import names_in
 from argwatch.server.validator import REDACTED
@@ -34,17 +34,16 @@ class Kind(enum.Enum):
 KINDS = tuple(Kind)
 
 
-@dataclass(frozen=True, slots=True)
-class ShownProblem:
-    """One problem of an example: its code, its argument's path and value (cut, or REDACTED)."""
+class ShownProblem(NamedTuple):
+    """One problem of an example: its code, its argument's path and value (cut, or REDACTED). NamedTuples, not
+    frozen dataclasses: one is built per differing call, and they cost a third as much to build."""
 
     code: str
     path: str
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class Example:
+class Example(NamedTuple):
     """One call the shadow judged differently, as on-call reads it."""
 
     at: float
