@@ -34,6 +34,7 @@ from argwatch.server.process.daemon_call import call_with_deadline
 if TYPE_CHECKING:
     from argwatch.server.process.app import RunningGateway
     from argwatch.server.records.lookup_client import RecordClient
+    from argwatch.server.valuesets.provider import ValueSetProvider
 
 log = logging.getLogger("argwatch.reload")
 
@@ -68,18 +69,23 @@ class PolicyReloader:
         async with self._lock:  # audits in the order the reloads happened
             return await self._record(await self._reload_safely(self._reload), actor, reason)
 
-    async def promote(self, policy: Policy, actor: str, reason: str) -> ReloadResult:
+    async def promote(
+        self, policy: Policy, actor: str, reason: str, provider: ValueSetProvider | None = None
+    ) -> ReloadResult:
         """Serves `policy` (the shadow's, already loaded) through the same swap as a reload, logged, counted
-        and audited as one. The file at settings.policy is not written: a later reload reads that file again,
-        and serves what it holds (docs/operating.md)."""
-        task = asyncio.get_running_loop().create_task(self._promote_and_record(policy, actor, reason))
+        and audited as one; its sets start from `provider`'s copies (the shadow's) as well as the live ones.
+        The file at settings.policy is not written: a later reload reads that file again, and serves what it
+        holds (docs/operating.md)."""
+        task = asyncio.get_running_loop().create_task(self._promote_and_record(policy, actor, reason, provider))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         return await asyncio.shield(task)
 
-    async def _promote_and_record(self, policy: Policy, actor: str, reason: str) -> ReloadResult:
+    async def _promote_and_record(
+        self, policy: Policy, actor: str, reason: str, provider: ValueSetProvider | None
+    ) -> ReloadResult:
         async with self._lock:
-            result = await self._reload_safely(lambda: self._serve(policy))
+            result = await self._reload_safely(lambda: self._serve(policy, provider))
             return await self._record(result, actor, f"promoted from the shadow: {reason}")
 
     async def _record(self, result: ReloadResult, actor: str, reason: str) -> ReloadResult:
@@ -151,8 +157,9 @@ class PolicyReloader:
             )
         return await self._serve(policy)
 
-    async def _serve(self, policy: Policy) -> ReloadResult:
-        """Builds what `policy` needs beside what serves now, then swaps it in whole."""
+    async def _serve(self, policy: Policy, also_from: ValueSetProvider | None = None) -> ReloadResult:
+        """Builds what `policy` needs beside what serves now, then swaps it in whole. Its sets start from the
+        copies of `also_from` (a promoted shadow's), then of the provider in use, where configured the same."""
         gateway = self._gateway
         old = gateway.policy
         if policy.version == old.version:
@@ -161,8 +168,9 @@ class PolicyReloader:
         old_provider, old_clients = serving.provider, serving.record_clients
         parts = gateway.rebuild(policy)
         try:
-            carried = parts.provider.carry_over(old_provider)
-            wait = NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - set(carried) else 0.0
+            carried = set(parts.provider.carry_over(also_from)) if also_from is not None else set()
+            carried |= set(parts.provider.carry_over(old_provider))  # the live copies win where both have one
+            wait = NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - carried else 0.0
             missing = await parts.provider.start(wait)
         except BaseException:
             # Nothing was swapped: the new parts go, and the scrape reads the provider in use again.

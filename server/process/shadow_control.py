@@ -119,7 +119,7 @@ class ShadowControl:
                 )
             reloader = self._gateway.reloader
             assert reloader is not None
-            result = await reloader.promote(judge.policy, actor, reason)
+            result = await reloader.promote(judge.policy, actor, reason, judge.provider)
             if result.outcome.startswith("refused"):
                 return result
             old = await self.runner.use(None)
