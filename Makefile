@@ -136,6 +136,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/profile_server.py
 	$(BIN)/python bench/gate.py
+	$(BIN)/python bench/decision_log.py
 	$(BIN)/python bench/arrays.py
 	$(BIN)/python bench/side_effects.py
 	$(BIN)/python bench/shadow.py

@@ -14,6 +14,7 @@ from time import perf_counter, time
 from typing import Protocol
 
 from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
+from argwatch.server.decisions.value_plan import value_plans
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
@@ -143,6 +144,8 @@ class Validator:
         self._operations: Operations = operations if operations is not None else NoOperations()
         self._signatures = signatures
         self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
+        if self._decisions.enabled:
+            self._value_plans, self._unknown_plan = value_plans(policy)  # how each tool's values are written
         self._shadow = shadow
         self.shadow_changed()
         if not counted:  # bound here, as validate is: the counted path costs not even a branch
@@ -176,7 +179,8 @@ class Validator:
         verdict = await Validator.validate(self, call, deadline)
         latency = perf_counter() - started
         # The mode document as it was when decided (immutable); the line itself is built in the writer's thread.
-        self._decisions.offer(at, call, verdict, self._modes.document, latency)
+        plan = self._value_plans.get(call.tool, self._unknown_plan)
+        self._decisions.offer(at, call, verdict, self._modes.document, latency, plan)
         if self._shadow is not None and self._shadow.active:
             self._shadow.offer(call, verdict, self.policy)
         return verdict

@@ -12,6 +12,7 @@ from argwatch.common.tls_flags import add_tls_arguments
 from argwatch.server.cli import (
     commands,
     coverage_command,
+    decisions_command,
     mode_command,
     policy_test_command,
     replay_command,
@@ -197,5 +198,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     replay_command.add_commands(command)
     coverage_command.add_command(command)
     mode_command.add_command(command)
+    decisions_command.add_command(command)
     shadow_command.add_command(command)
     return parser, found

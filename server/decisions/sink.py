@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import ModeDocument
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
@@ -14,7 +15,9 @@ class DecisionSink(Protocol):
 
     enabled: bool
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None: ...
+    def offer(
+        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+    ) -> None: ...
 
 
 class NoDecisionLog:
@@ -22,5 +25,7 @@ class NoDecisionLog:
 
     enabled = False
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
+    def offer(
+        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+    ) -> None:
         return None

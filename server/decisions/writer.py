@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import IO
 
 from argwatch.common.files import SMALL_FILE_BYTES, read_file
-from argwatch.server.decisions.record import ValueHasher, decision_line
+from argwatch.server.decisions.record import LineBuilder, ValueHasher
+from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import ModeDocument
 from argwatch.server.verdict.decision import Verdict
 from argwatch.server.verdict.tool_call import ToolCall
@@ -38,6 +39,8 @@ KEY_FILE = ".hmac-key"
 QUEUE_FULL = "queue_full"
 WRITE_ERROR = "write_error"
 DROP_REASONS = (QUEUE_FULL, WRITE_ERROR)
+# How long a line may wait in the queue for its batch: what `decisions tail -f` lags by, at most.
+BATCH_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ class LogLimits:
     queue: int  # lines waiting for the writer before new ones are dropped
 
 
-_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float]
+_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float, ValuePlan]
 
 
 class DecisionLogWriter:
@@ -69,11 +72,12 @@ class DecisionLogWriter:
     ) -> None:
         self._dir = directory
         self._limits = limits
-        self._hasher = hasher
+        self._lines = LineBuilder(hasher)
         self._dropped = dropped
         self._clock = clock
         self._queue: collections.deque[_Entry] = collections.deque()
         self._wake = threading.Event()
+        self._wake_at = max(1, limits.queue // 4)
         self._closing = False
         self._gate = threading.Lock()  # held by the thread while it writes a batch; `held` stalls it (tests)
         self._file: IO[bytes] | None = None
@@ -84,13 +88,17 @@ class DecisionLogWriter:
         self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
         self._thread.start()
 
-    def offer(self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float) -> None:
+    def offer(
+        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+    ) -> None:
         """Queues the decided call; drops and counts it when the writer is `queue` lines behind."""
         if len(self._queue) >= self._limits.queue:
             self._dropped(QUEUE_FULL)
             return
-        self._queue.append((at, call, verdict, modes, latency))
-        if not self._wake.is_set():  # set() takes a lock each time; while the writer is busy it is set already
+        self._queue.append((at, call, verdict, modes, latency, plan))
+        # The writer wakes on its own every BATCH_SECONDS; it is woken early only when the queue fills up. Waking
+        # it per line cost a thread switch and a write per line, several times what the line itself costs.
+        if len(self._queue) >= self._wake_at and not self._wake.is_set():
             self._wake.set()
 
     @contextmanager
@@ -109,11 +117,14 @@ class DecisionLogWriter:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(timeout=1.0)
+            self._wake.wait(timeout=BATCH_SECONDS)
             self._wake.clear()
             with self._gate:
                 while self._queue:
                     self._write(self._queue.popleft())
+                # Handed to the OS once a batch is written: a crash of the process then loses nothing written,
+                # and `decisions tail --follow` sees each line within a poll (an fsync waits for rotation).
+                self._guarded(self._flush)
                 if self._file is not None and self._clock() - self._opened_at >= self._limits.rotate_seconds:
                     self._guarded(self._rotate)
             if self._closing and not self._queue:
@@ -122,7 +133,7 @@ class DecisionLogWriter:
 
     def _write(self, entry: _Entry) -> None:
         try:
-            line = decision_line(*entry, self._hasher)
+            line = self._lines.line(*entry)
             if self._file is None:
                 self._open()
             elif self._size and self._size + len(line) > self._limits.rotate_bytes:
@@ -144,6 +155,10 @@ class DecisionLogWriter:
         self._file = open(path, "ab")  # noqa: SIM115 (held open across writes, closed at rotation)
         self._size = self._file.tell()
         self._opened_at = self._clock()
+
+    def _flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
 
     def _close_file(self) -> None:
         if self._file is None:
@@ -223,7 +238,7 @@ def open_decision_log(
 
 
 def _key(directory: Path, key_file: str | None) -> bytes:
-    """The deployment's HMAC key: from `key_file` (a mounted Secret), else one made on first start and kept in
+    """The deployment's MAC key: from `key_file` (a mounted Secret), else one made on first start and kept in
     the directory (0600), so that digests stay comparable across restarts."""
     if key_file:
         path = key_file

@@ -33,6 +33,7 @@ from argwatch.server.policy.model import (
     AttentionConfig,
     CaseRule,
     CohortConfig,
+    DecisionLogConfig,
     Disclosure,
     Failure,
     FileSourceConfig,
@@ -50,6 +51,7 @@ from argwatch.server.policy.model import (
     SourceConfig,
     Steps,
     ToolPolicy,
+    ValueLogging,
     ValueSetConfig,
 )
 from argwatch.server.policy.path_schema import check_path
@@ -260,6 +262,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
             "formats",
             "models",
             "limits",
+            "decision_log",
         },
     )
     if not isinstance(document, dict):
@@ -276,6 +279,8 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     attention = _read_attention(reader, top.get("attention"))
     cohorts = _read_cohorts(reader, top.get("models"))
     limits = _read_limits(reader, top.get("limits"))
+    decision_log = _read_decision_log(reader, top.get("decision_log"))
+    _check_logged_in_clear(reader, tools, sampling.redact)
     if reader.issues:
         raise PolicyError(path, reader.issues)
     return Policy(
@@ -291,6 +296,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         assert_formats=assert_formats,
         cohorts=cohorts,
         limits=limits,
+        decision_log=decision_log,
     )
 
 
@@ -464,7 +470,7 @@ def _read_tools(
         fields = reader.mapping(
             entries.get(name),
             path,
-            {"mode", "description", "arguments", "schema", "formats", "records", "rules", "side_effect"},
+            {"mode", "description", "arguments", "schema", "formats", "records", "rules", "side_effect", "log_values"},
         )
         definition = definitions.get(name)
         mode = reader.value(fields, "mode", path, _enum(Mode), default_mode)
@@ -509,6 +515,7 @@ def _read_tools(
             | frozenset(rule.argument for rule in rules if rule.argument)
         )
         side_effect = _read_side_effect(reader, fields.get("side_effect"), f"{path}.side_effect", known)
+        log_values = _read_log_values(reader, fields.get("log_values"), f"{path}.log_values", known)
         tools[name] = ToolPolicy(
             name=name,
             mode=mode,
@@ -521,6 +528,7 @@ def _read_tools(
             rules=rules,
             known_arguments=known,
             side_effect=side_effect,
+            log_values=log_values,
         )
     for name, tool in tools.items():
         status_tool = tool.side_effect.status_tool if tool.side_effect else ""
@@ -531,6 +539,42 @@ def _read_tools(
                 "gateway, which lets a repeat through once the model has checked)",
             )
     return tools
+
+
+def _read_log_values(reader: _Reader, node: object, path: str, known: frozenset[str]) -> Mapping[str, ValueLogging]:
+    """`log_values: {note: none, reason_code: clear}`: top-level argument names, each none, hashed or clear."""
+    if node is None:
+        return MappingProxyType({})
+    chosen: dict[str, ValueLogging] = {}
+    for argument, how in reader.named_entries(node, path).items():
+        if argument != top_of(argument):  # a value is written whole, under its top-level name
+            reader.fail(f"{path}.{argument}", "name a top-level argument (its whole value is written as said)")
+        elif known and argument not in known:
+            reader.fail(f"{path}.{argument}", f"not an argument of this tool (known: {', '.join(sorted(known))})")
+        else:
+            chosen[argument] = reader.value({argument: how}, argument, path, _enum(ValueLogging), ValueLogging.HASHED)
+    return MappingProxyType(chosen)
+
+
+def _read_decision_log(reader: _Reader, node: object) -> DecisionLogConfig:
+    fields = reader.mapping(node, "decision_log", {"values", "session"})
+    defaults = DecisionLogConfig()
+    return DecisionLogConfig(
+        values=reader.value(fields, "values", "decision_log", _enum(ValueLogging), defaults.values),
+        session=reader.value(fields, "session", "decision_log", _enum(ValueLogging), defaults.session),
+    )
+
+
+def _check_logged_in_clear(reader: _Reader, tools: Mapping[str, ToolPolicy], redact: frozenset[str]) -> None:
+    """An argument the policy redacts is never written as sent: `clear` for one is a contradiction to fix, not
+    a choice to guess between (a `clear` default leaves redacted arguments hashed)."""
+    for name, tool in tools.items():
+        for argument, how in tool.log_values.items():
+            if how is ValueLogging.CLEAR and argument in redact:
+                reader.fail(
+                    f"tools.{name}.log_values.{argument}",
+                    "sampling.redact names this argument: it is never written as sent (say hashed or none)",
+                )
 
 
 def _read_side_effect(reader: _Reader, node: object, path: str, known: frozenset[str]) -> SideEffect | None:

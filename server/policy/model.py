@@ -39,6 +39,14 @@ class Disclosure(enum.Enum):
     NONE = "none"  # no member, ever: none listed, suggested for a slip, or named as a replacement
 
 
+class ValueLogging(enum.Enum):
+    """How the decision log writes an argument's value: not at all, as a keyed digest, or as sent."""
+
+    NONE = "none"
+    HASHED = "hashed"
+    CLEAR = "clear"
+
+
 class CaseRule(enum.Enum):
     """How letter case counts when a value is normalised."""
 
@@ -209,6 +217,9 @@ class ToolPolicy:
     records: tuple[RecordBinding, ...] = ()
     rules: tuple[Rule, ...] = ()
     side_effect: SideEffect | None = None
+    # `log_values`: how the decision log writes each named top-level argument; the rest as the policy's
+    # `decision_log.values` says.
+    log_values: Mapping[str, ValueLogging] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +359,14 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DecisionLogConfig:
+    """`decision_log`: how the decision log writes values the policy does not name per argument."""
+
+    values: ValueLogging = ValueLogging.HASHED  # every argument a tool's `log_values` does not name
+    session: ValueLogging = ValueLogging.HASHED  # the session's customer_id and tenant
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A whole policy file, validated."""
 
@@ -364,3 +383,4 @@ class Policy:
     assert_formats: bool = True  # `formats: assert` (the default) or `annotate`; a tool may say otherwise
     cohorts: CohortConfig = field(default_factory=CohortConfig)  # `models`: value checks split by model
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    decision_log: DecisionLogConfig = field(default_factory=DecisionLogConfig)

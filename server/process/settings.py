@@ -88,7 +88,7 @@ class Settings:
     decision_log_rotate_seconds: float = 3600.0
     # Lines waiting for the writer; beyond it lines are dropped and counted, never waited for.
     decision_log_queue: int = 10_000
-    # File holding the HMAC key for argument values (at least 32 bytes); None: made on first start, kept in the folder.
+    # File holding the MAC key for argument values (at least 32 bytes); None: made on first start, kept in the folder.
     decision_log_key: str | None = None
 
     def __post_init__(self) -> None:
@@ -262,7 +262,7 @@ SERVE_OPTIONS = (
     ),
     _Option(
         "decision_log_key",
-        "file with the HMAC key for argument values, 32 bytes or more (default: made on first start in the folder)",
+        "file with the key for argument values, 32 bytes or more (default: made on first start in the folder)",
     ),
 )
 

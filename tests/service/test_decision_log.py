@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import hmac
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -79,8 +78,8 @@ async def test_every_verdict_is_one_line_with_its_values_hashed_under_the_deploy
     assert isinstance(bad["latency_seconds"], float) and bad["skipped"] == []
     key = (folder / KEY_FILE).read_bytes().strip()
     assert (folder / KEY_FILE).stat().st_mode & 0o077 == 0
-    expected = hmac.new(key, orjson.dumps("AMS-9"), hashlib.sha256).hexdigest()
-    assert bad["arguments"] == {"warehouse_code": f"hmac-sha256:{expected}"}
+    expected = hashlib.blake2b(orjson.dumps("AMS-9"), key=key, digest_size=32).hexdigest()
+    assert bad["arguments"] == {"warehouse_code": f"blake2b-256:{expected}"}
     assert b"AMS-9" not in b"".join(path.read_bytes() for path in folder.iterdir() if path.name != KEY_FILE)
     assert expected != hashlib.sha256(orjson.dumps("AMS-9")).hexdigest()  # keyed, not a bare hash
 
@@ -172,6 +171,6 @@ async def test_a_key_file_is_used_as_given_and_a_short_key_is_refused(tmp_path: 
         await eventually(lambda: _writer(gateway).written == 1)
     finally:
         await gateway.stop()
-    expected = hmac.new(b"k" * 40, orjson.dumps("AMS-1"), hashlib.sha256).hexdigest()
-    assert _lines(folder)[0]["arguments"] == {"warehouse_code": f"hmac-sha256:{expected}"}
+    expected = hashlib.blake2b(orjson.dumps("AMS-1"), key=b"k" * 40, digest_size=32).hexdigest()
+    assert _lines(folder)[0]["arguments"] == {"warehouse_code": f"blake2b-256:{expected}"}
     assert not (folder / KEY_FILE).exists()  # none made when one is given

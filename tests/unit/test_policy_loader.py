@@ -73,7 +73,7 @@ def test_an_unknown_key_is_named_with_its_path_and_the_keys_expected() -> None:
     errors = errors_of(GOOD.replace("mode: reject", "mode: reject\n    modes: reject"))
     assert errors == [
         "tools.refund_order.modes: unknown key; did you mean 'mode'? expected one of "
-        "arguments, description, formats, mode, records, rules, schema, side_effect"
+        "arguments, description, formats, log_values, mode, records, rules, schema, side_effect"
     ]
 
 
@@ -227,3 +227,51 @@ def test_a_key_given_twice_names_its_real_path_and_both_lines() -> None:
     assert rendered(twice)[0].startswith(
         "policy.yaml:19:3: tools.refund_order: 'refund_order' given again at line 19 (first at line 10)"
     )
+
+
+LOGGED = """
+sources:
+  local: {file: sets.yaml}
+value_sets:
+  wms.warehouses: {source: local}
+tools:
+  transfer_stock:
+    schema: {type: object, properties: {warehouse_code: {type: string}, note: {type: string}}}
+    arguments:
+      warehouse_code: {value_set: wms.warehouses}
+    log_values: {warehouse_code: clear, note: none}
+"""
+
+
+def test_log_values_name_top_level_arguments_each_none_hashed_or_clear() -> None:
+    from argwatch.server.policy.model import ValueLogging
+
+    policy = parse_policy(
+        textwrap.dedent(LOGGED + "decision_log: {values: clear, session: none}\n").encode(), "/p.yaml"
+    )
+    tool = policy.tools["transfer_stock"]
+    assert tool.log_values == {"warehouse_code": ValueLogging.CLEAR, "note": ValueLogging.NONE}
+    assert policy.decision_log.values is ValueLogging.CLEAR
+    assert policy.decision_log.session is ValueLogging.NONE
+    assert parse_policy(textwrap.dedent(GOOD).encode(), "/p.yaml").decision_log.values is ValueLogging.HASHED
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("note: none", "note: plain"), "tools.transfer_stock.log_values.note: expected one of none, hashed, clear"),
+        (("note: none", "memo: none"), "tools.transfer_stock.log_values.memo: not an argument of this tool"),
+        (("note: none", "note.text: none"), "tools.transfer_stock.log_values.note.text: name a top-level argument"),
+    ],
+)
+def test_a_bad_log_values_entry_is_named(change: tuple[str, str], expected: str) -> None:
+    found = errors_of(LOGGED.replace(*change))
+    assert any(error.startswith(expected) for error in found), found
+
+
+def test_clear_for_a_redacted_argument_is_a_contradiction_not_a_choice() -> None:
+    found = errors_of(LOGGED + "sampling: {redact: [warehouse_code]}\n")
+    assert found == [
+        "tools.transfer_stock.log_values.warehouse_code: sampling.redact names this argument: it is never written "
+        "as sent (say hashed or none)"
+    ]

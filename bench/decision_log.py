@@ -1,0 +1,121 @@
+"""What the decision log costs a call, in-process: the process's CPU per validate() with the log off and on.
+
+Two gateways in one process, one without the log and one with it, judge the
+same call in alternating rounds. Each round's figure is the process's CPU time
+(every thread: the event loop's validate and offer, and the writer thread's
+hashing, encoding and writing) over the round, once the writer has written
+every line of it, divided by the calls. The added cost is the median of the
+rounds' differences, against the goal of 10 us; off, validate is the class's
+own method (not wrapped), so nothing is added by construction.
+
+    python bench/decision_log.py [--rounds 9] [--calls 4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_server import bench_settings
+from validate import payload
+
+from argwatch.server.decisions.writer import DecisionLogWriter
+from argwatch.server.edge import wire
+from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.validator import Validator
+from argwatch.server.verdict.tool_call import ToolCall
+from argwatch.v1 import gateway_pb2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOAL_MICROS = 10.0
+
+
+def varied_calls(count: int) -> list[ToolCall]:
+    """refund_order calls as traffic varies them: every call its own call id, order id and note; amounts,
+    customers and conversations from a few hundred; the reason codes and the tenant shared. Decoded in
+    advance: the figure is the verdict's and the log's, not the wire's."""
+    base = gateway_pb2.ValidateRequest.FromString(payload())
+    calls = []
+    for n in range(count):
+        message = gateway_pb2.ValidateRequest()
+        message.CopyFrom(base)
+        message.call_id = f"call-{n:08d}-{n * 7919 % 100_003:06d}"
+        message.conversation_id = f"conv-{n % 500:04d}"
+        message.session.customer_id = f"cus_{n % 300:06d}"
+        message.arguments_json = orjson.dumps(
+            {
+                "order_id": f"ord_{n * 104_729 % 10_000_000:010d}",
+                "reason_code": "DAMAGED_ITEM",
+                "amount_cents": 100 * (n % 400),
+                "note": f"Customer {n % 300} reports the box arrived crushed (ticket {n}).",
+            }
+        )
+        calls.append(wire.call_from_request(message))
+    return calls
+
+
+async def cpu_micros(gateway: RunningGateway, calls: list[ToolCall]) -> float:
+    """The process's CPU per call over `calls`, the decision log's writer caught up."""
+    writer = gateway.decisions if isinstance(gateway.decisions, DecisionLogWriter) else None
+    target = (writer.written + len(calls)) if writer is not None else 0
+    validate = gateway.validator.validate
+    started = time.process_time()
+    for call in calls:
+        await validate(call)
+    while writer is not None and writer.written < target:  # noqa: ASYNC110 (the writer is a thread, not a task)
+        await asyncio.sleep(0.001)  # the writer thread's work counts: wait for it, idle
+    return (time.process_time() - started) / len(calls) * 1e6
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--calls", type=int, default=4_000)
+    args = parser.parse_args()
+    policy = os.path.join(HERE, "policy.yaml")
+    with tempfile.TemporaryDirectory(prefix="argwatch-decisions-") as folder:
+        off = await build_gateway(bench_settings(policy))
+        on = await build_gateway(dataclasses.replace(bench_settings(policy), decision_log=folder))
+        try:
+            unwrapped = off.validator.validate.__func__ is Validator.validate  # type: ignore[attr-defined]
+            calls = varied_calls(args.calls)
+            for gateway in (off, on):  # warm both
+                await cpu_micros(gateway, calls[:500])
+            gc.collect()
+            offs, ons = [], []
+            for _ in range(args.rounds):  # alternating: the CPU's speed drifts over minutes
+                offs.append(await cpu_micros(off, calls))
+                ons.append(await cpu_micros(on, calls))
+            added = statistics.median(b - a for a, b in zip(offs, ons, strict=True))
+            writer = on.decisions
+            assert isinstance(writer, DecisionLogWriter)
+            written = writer.written
+            size = sum(entry.stat().st_size for entry in os.scandir(folder) if entry.name.startswith("decisions"))
+        finally:
+            await off.stop(0)
+            await on.stop(0)
+    print(f"decision log, process CPU per validate() ({args.rounds} alternating rounds of {args.calls} calls)")
+    print(f"  off (validate not wrapped: {unwrapped})   median {statistics.median(offs):6.1f} us  {_range(offs)}")
+    print(f"  on  (loop + writer thread)          median {statistics.median(ons):6.1f} us  {_range(ons)}")
+    verdict = "within" if added <= GOAL_MICROS else "OVER"
+    print(f"  added by the log: median {added:.1f} us a call (goal <= {GOAL_MICROS:g} us: {verdict})")
+    print(f"  ratio on/off: {statistics.median(ons) / statistics.median(offs):.2f}")
+    print(f"  lines written: {written}, {size / max(written, 1):.0f} bytes a line on disk (before gzip)")
+
+
+def _range(values: list[float]) -> str:
+    return f"[{min(values):.1f}-{max(values):.1f}]"
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

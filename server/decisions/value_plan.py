@@ -1,0 +1,39 @@
+"""How one tool's argument values and session go into the decision log: per argument, as the policy says."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from argwatch.server.policy.model import Policy, ToolPolicy, ValueLogging
+
+
+@dataclass(frozen=True, slots=True)
+class ValuePlan:
+    """Each named argument's way, the way for the rest, and the session's (resolved once per policy)."""
+
+    default: ValueLogging = ValueLogging.HASHED
+    by_name: Mapping[str, ValueLogging] = field(default_factory=dict)
+    session: ValueLogging = ValueLogging.HASHED
+    redacted: frozenset[str] = frozenset()  # never written as sent, whatever the default says
+
+    def of(self, argument: str) -> ValueLogging:
+        how = self.by_name.get(argument, self.default)
+        if how is ValueLogging.CLEAR and argument in self.redacted:
+            return ValueLogging.HASHED  # the loader refuses `clear` on one by name; this is the `clear` default
+        return how
+
+
+HASHED_PLAN = ValuePlan()
+
+
+def value_plans(policy: Policy) -> tuple[Mapping[str, ValuePlan], ValuePlan]:
+    """A plan per tool of the policy, and the one for calls to a tool it lacks (its defaults)."""
+    config = policy.decision_log
+    redacted = policy.sampling.redact
+
+    def plan(tool: ToolPolicy | None) -> ValuePlan:
+        return ValuePlan(config.values, tool.log_values if tool is not None else {}, config.session, redacted)
+
+    return MappingProxyType({name: plan(tool) for name, tool in policy.tools.items()}), plan(None)
