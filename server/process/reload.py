@@ -183,6 +183,7 @@ class PolicyReloader:
             log.warning("reload: %d value set(s) not loaded yet, checked once they load: %s", len(missing), missing)
         # The swap: one reference per holder, with no await between them.
         gateway.modes.rebind(policy)
+        parts.validator.shadow_changed()  # a shadow set or cleared while these parts were built: bound as it is now
         gateway.gateway_servicer.use(parts.validator)
         gateway.admin.use(policy, parts.provider, parts.record_clients)
         serving.policy, serving.provider = policy, parts.provider

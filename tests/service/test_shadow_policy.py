@@ -433,3 +433,29 @@ async def test_a_reload_keeps_the_shadow_judging_and_the_decision_log_sees_live_
         line for path in sorted((tmp_path / "decisions").glob("*.jsonl")) for line in path.read_text().splitlines()
     ]
     assert len(lines) == 1 and '"n1"' in lines[0] and '"allow"' in lines[0]
+
+
+async def test_a_shadow_set_while_a_reload_builds_is_fed_by_the_reloaded_policy(tmp_path: Path) -> None:
+    """The reload's Validator was built before the shadow was set: it is bound to the shadow at the swap."""
+    (tmp_path / "sets.yaml").write_text(SETS)
+    gateway = await gateway_on(tmp_path, LIVE)
+    try:
+        # The reloaded policy adds a set whose owner never answers: the reload waits for it while building.
+        waiting = LIVE.replace(
+            "  countries: {source: local}\n", "  countries: {source: local}\n  later: {source: silent}\n"
+        ).replace(
+            "  local: {file: sets.yaml}\n", '  local: {file: sets.yaml}\n  silent: {grpc: {target: "127.0.0.1:1"}}\n'
+        )
+        (tmp_path / "policy.yaml").write_text(waiting)
+        reloading = asyncio.ensure_future(gateway.reload(reason="adds a set"))
+        await eventually(lambda: gateway.reloader is not None and gateway.reloader._lock.locked())
+        await set_shadow(gateway)
+        assert (await reloading).outcome == "reloaded"
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            await stub.Validate(request("add_note", {"country": "XX"}, call_id="n1"), timeout=5)
+        assert gateway.shadow is not None
+        await gateway.shadow.runner.drained()
+        assert counts(await shadow_report(gateway)) == {("add_note", "would_refuse"): 1}
+    finally:
+        await gateway.stop(0)
