@@ -205,6 +205,8 @@ def report_lines(report: admin_pb2.GetShadowReportResponse) -> list[str]:
                 f"    {found.call_id or '(no call id)'}: live {found.live_decision} ({live}); "
                 f"shadow {found.shadow_decision} ({shadow or 'no problems'})"
             )
+    if report.examples_left_off:
+        lines.append(f"  ({report.examples_left_off} more examples not listed: the answer is kept under 3 MiB)")
     lines.append(f"promoting replaces live {report.live_version} with {report.shadow_version}:")
     for label, names in (
         ("tools added", report.tools_added),

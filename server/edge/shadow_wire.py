@@ -10,6 +10,9 @@ from argwatch.server.shadow.report import ReportSnapshot
 from argwatch.v1 import admin_pb2
 
 MAX_LISTED_TOOLS = 1000  # per list of a diff, as ReloadPolicy lists them
+# Examples are listed while the answer stays under this: every row of (tools + 1) x 3 is listed with its count,
+# but 5 examples a row on a policy of thousands of tools would pass gRPC's 4 MiB.
+MAX_EXAMPLE_BYTES = 3 << 20
 
 
 def report_to_wire(report: ReportSnapshot | None, diff: PolicyDiff | None) -> admin_pb2.GetShadowReportResponse:
@@ -25,10 +28,17 @@ def report_to_wire(report: ReportSnapshot | None, diff: PolicyDiff | None) -> ad
         raised=report.raised,
         unavailable_sets=report.unavailable_sets,
     )
-    for row in report.rows:
-        response.differences.add(
-            tool=row.tool, kind=row.kind.value, count=row.count, examples=[_example(found) for found in row.examples]
-        )
+    rows = [response.differences.add(tool=row.tool, kind=row.kind.value, count=row.count) for row in report.rows]
+    size = 0
+    # The rows with the most calls get their examples first.
+    for index in sorted(range(len(report.rows)), key=lambda at: -report.rows[at].count):
+        for found in report.rows[index].examples:
+            shown = _example(found)
+            size += shown.ByteSize() + 8
+            if size > MAX_EXAMPLE_BYTES:
+                response.examples_left_off += 1
+                continue
+            rows[index].examples.append(shown)
     if diff is not None:
         lists = (diff.tools_added, diff.tools_removed, diff.tools_changed)
         response.live_version = diff.live_version
