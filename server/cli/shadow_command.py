@@ -59,7 +59,13 @@ def add_command(command: CommandFactory) -> None:
     _change_arguments(chosen, add_admin_arguments)
     chosen.set_defaults(run=run_set)
 
-    cleared = command("clear", "stop the shadow", "Stop the shadow policy.", subcommands, "shadow clear")
+    cleared = command(
+        "clear",
+        "stop the shadow",
+        "Stop the shadow policy: calls are judged by the live policy only, and its report is dropped.",
+        subcommands,
+        "shadow clear",
+    )
     _change_arguments(cleared, add_admin_arguments)
     cleared.set_defaults(run=run_clear)
 
