@@ -301,6 +301,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if loaded.refused:
                 response.policy_reload_error = loaded.refused
                 response.policy_reload_error_at.CopyFrom(wire.timestamp(loaded.refused_at))
+        shadow = self._shadow.report() if self._shadow is not None else None
+        if shadow is not None:
+            response.shadow_version = shadow.version
+            response.shadow_differences = sum(row.count for row in shadow.rows)
         connected, error = self._control.status()
         response.mode_store = self._control.kind
         response.mode_store_connected, response.mode_store_error = connected, error

@@ -20,7 +20,7 @@ from argwatch.server.verdict.tool_call import ToolCall
 from argwatch.v1 import admin_pb2, sources_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on, loopback_settings
-from tests.service.helpers import admin_stub, eventually, gateway_stub, request, value
+from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, value
 
 SETS = """
 codes.v1: {version: 1, members: [A, B]}
@@ -164,6 +164,8 @@ async def test_the_shadow_counts_what_it_would_decide_differently_and_never_deci
     # The live policy's own counters saw each call once: the shadow's judgments are counted elsewhere.
     assert value(gateway.registry, "argwatch_decisions_total", tool="add_note", mode="observe", decision="allow") == 1
     assert value(gateway.registry, "argwatch_decisions_total", tool="add_note", mode="reject", decision="reject") == 0
+    status = await admin_status(gateway)  # what the TUI's top line reads
+    assert (status.shadow_version, status.shadow_differences) == (set_response.shadow_version, 4)
     # The diff promotion would make.
     assert report.live_version == gateway.policy.version
     assert set(report.tools_changed) == {"refund_order", "add_note", "ship"}

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 from argwatch.tui.admin_client import AdminClient, Connection
 from argwatch.tui.app import ArgwatchApp
 from argwatch.tui.shadow_screen import ShadowScreen
+from argwatch.tui.status_view import summary
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request
 from tests.service.test_shadow_policy import LIVE, SETS, SHADOW
@@ -39,9 +40,12 @@ async def test_d_opens_the_shadow_s_differences_and_escape_goes_back(tmp_path: P
             await stub.Validate(request("refund_order", {"reason_code": "C"}, call_id="r1"), timeout=5)
         assert gateway.shadow is not None
         await eventually(lambda: gateway.shadow is not None and gateway.shadow.runner.calls_judged() == 2)
+        version = gateway.shadow.runner.judge.policy.version if gateway.shadow.runner.judge else ""
         app = ArgwatchApp(client, interval=0.2)
         async with app.run_test(size=(160, 40)) as pilot:
             await until(pilot, lambda: app.status is not None)
+            await until(pilot, lambda: app.status is not None and app.status.shadow_differences == 2)
+            assert app.status is not None and f"shadow {version[:12]}: 2 calls differ (d)" in summary(app.status)
             await pilot.press("d")
             await until(
                 pilot, lambda: isinstance(app.screen, ShadowScreen) and app.screen.query_one(DataTable).row_count > 0
@@ -52,7 +56,6 @@ async def test_d_opens_the_shadow_s_differences_and_escape_goes_back(tmp_path: P
                 ("add_note", "would_refuse", "1", "n1", "allow: out_of_set@country", 'reject: out_of_set@country="XX"'),
                 ("refund_order", "would_allow", "1", "r1", "reject: out_of_set@reason_code", "allow: no problems"),
             ]
-            version = gateway.shadow.runner.judge.policy.version if gateway.shadow.runner.judge else ""
             assert text_of(screen, "#shadow-title") == (
                 f"Shadow policy {version} ({tmp_path / 'shadow.yaml'}): 2 calls judged, 0 not judged (busy), 0 raised"
             )
