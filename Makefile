@@ -140,6 +140,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/decision_log.py
 	$(BIN)/python bench/arrays.py
 	$(BIN)/python bench/side_effects.py
+	$(BIN)/python bench/shadow.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/refresh.py

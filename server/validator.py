@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from time import perf_counter, time
+from typing import Protocol
 
 from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
 from argwatch.server.decisions.value_plan import value_plans
@@ -62,6 +63,19 @@ _NO_CHECKS: Mapping[str, Mode] = {}
 REDACTED = "REDACTED"
 
 
+class ShadowTap(Protocol):
+    """Where a decided call goes to be judged again by a shadow policy (server/shadow/runner.py)."""
+
+    @property
+    def active(self) -> bool:
+        """Whether a shadow is loaded now: without one, validate is not wrapped at all."""
+        ...
+
+    def offer(self, call: ToolCall, verdict: Verdict, live: Policy) -> None:
+        """Takes the call and its live verdict; never blocks, never raises, never changes the verdict."""
+        ...
+
+
 class Validator:
     """Makes verdicts and repair advice for one policy."""
 
@@ -80,9 +94,13 @@ class Validator:
         operations: Operations | None = None,
         signatures: CallSignatures | None = None,
         decisions: DecisionSink | None = None,
+        shadow: ShadowTap | None = None,
+        counted: bool = True,
     ) -> None:
         """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
-        call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none)."""
+        call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none).
+        `shadow`: where decided calls are judged again by a shadow policy, while it has one (None: never).
+        `counted`: False for a judgment that records nothing (a shadow's): no metrics, offenders or samples."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -128,15 +146,28 @@ class Validator:
         self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
         if self._decisions.enabled:
             self._value_plans, self._unknown_plan = value_plans(policy)  # how each tool's values are written
-            # Bound once here rather than tested per call: without a log, Validate costs not even a branch
-            # and an extra coroutine (docs/performance.md, Design choices, measured).
-            self.validate = self._logged  # type: ignore[method-assign]
+        self._shadow = shadow
+        self.shadow_changed()
+        if not counted:  # bound here, as validate is: the counted path costs not even a branch
+            self._record = _not_recorded  # type: ignore[method-assign,assignment]
         # Each status tool, and the tools with side effects whose repeats a call of it lets through.
         status_for: dict[str, list[tuple[str, float]]] = {}
         for name, tool in policy.tools.items():
             if tool.side_effect is not None and tool.side_effect.status_tool:
                 status_for.setdefault(tool.side_effect.status_tool, []).append((name, tool.side_effect.window_seconds))
         self._status_for = {name: tuple(targets) for name, targets in status_for.items()}
+
+    def shadow_changed(self) -> None:
+        """Binds `validate` to what this gateway does with a verdict now: a wrapper only for a decision log or
+        a loaded shadow. Bound here rather than tested per call: without either, Validate costs not even a
+        branch and an extra coroutine (docs/performance.md, Design choices, measured)."""
+        shadowed = self._shadow is not None and self._shadow.active
+        if self._decisions.enabled:
+            self.validate = self._logged  # type: ignore[method-assign]
+        elif shadowed:
+            self.validate = self._shadowed  # type: ignore[method-assign]
+        else:
+            self.__dict__.pop("validate", None)  # the class's own: no wrapper at all
 
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
@@ -150,6 +181,16 @@ class Validator:
         # The mode document as it was when decided (immutable); the line itself is built in the writer's thread.
         plan = self._value_plans.get(call.tool, self._unknown_plan)
         self._decisions.offer(at, call, verdict, self._modes.document, latency, plan)
+        if self._shadow is not None and self._shadow.active:
+            self._shadow.offer(call, verdict, self.policy)
+        return verdict
+
+    async def _shadowed(self, call: ToolCall, deadline: float | None = None) -> Verdict:
+        """`validate`, with the call then handed to the shadow (what `validate` is while one is loaded and
+        there is no decision log). The verdict is made first and returned as it is: the shadow never decides."""
+        verdict = await Validator.validate(self, call, deadline)
+        assert self._shadow is not None
+        self._shadow.offer(call, verdict, self.policy)
         return verdict
 
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
@@ -469,6 +510,10 @@ class Validator:
                 # is the `_call` row's offender, not kept under "" where no detail looks.
                 self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
+
+
+def _not_recorded(*recorded: object) -> None:
+    """`Validator._record` of a judgment that records nothing (a shadow policy's)."""
 
 
 def _concealed(tool: ToolPolicy) -> dict[str, Callable[[Problem], Problem]]:

@@ -14,6 +14,9 @@ from argwatch.common.channels import ChannelSecurity, aio_channel
 from argwatch.common.status_pages import join_pages
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 
+# Setting or promoting a shadow loads a policy and its sets (up to 5 s for sets not loaded yet), or swaps the live one.
+SHADOW_LOAD_SECONDS = 30.0
+
 
 @dataclass(frozen=True, slots=True)
 class Connection:
@@ -71,6 +74,8 @@ class AdminApi(Protocol):
     async def events(self, limit: int = 200) -> list[admin_pb2.Event]: ...
 
     async def coverage(self) -> admin_pb2.GetCoverageResponse: ...
+
+    async def shadow_report(self) -> admin_pb2.GetShadowReportResponse: ...
 
     async def close(self) -> None: ...
 
@@ -199,6 +204,36 @@ class AdminClient:
     async def coverage(self) -> admin_pb2.GetCoverageResponse:
         response: admin_pb2.GetCoverageResponse = await self._stub.GetCoverage(
             admin_pb2.GetCoverageRequest(), timeout=self._timeout, metadata=self._metadata
+        )
+        return response
+
+    async def set_shadow(self, policy_yaml: bytes, name: str, reason: str) -> admin_pb2.SetShadowPolicyResponse:
+        """Makes the policy the shadow (admin role); a policy that does not load is FAILED_PRECONDITION."""
+        response: admin_pb2.SetShadowPolicyResponse = await self._stub.SetShadowPolicy(
+            admin_pb2.SetShadowPolicyRequest(policy_yaml=policy_yaml, name=name, reason=reason),
+            timeout=max(self._timeout, SHADOW_LOAD_SECONDS),
+            metadata=self._metadata,
+        )
+        return response
+
+    async def clear_shadow(self, reason: str) -> admin_pb2.ClearShadowPolicyResponse:
+        response: admin_pb2.ClearShadowPolicyResponse = await self._stub.ClearShadowPolicy(
+            admin_pb2.ClearShadowPolicyRequest(reason=reason), timeout=self._timeout, metadata=self._metadata
+        )
+        return response
+
+    async def shadow_report(self) -> admin_pb2.GetShadowReportResponse:
+        response: admin_pb2.GetShadowReportResponse = await self._stub.GetShadowReport(
+            admin_pb2.GetShadowReportRequest(), timeout=self._timeout, metadata=self._metadata
+        )
+        return response
+
+    async def promote_shadow(self, reason: str, shadow_version: str) -> admin_pb2.PromoteShadowResponse:
+        """Serves the shadow as the live policy, if it is still `shadow_version` (admin role)."""
+        response: admin_pb2.PromoteShadowResponse = await self._stub.PromoteShadow(
+            admin_pb2.PromoteShadowRequest(reason=reason, shadow_version=shadow_version),
+            timeout=max(self._timeout, SHADOW_LOAD_SECONDS),
+            metadata=self._metadata,
         )
         return response
 

@@ -34,6 +34,7 @@ from argwatch.tui.layout import Layout, layout
 from argwatch.tui.mode_dialog import ModeDialog
 from argwatch.tui.ordering import SORT_NAMES, SORTS, order_rows
 from argwatch.tui.runbook import entries_for
+from argwatch.tui.shadow_screen import ShadowScreen
 from argwatch.tui.source_lines import source_lines
 from argwatch.tui.status_view import (
     COLUMNS,
@@ -95,6 +96,7 @@ class ArgwatchApp(App[None]):
         Binding("e", "timeline", "timeline"),
         # Not in the footer, which 80 columns fill: `?` lists every key.
         Binding("c", "coverage", "coverage", show=False),
+        Binding("d", "shadow", "shadow", show=False),
         Binding("escape", "go_back", "back", show=False),
     ]
     CSS = """
@@ -407,6 +409,10 @@ class ArgwatchApp(App[None]):
     def action_coverage(self) -> None:
         if not isinstance(self.screen, CoverageScreen):
             self.push_screen(CoverageScreen(self.api))
+
+    def action_shadow(self) -> None:
+        if not isinstance(self.screen, ShadowScreen):
+            self.push_screen(ShadowScreen(self.api))
 
     def action_mode(self) -> None:
         row = self.selected_row()

@@ -26,6 +26,7 @@ KEYS = (
     ("a", "the audit trail of mode changes"),
     ("e", "the incident timeline: what changed, newest first"),
     ("c", "coverage: what the policy checks of each argument, and what it does not"),
+    ("d", "the shadow policy: the calls it would have decided differently, with examples"),
     ("q", "quit"),
 )
 CHANGING = {"m", "g", "r"}

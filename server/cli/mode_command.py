@@ -20,11 +20,11 @@ from argwatch.server.cli import mode_preview, mode_view
 from argwatch.server.cli.mode_exchange import (
     APPLIED,
     EXIT_CODES,
-    NOT_CONFIRMED,
     REFUSED,
     Failed,
     as_json,
     call,
+    confirm,
     connection,
     failed,
 )
@@ -240,7 +240,7 @@ def _apply(
     try:
         mode_preview.show(reach, request)  # before the question, and with --yes too: a script's log keeps it
         if not args.yes:
-            _confirm(question)
+            confirm(question)
 
         async def change(client: AdminClient) -> admin_pb2.ModeChange:
             return await client.change_override(request)
@@ -294,19 +294,6 @@ async def _status_and_audit(
     client: AdminClient,
 ) -> tuple[admin_pb2.GetStatusResponse, list[admin_pb2.ModeChange]]:
     return await client.status(), await client.mode_changes(AUDIT_LIMIT)
-
-
-def _confirm(question: str) -> None:
-    """Asks on the terminal; Failed(NOT_CONFIRMED) without one, or without a yes."""
-    if not sys.stdin.isatty():
-        raise Failed(NOT_CONFIRMED, "not confirmed: no terminal to ask on; give --yes to change without asking")
-    print(question, end="", file=sys.stderr, flush=True)
-    try:
-        answer = sys.stdin.readline()
-    except KeyboardInterrupt:
-        answer = ""
-    if answer.strip().lower() not in ("y", "yes"):
-        raise Failed(NOT_CONFIRMED, "not confirmed: nothing changed")
 
 
 def _modes_only(status: admin_pb2.GetStatusResponse) -> admin_pb2.GetStatusResponse:

@@ -84,3 +84,16 @@ def as_json(message: Message) -> dict[str, object]:
     return json_format.MessageToDict(
         message, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
     )
+
+
+def confirm(question: str) -> None:
+    """Asks on the terminal; Failed(NOT_CONFIRMED) without one, or without a yes."""
+    if not sys.stdin.isatty():
+        raise Failed(NOT_CONFIRMED, "not confirmed: no terminal to ask on; give --yes to change without asking")
+    print(question, end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise Failed(NOT_CONFIRMED, "not confirmed: nothing changed")

@@ -17,6 +17,7 @@ from argwatch.server.cli import (
     policy_test_command,
     replay_command,
     serve,
+    shadow_command,
 )
 from argwatch.server.process.settings import add_serve_arguments
 
@@ -198,4 +199,5 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     coverage_command.add_command(command)
     mode_command.add_command(command)
     decisions_command.add_command(command)
+    shadow_command.add_command(command)
     return parser, found

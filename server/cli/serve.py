@@ -37,12 +37,18 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(error, file=sys.stderr)
         print("argwatch: refusing to start with an invalid policy", file=sys.stderr)
         return 2
+    try:
+        shadow = load_policy(settings.shadow_policy) if settings.shadow_policy else None
+    except PolicyError as error:  # a flag asked for it: serving without it would hide that it is not there
+        print(error, file=sys.stderr)
+        print("argwatch: refusing to start with an invalid shadow policy (--shadow-policy)", file=sys.stderr)
+        return 2
     if settings.workers > 1:
         return run_workers(list(args.argv), settings)
-    return asyncio.run(_run(settings, policy))
+    return asyncio.run(_run(settings, policy, shadow))
 
 
-async def _run(settings: Settings, policy: Policy) -> int:
+async def _run(settings: Settings, policy: Policy, shadow: Policy | None = None) -> int:
     from argwatch.server.modes.store import ModeRefused
     from argwatch.server.process.app import build_gateway
     from argwatch.server.telemetry.samples import attach_sample_sink
@@ -56,7 +62,7 @@ async def _run(settings: Settings, policy: Policy) -> int:
     reload_wanted = asyncio.Event()
     loop.add_signal_handler(signal.SIGHUP, reload_wanted.set)
     try:
-        gateway = await build_gateway(settings, policy=policy)
+        gateway = await build_gateway(settings, policy=policy, shadow_policy=shadow)
     except (OSError, ValueError, ModeRefused) as error:
         log.error("cannot start: %s", error)
         detach()

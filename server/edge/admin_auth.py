@@ -32,11 +32,17 @@ from argwatch.common.files import SMALL_FILE_BYTES, read_file
 log = logging.getLogger("argwatch.admin")
 
 # Methods that change something: the admin role only.
+_SHADOW_METHODS = {
+    "/argwatch.v1.Admin/SetShadowPolicy",
+    "/argwatch.v1.Admin/ClearShadowPolicy",
+    "/argwatch.v1.Admin/PromoteShadow",
+}
 ADMIN_METHODS = frozenset(
     {"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/RefreshValueSet", "/argwatch.v1.Admin/ReloadPolicy"}
+    | _SHADOW_METHODS
 )
 # Changes audited when refused to a caller the tokens name (a read-only token trying them).
-MODE_METHODS = frozenset({"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/ReloadPolicy"})
+MODE_METHODS = frozenset({"/argwatch.v1.Admin/SetMode", "/argwatch.v1.Admin/ReloadPolicy"} | _SHADOW_METHODS)
 OPEN_PREFIXES = ("/grpc.reflection.", "/grpc.health.")
 ROLES = ("read", "admin")
 

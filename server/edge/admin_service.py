@@ -16,10 +16,12 @@ from argwatch.server.edge.admin_auth import TokenBook
 from argwatch.server.edge.preview_wire import preview_to_wire
 from argwatch.server.edge.reloading import Reloader
 from argwatch.server.edge.request_limits import MAX_CHECK, MAX_REASON, MAX_TOOL
+from argwatch.server.edge.shadow_wire import promoted_to_wire, report_to_wire
+from argwatch.server.edge.shadowing import ShadowAdmin, ShadowRefused
 from argwatch.server.edge.source_status import source_statuses
 from argwatch.server.edge.status_pages import KeptPages, split_status
 from argwatch.server.modes.control import LocalModes, ModeControl
-from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, ModeDocument, OverrideRequest, Target
+from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, SHADOW_TARGET, ModeDocument, OverrideRequest, Target
 from argwatch.server.modes.preview import preview
 from argwatch.server.modes.store import ModeChange, ModeRefused, ModeStore
 from argwatch.server.policy.check_ids import (
@@ -134,6 +136,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
         self._reloader: Reloader | None = None
+        self._shadow: ShadowAdmin | None = None
         self.events = events if events is not None else EventLog(clock)
         self._rate_steps = RateSteps(self.events)
         self._generation = 0  # bumped by each reload (use)
@@ -142,6 +145,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     def attach_reloader(self, reloader: Reloader) -> None:
         self._reloader = reloader
+
+    def attach_shadow(self, shadow: ShadowAdmin) -> None:
+        self._shadow = shadow
 
     def use(
         self, policy: Policy, provider: ValueSetProvider, record_clients: Mapping[str, RecordClient] | None = None
@@ -295,6 +301,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             if loaded.refused:
                 response.policy_reload_error = loaded.refused
                 response.policy_reload_error_at.CopyFrom(wire.timestamp(loaded.refused_at))
+        shadow = self._shadow.report() if self._shadow is not None else None
+        if shadow is not None:
+            response.shadow_version = shadow.version
+            response.shadow_differences = sum(row.count for row in shadow.rows)
         connected, error = self._control.status()
         response.mode_store = self._control.kind
         response.mode_store_connected, response.mode_store_error = connected, error
@@ -374,6 +384,69 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tools_left_off=sum(max(0, len(names) - MAX_LISTED_TOOLS) for names in lists),
         )
 
+    async def SetShadowPolicy(
+        self,
+        request: admin_pb2.SetShadowPolicyRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.SetShadowPolicyRequest, admin_pb2.SetShadowPolicyResponse],
+    ) -> admin_pb2.SetShadowPolicyResponse:
+        shadow = await self._shadow_control(context, request.reason, ("name", request.name, MAX_TOOL))
+        try:
+            done = await shadow.set_text(
+                request.policy_yaml, request.name or "shadow.yaml", self._actor(context), request.reason
+            )
+        except ShadowRefused as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"shadow policy refused: {refused}")
+            raise  # abort raises; this is for the type checker
+        return admin_pb2.SetShadowPolicyResponse(
+            shadow_version=done.version, previous_version=done.previous_version, unavailable_sets=done.unavailable_sets
+        )
+
+    async def ClearShadowPolicy(
+        self,
+        request: admin_pb2.ClearShadowPolicyRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.ClearShadowPolicyRequest, admin_pb2.ClearShadowPolicyResponse],
+    ) -> admin_pb2.ClearShadowPolicyResponse:
+        shadow = await self._shadow_control(context, request.reason)
+        return admin_pb2.ClearShadowPolicyResponse(
+            shadow_version=await shadow.clear(self._actor(context), request.reason)
+        )
+
+    async def GetShadowReport(
+        self,
+        request: admin_pb2.GetShadowReportRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.GetShadowReportRequest, admin_pb2.GetShadowReportResponse],
+    ) -> admin_pb2.GetShadowReportResponse:
+        if self._shadow is None:
+            return admin_pb2.GetShadowReportResponse(loaded=False)
+        return report_to_wire(self._shadow.report(), self._shadow.diff())
+
+    async def PromoteShadow(
+        self,
+        request: admin_pb2.PromoteShadowRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.PromoteShadowRequest, admin_pb2.PromoteShadowResponse],
+    ) -> admin_pb2.PromoteShadowResponse:
+        shadow = await self._shadow_control(context, request.reason, ("shadow_version", request.shadow_version, 64))
+        try:
+            result = await shadow.promote(self._actor(context), request.reason, request.shadow_version)
+        except ShadowRefused as refused:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+            raise  # abort raises; this is for the type checker
+        return promoted_to_wire(result)
+
+    async def _shadow_control(
+        self, context: grpc.aio.ServicerContext[Any, Any], reason: str, *fields: tuple[str, str, int]
+    ) -> ShadowAdmin:
+        """The shadow's control, once the request's reason is there and its fields within limits."""
+        await _within_limits(context, ("reason", reason, MAX_REASON), *fields)
+        if not reason.strip():
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "a reason is required (a change ticket, what is tried)"
+            )
+        if self._shadow is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this gateway was built without a shadow control")
+            raise AssertionError  # abort raises; this is for the type checker
+        return self._shadow
+
     async def ListEvents(
         self,
         request: admin_pb2.ListEventsRequest,
@@ -382,7 +455,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         limit = min(request.limit or 100, MAX_EVENTS)
         recorded = self.events.newest(limit)
         audited = [
-            Event(change.at, "policy" if change.target == POLICY_TARGET else "mode", change.target or "<global>",
+            Event(change.at, "policy" if change.target in (POLICY_TARGET, SHADOW_TARGET) else "mode",
+                  change.target or "<global>",
                   f"{change.old or '-'} -> {change.new or '-'} by {change.actor} ({change.reason}): {change.outcome}")
             for change in self._modes.changes(limit)
         ]  # fmt: skip

@@ -24,6 +24,7 @@ from argwatch.server.policy.model import Failure, Mode
 
 GLOBAL = ""  # the tool of the global override
 POLICY_TARGET = "@policy"  # the target of an audit entry about the policy (a reload), not a mode
+SHADOW_TARGET = "@shadow"  # the target of an audit entry about the shadow policy (set, cleared, promoted)
 AUDIT_KEEP = 10_000  # changes (applied, cleared, expired)
 REFUSED_KEEP = 1_000  # refused attempts, kept apart: they can never push a change out
 MAX_TEXT = 4096  # a saved string longer than this was not written by argwatch

@@ -30,17 +30,19 @@ from argwatch.server.edge.reloading import ReloadResult
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.fleet import SharedModes
 from argwatch.server.modes.store import ModeStore
-from argwatch.server.policy.loader import load_policy
+from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.policy.model import FileSourceConfig, GrpcSourceConfig, Policy, SourceConfig
 from argwatch.server.process.listener_options import gateway_server_options, rpc_ceiling
 from argwatch.server.process.metrics_listener import MetricsListener
 from argwatch.server.process.reload import PolicyReloader
 from argwatch.server.process.settings import Settings
+from argwatch.server.process.shadow_control import ShadowControl
 from argwatch.server.process.tls import check_tls_settings, server_credentials
 from argwatch.server.records.lookup_client import RecordClient
 from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.repair.tracker import RepairTracker
 from argwatch.server.sets.payload import SetFetcher
+from argwatch.server.shadow.runner import ShadowRunner
 from argwatch.server.state.cache import Cache
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
@@ -111,6 +113,7 @@ class RunningGateway:
     _admin_server: grpc.aio.Server
     _metrics_listener: MetricsListener
     reloader: PolicyReloader | None = None
+    shadow: ShadowControl | None = None
     decisions: DecisionSink = field(default_factory=NoDecisionLog)  # a DecisionLogWriter with --decision-log
     tracing: Tracing | None = None  # with --otlp-endpoint
     _stopped: bool = False
@@ -159,6 +162,8 @@ class RunningGateway:
         await asyncio.gather(self._admin_server.stop(grace), self._server.stop(grace))
         if self.reloader is not None:
             await self.reloader.close()
+        if self.shadow is not None:
+            await self.shadow.runner.close()
         await self.provider.close()
         await self.repairs.close()
         await self.windows.close()
@@ -187,14 +192,21 @@ async def build_gateway(
     clock: Callable[[], float] = time.time,
     extra_services: Callable[[grpc.aio.Server], list[str]] | None = None,
     reconnect_cap_seconds: float = 10.0,
+    shadow_policy: Policy | None = None,
 ) -> RunningGateway:
     """Builds and starts a gateway; returns once every value set was tried once and health is SERVING.
 
     `extra_services` may add servicers to the Gateway server (the benchmark's
     echo baseline) and returns their full names for reflection;
-    `reconnect_cap_seconds` caps the backoff between reconnects to a source.
+    `reconnect_cap_seconds` caps the backoff between reconnects to a source;
+    `shadow_policy`: settings.shadow_policy already loaded (else it is loaded here: ValueError if it does not).
     """
     policy = policy or load_policy(settings.policy)
+    if shadow_policy is None and settings.shadow_policy:
+        try:  # before anything opens: a shadow asked for and not loaded refuses the start
+            shadow_policy = load_policy(settings.shadow_policy)
+        except PolicyError as error:
+            raise ValueError(f"--shadow-policy: {error}") from None
     tokens = _admin_tokens(settings)  # first: a refused configuration opens nothing
     check_tls_settings(settings)
     registry = registry if registry is not None else CollectorRegistry()
@@ -212,6 +224,8 @@ async def build_gateway(
     offenders = OffenderTable(clock)
     operations = OperationLog(cache, clock)
     events = EventLog(clock)  # the incident timeline, kept across reloads
+    # Kept across reloads: each new Validator hands it the calls it decided.
+    shadow = ShadowRunner(metrics, modes, max_in_flight=settings.shadow_max_in_flight, clock=clock)
 
     def rebuild(chosen: Policy, given: Mapping[str, SetFetcher] | None = None) -> ServedPolicy:
         """Everything that depends on the policy: at start, and again for a reload."""
@@ -241,6 +255,7 @@ async def build_gateway(
             operations=operations,
             signatures=signatures,
             decisions=decisions,
+            shadow=shadow,
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 
@@ -387,6 +402,12 @@ async def build_gateway(
     )
     running.reloader = PolicyReloader(running, clock)
     admin.attach_reloader(running.reloader)
+    running.shadow = ShadowControl(running, shadow, clock)
+    shadow.watch(lambda: running.serving.validator)
+    admin.attach_shadow(running.shadow)
+    if shadow_policy is not None:
+        assert settings.shadow_policy is not None
+        await running.shadow.set_policy(shadow_policy, settings.shadow_policy, "command line", "--shadow-policy")
     log.info(
         "serving policy %s (%d tools) on %s, admin on %s, metrics on :%d",
         policy.version,

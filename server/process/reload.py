@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from argwatch.common.tasks import cancel_and_wait
@@ -34,6 +34,7 @@ from argwatch.server.process.daemon_call import call_with_deadline
 if TYPE_CHECKING:
     from argwatch.server.process.app import RunningGateway
     from argwatch.server.records.lookup_client import RecordClient
+    from argwatch.server.valuesets.provider import ValueSetProvider
 
 log = logging.getLogger("argwatch.reload")
 
@@ -66,7 +67,26 @@ class PolicyReloader:
 
     async def _reload_and_record(self, actor: str, reason: str) -> ReloadResult:
         async with self._lock:  # audits in the order the reloads happened
-            return await self._record(await self._reload_safely(), actor, reason)
+            return await self._record(await self._reload_safely(self._reload), actor, reason)
+
+    async def promote(
+        self, policy: Policy, actor: str, reason: str, provider: ValueSetProvider | None = None
+    ) -> ReloadResult:
+        """Serves `policy` (the shadow's, already loaded) through the same swap as a reload, logged, counted
+        and audited as one; its sets start from `provider`'s copies (the shadow's) as well as the live ones.
+        The file at settings.policy is not written: a later reload reads that file again, and serves what it
+        holds (docs/operating.md)."""
+        task = asyncio.get_running_loop().create_task(self._promote_and_record(policy, actor, reason, provider))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await asyncio.shield(task)
+
+    async def _promote_and_record(
+        self, policy: Policy, actor: str, reason: str, provider: ValueSetProvider | None
+    ) -> ReloadResult:
+        async with self._lock:
+            result = await self._reload_safely(lambda: self._serve(policy, provider))
+            return await self._record(result, actor, f"promoted from the shadow: {reason}")
 
     async def _record(self, result: ReloadResult, actor: str, reason: str) -> ReloadResult:
         gateway = self._gateway
@@ -111,12 +131,12 @@ class PolicyReloader:
             for client in clients.values():
                 await client.close()
 
-    async def _reload_safely(self) -> ReloadResult:
-        """_reload, where anything that goes wrong is a refusal (the policy in use keeps serving), never a
+    async def _reload_safely(self, reload: Callable[[], Awaitable[ReloadResult]]) -> ReloadResult:
+        """`reload`, where anything that goes wrong is a refusal (the policy in use keeps serving), never a
         reload half done."""
         old = self._gateway.policy
         try:
-            return await self._reload()
+            return await reload()
         except Exception as error:  # a bug or an OS error must not leave the gateway between two policies
             log.exception("policy reload failed; the policy in use keeps serving")
             return ReloadResult(f"refused: {_cut(f'{type(error).__name__}: {error}')}", old.version, old.version)
@@ -135,14 +155,22 @@ class PolicyReloader:
             return ReloadResult(
                 f"refused: {path}: not read and validated within {LOAD_SECONDS:g}s", old.version, old.version
             )
+        return await self._serve(policy)
+
+    async def _serve(self, policy: Policy, also_from: ValueSetProvider | None = None) -> ReloadResult:
+        """Builds what `policy` needs beside what serves now, then swaps it in whole. Its sets start from the
+        copies of `also_from` (a promoted shadow's), then of the provider in use, where configured the same."""
+        gateway = self._gateway
+        old = gateway.policy
         if policy.version == old.version:
             return ReloadResult("unchanged", old.version, old.version)
         serving = gateway.serving
         old_provider, old_clients = serving.provider, serving.record_clients
         parts = gateway.rebuild(policy)
         try:
-            carried = parts.provider.carry_over(old_provider)
-            wait = NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - set(carried) else 0.0
+            carried = set(parts.provider.carry_over(also_from)) if also_from is not None else set()
+            carried |= set(parts.provider.carry_over(old_provider))  # the live copies win where both have one
+            wait = NEW_SETS_WAIT_SECONDS if set(policy.value_sets) - carried else 0.0
             missing = await parts.provider.start(wait)
         except BaseException:
             # Nothing was swapped: the new parts go, and the scrape reads the provider in use again.
@@ -155,13 +183,14 @@ class PolicyReloader:
             log.warning("reload: %d value set(s) not loaded yet, checked once they load: %s", len(missing), missing)
         # The swap: one reference per holder, with no await between them.
         gateway.modes.rebind(policy)
+        parts.validator.shadow_changed()  # a shadow set or cleared while these parts were built: bound as it is now
         gateway.gateway_servicer.use(parts.validator)
         gateway.admin.use(policy, parts.provider, parts.record_clients)
         serving.policy, serving.provider = policy, parts.provider
         serving.record_clients, serving.validator = parts.record_clients, parts.validator
         gateway.repairs.remember_for(policy.repair.remember_seconds)
         gateway.metrics.policy_serving(policy.version)
-        removed = tuple(name for name in old.tools if name not in policy.tools)
+        added, removed, changed = differing_tools(old, policy)
         gateway.metrics.forget(
             tools=removed,
             sets=[name for name in old.value_sets if name not in policy.value_sets],
@@ -177,11 +206,9 @@ class PolicyReloader:
             "reloaded",
             policy.version,
             old.version,
-            tools_added=tuple(name for name in policy.tools if name not in old.tools),
+            tools_added=added,
             tools_removed=removed,
-            tools_changed=tuple(
-                name for name, tool in policy.tools.items() if name in old.tools and _differs(old, policy, name)
-            ),
+            tools_changed=changed,
         )
 
     async def _retire(self, clients: Mapping[str, RecordClient]) -> None:
@@ -194,6 +221,14 @@ class PolicyReloader:
 def _cut(text: str, limit: int = 2000) -> str:
     """A refusal as kept in the audit and GetStatus: a policy with a thousand errors is not kept whole."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def differing_tools(old: Policy, new: Policy) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The tools `new` adds, removes, and changes (its own policy, or a set it binds configured otherwise)."""
+    added = tuple(name for name in new.tools if name not in old.tools)
+    removed = tuple(name for name in old.tools if name not in new.tools)
+    changed = tuple(name for name in new.tools if name in old.tools and _differs(old, new, name))
+    return added, removed, changed
 
 
 def _differs(old: Policy, new: Policy, tool: str) -> bool:

@@ -73,6 +73,12 @@ class Settings:
     # workers. Off otherwise, so a second gateway on a port in use fails instead of silently
     # taking half the connections.
     reuse_port: bool = False
+    # A shadow policy: every call judged by it too, never decided by it, the differences counted
+    # (docs/policy.md). A file that does not load refuses the start. None: no shadow.
+    shadow_policy: str | None = None
+    # Shadow judgments awaiting at once (a record look-up); past it a call is not judged by the shadow,
+    # counted as busy (never queued).
+    shadow_max_in_flight: int = 64
     # Folder for the decision log (every verdict, one JSON line each); None: no decision log.
     decision_log: str | None = None
     # The log's total budget on disk: the oldest rotated files are deleted to stay within it.
@@ -274,6 +280,8 @@ SERVE_OPTIONS = (
         parse_duration,
         "DURATION",
     ),
+    _Option("shadow_policy", "a shadow policy: judges every call too, never decides (default: none)", str, "FILE"),
+    _Option("shadow_max_in_flight", "shadow judgments at once; past it a call is counted busy", _positive_int, "N"),
     _Option("decision_log", "folder for the decision log, one JSON line per verdict (default: none)", str, "DIR"),
     _Option("decision_log_max_bytes", "the decision log's total size on disk", _positive_int, "BYTES"),
     _Option("decision_log_rotate_bytes", "a decision-log file rotates at this size", _positive_int, "BYTES"),

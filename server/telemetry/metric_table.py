@@ -414,4 +414,40 @@ METRICS: tuple[MetricSpec, ...] = (
         ),
         labels=("result",),
     ),
+    MetricSpec(
+        "shadow_calls",
+        Kind.COUNTER,
+        "argwatch_shadow_calls",
+        "Calls the shadow policy judged (those it could not, busy or raised, are in argwatch_shadow_failures).",
+    ),
+    MetricSpec(
+        "shadow_differences",
+        Kind.COUNTER,
+        "argwatch_shadow_differences",
+        (
+            "Calls the shadow policy judged differently from the live one, by tool (a policy's, or _unknown) "
+            "and kind: would_refuse (live allows, shadow refuses), would_allow (live refuses, shadow allows), "
+            "different_problems (the same decision, another set of problem codes and paths). Repeat checks "
+            "are live-only and left out of the comparison."
+        ),
+        labels=("tool", "kind"),
+    ),
+    MetricSpec(
+        "shadow_failures",
+        Kind.COUNTER,
+        "argwatch_shadow_failures",
+        (
+            "The shadow policy's failures, none of which touches a live verdict: load_failed (refused at "
+            "SetShadowPolicy), raised (judging a call raised), busy (too many calls in flight to the shadow: "
+            "that call was not judged)."
+        ),
+        labels=("reason",),
+    ),
+    MetricSpec(
+        "shadow_policy",
+        Kind.GAUGE,
+        "argwatch_shadow_policy",
+        "1 for the version of the shadow policy loaded (no series: none is loaded).",
+        labels=("version",),
+    ),
 )

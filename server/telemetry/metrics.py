@@ -120,6 +120,10 @@ class GatewayMetrics:
     outcome_reports: Counter
     policy_version: Gauge
     policy_reloads: Counter
+    shadow_calls: Counter
+    shadow_differences: Counter
+    shadow_failures: Counter
+    shadow_policy: Gauge
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry

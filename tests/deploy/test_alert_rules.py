@@ -13,7 +13,7 @@ ALERTS = ("ArgwatchInventionRateHigh", "ArgwatchChecksNotRunning", "ArgwatchValu
           "ArgwatchValueSetUnavailable", "ArgwatchReplicasDisagreeOnSetVersion", "ArgwatchReplicasDisagreeOnMode",
           "ArgwatchReplicasDisagreeOnPolicy", "ArgwatchPolicyReloadRefused",
           "ArgwatchSourceDisconnected", "ArgwatchRepeatCheckDegraded", "ArgwatchSideEffectRepeatsHigh",
-          "ArgwatchDecisionLogDropping")  # fmt: skip
+          "ArgwatchDecisionLogDropping", "ArgwatchShadowIncomplete")  # fmt: skip
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

@@ -176,6 +176,34 @@ def _counts(enumerated: int, checked: int, typed: int, unconstrained: int) -> ad
     )  # fmt: skip
 
 
+def recorded_shadow_report() -> admin_pb2.GetShadowReportResponse:
+    """A shadow that rebinds refund_order's reason code to a newer set and rejects add_note."""
+    report = admin_pb2.GetShadowReportResponse(
+        loaded=True, shadow_version="1d40adf6361c", name="policy.next.yaml", since=_at(-3600), calls=48210,
+        busy=0, raised=0, live_version="b5e9cae1dcae", tools_changed=["add_note", "refund_order"],
+    )  # fmt: skip
+    refuse = report.differences.add(tool="add_note", kind="would_refuse", count=312)
+    for index in range(2):
+        refuse.examples.add(
+            at=_at(-10 * index), call_id=f"call-7f2a{index}", tool="add_note", live_decision="allow",
+            shadow_decision="reject", live_problems=[admin_pb2.ShadowProblem(code="out_of_set", path="country")],
+            shadow_problems=[admin_pb2.ShadowProblem(code="out_of_set", path="country", value='"XX"')],
+        )  # fmt: skip
+    allow = report.differences.add(tool="refund_order", kind="would_allow", count=41)
+    allow.examples.add(
+        at=_at(-5), call_id="call-0c19", tool="refund_order", live_decision="reject", shadow_decision="allow",
+        live_problems=[admin_pb2.ShadowProblem(code="out_of_set", path="reason_code", value='"LOST_IN_TRANSIT"')],
+    )  # fmt: skip
+    ship = report.differences.add(tool="ship", kind="different_problems", count=7)
+    ship.examples.add(
+        at=_at(-50), call_id="call-99e1", tool="ship", live_decision="reject", shadow_decision="reject",
+        live_problems=[admin_pb2.ShadowProblem(code="out_of_set", path="country", value='"XX"')],
+        shadow_problems=[admin_pb2.ShadowProblem(code="out_of_set", path="country", value='"XX"'),
+                         admin_pb2.ShadowProblem(code="out_of_set", path="card_country", value="REDACTED")],
+    )  # fmt: skip
+    return report
+
+
 def recorded_coverage() -> admin_pb2.GetCoverageResponse:
     """The demo's tools as an MCP server defines them, with the demo policy's bindings layered on top."""
     found = admin_pb2.GetCoverageResponse(
@@ -313,6 +341,9 @@ class RecordedAdmin:
 
     async def coverage(self) -> admin_pb2.GetCoverageResponse:
         return recorded_coverage()
+
+    async def shadow_report(self) -> admin_pb2.GetShadowReportResponse:
+        return recorded_shadow_report()
 
     async def cohorts(self, tool: str, argument: str) -> list[admin_pb2.CohortFigures]:
         return []  # the recorded policy declares no models: the detail view shows no table

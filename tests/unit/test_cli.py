@@ -27,6 +27,10 @@ LEAF_COMMANDS = [
     "mode list",
     "mode set",
     "mode clear",
+    "shadow set",
+    "shadow clear",
+    "shadow report",
+    "shadow promote",
 ]
 
 

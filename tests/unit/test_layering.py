@@ -95,6 +95,7 @@ SERVER_LAYERS = (
     "repair",  # what the model is told: repair messages, tool definitions, repair tracking
     "decisions",  # the decision log: each verdict as a line, its writer thread, rotation and budget
     "validator",  # one call judged: every check, counted
+    "shadow",  # a shadow policy: live calls judged again by it, never decided by it, the differences counted
     "edge",  # the gRPC services and what they put on the wire
     "tracing",  # OpenTelemetry (an extra): spans of the Gateway's calls, the decision log as OTLP logs
     "process",  # the gateway process: settings, listeners, reloads, start and stop
