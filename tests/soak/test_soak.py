@@ -135,7 +135,7 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
         await reached(sum(sent.values()) + min(RATE * 3, expected / 6))  # down for about 3 s of calls
         source = await start_source(source.catalog, port=source.port)
 
-    async def sample() -> None:
+    async def sample_progress() -> None:
         """RSS and the log folder's size, ten times over the run."""
         nonlocal largest_folder
         for tenth in range(1, 11):
@@ -146,7 +146,7 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
     channel, stub = gateway_stub(gateway)
     admin_channel, admin = admin_stub(gateway)
     async with channel, admin_channel:
-        await asyncio.gather(disturb(admin), sample(), *(worker(n, stub) for n in range(WORKERS)))
+        await asyncio.gather(disturb(admin), sample_progress(), *(worker(n, stub) for n in range(WORKERS)))
     rss_end = rss_mib()
     await source.stop()
 
