@@ -29,8 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_server import bench_settings
 from validate import payload
 
+from argwatch.server.decisions.record import LineBuilder, ValueHasher
+from argwatch.server.decisions.value_plan import ValuePlan, value_plans
 from argwatch.server.decisions.writer import DecisionLogWriter
 from argwatch.server.edge import wire
+from argwatch.server.policy.model import ValueLogging
 from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.server.validator import Validator
 from argwatch.server.verdict.tool_call import ToolCall
@@ -85,7 +88,9 @@ async def main() -> None:
     policy = os.path.join(HERE, "policy.yaml")
     with tempfile.TemporaryDirectory(prefix="argwatch-decisions-") as folder:
         off = await build_gateway(bench_settings(policy))
-        on = await build_gateway(dataclasses.replace(bench_settings(policy), decision_log=folder))
+        on = await build_gateway(
+            dataclasses.replace(bench_settings(policy), decision_log=folder, decision_log_queue=100_000)
+        )
         try:
             unwrapped = off.validator.validate.__func__ is Validator.validate  # type: ignore[attr-defined]
             calls = varied_calls(args.calls)
@@ -97,6 +102,7 @@ async def main() -> None:
                 offs.append(await cpu_micros(off, calls))
                 ons.append(await cpu_micros(on, calls))
             added = statistics.median(b - a for a, b in zip(offs, ons, strict=True))
+            parts = await where_it_goes(off, on, calls)
             writer = on.decisions
             assert isinstance(writer, DecisionLogWriter)
             written = writer.written
@@ -111,6 +117,55 @@ async def main() -> None:
     print(f"  added by the log: median {added:.1f} us a call (goal <= {GOAL_MICROS:g} us: {verdict})")
     print(f"  ratio on/off: {statistics.median(ons) / statistics.median(offs):.2f}")
     print(f"  lines written: {written}, {size / max(written, 1):.0f} bytes a line on disk (before gzip)")
+    print("where it goes, each part alone on one thread (best of 5: noise only adds):")
+    for name, micros in parts:
+        print(f"  {name:<58} {micros:6.1f} us a call")
+
+
+async def where_it_goes(off: RunningGateway, on: RunningGateway, calls: list[ToolCall]) -> list[tuple[str, float]]:
+    """The loop's share (validate with the log, its writer held, against validate without), and the writer's
+    (a line built, with its values hashed and with none written), each timed alone."""
+    writer = on.decisions
+    assert isinstance(writer, DecisionLogWriter)
+
+    async def loop_micros(gateway: RunningGateway) -> float:
+        best = float("inf")
+        for _ in range(5):
+            validate = gateway.validator.validate
+            with writer.held():
+                started = time.process_time()
+                for call in calls:
+                    await validate(call)
+                best = min(best, time.process_time() - started)
+            while writer._queue:  # noqa: ASYNC110 (the writer is a thread, not a task)
+                await asyncio.sleep(0.001)
+        return best / len(calls) * 1e6
+
+    verdicts = [await off.validator.validate(call) for call in calls]
+    plans, unknown = value_plans(on.policy)
+    plan = plans.get(calls[0].tool, unknown)
+    document = on.modes.document
+
+    def line_micros(chosen: ValuePlan) -> float:
+        best = float("inf")
+        for _ in range(5):
+            builder = LineBuilder(ValueHasher(b"k" * 64))  # as the writer starts: nothing remembered
+            started = time.process_time()
+            for call, verdict in zip(calls, verdicts, strict=True):
+                builder.line(0.0, call, verdict, document, 0.0, chosen)
+            best = min(best, time.process_time() - started)
+        return best / len(calls) * 1e6
+
+    base = await loop_micros(off)
+    logged = await loop_micros(on)
+    hashed = line_micros(plan)
+    bare = line_micros(ValuePlan(ValueLogging.NONE, {}, ValueLogging.NONE))
+    return [
+        ("validate alone (no log)", base),
+        ("on the loop: the wrapper, two clocks, the queue", logged - base),
+        ("the writer: a line, its 4 values and session hashed", hashed),
+        ("  of which hashing (against a line writing no values)", hashed - bare),
+    ]
 
 
 def _range(values: list[float]) -> str:
