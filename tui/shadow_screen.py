@@ -46,7 +46,7 @@ class ShadowScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("TOOL", "KIND", "CALLS", "EXAMPLE", "LIVE", "SHADOW")
+        table.add_columns("TOOL", "KIND", "CALLS", "CALL", "LIVE", "SHADOW", "PROBLEMS (THE SHADOW'S, WITH VALUES)")
         title = self.query_one("#shadow-title", Static)
         try:
             report = await self.api.shadow_report()
@@ -57,6 +57,10 @@ class ShadowScreen(Screen[None]):
         for row in rows(report):
             table.add_row(*row)
         self.query_one("#shadow-promote", Static).update(Text("\n".join(promotion(report))))
+
+
+# A call id is shown this long at most: enough to find it (`argwatch decisions grep --call-id`), not the row.
+CALL_ID_CHARS = 14
 
 
 def heading(report: admin_pb2.GetShadowReportResponse) -> str:
@@ -78,20 +82,27 @@ def rows(report: admin_pb2.GetShadowReportResponse) -> list[tuple[str | Text, ..
             Text(row.kind, style=KIND_STYLES.get(row.kind, "")),
             str(row.count),
         )
-        examples = [_example(found) for found in row.examples] or [(Text("-"), Text(""), Text(""))]
+        examples = [_example(found) for found in row.examples] or [(Text("-"), Text(""), Text(""), Text(""))]
         for index, cells in enumerate(examples):
             table.append((*(first if index == 0 else ("", "", "")), *cells))
     if report.loaded and not report.differences:
-        table.append((Text("-"), Text("no call judged differently"), "", Text(""), Text(""), Text("")))
+        table.append((Text("-"), Text("no call judged differently"), "", Text(""), Text(""), Text(""), Text("")))
     return table
 
 
-def _example(found: admin_pb2.ShadowExample) -> tuple[Text, Text, Text]:
-    return (
-        Text(found.call_id or "(no call id)"),
-        Text(f"{found.live_decision}: {_problems(found.live_problems, values=False)}"),
-        Text(f"{found.shadow_decision}: {_problems(found.shadow_problems, values=True)}"),
-    )
+def _example(found: admin_pb2.ShadowExample) -> tuple[Text, Text, Text, Text]:
+    """The call (its id cut: the problems need the width), both decisions, and the shadow's problems; the live
+    ones too where they are not the same codes at the same paths."""
+    call_id = found.call_id or "(no call id)"
+    shown = call_id if len(call_id) <= CALL_ID_CHARS else call_id[: CALL_ID_CHARS - 1] + "…"
+    problems = _problems(found.shadow_problems, values=True)
+    if _places(found.live_problems) != _places(found.shadow_problems):
+        problems += f" · live: {_problems(found.live_problems, values=False)}"
+    return Text(shown), Text(found.live_decision), Text(found.shadow_decision), Text(problems)
+
+
+def _places(problems: Iterable[admin_pb2.ShadowProblem]) -> set[tuple[str, str]]:
+    return {(problem.code, problem.path) for problem in problems}
 
 
 def _problems(problems: Iterable[admin_pb2.ShadowProblem], values: bool) -> str:

@@ -53,8 +53,16 @@ async def test_d_opens_the_shadow_s_differences_and_escape_goes_back(tmp_path: P
             screen = app.screen
             assert isinstance(screen, ShadowScreen)
             assert cells(screen) == [
-                ("add_note", "would_refuse", "1", "n1", "allow: out_of_set@country", 'reject: out_of_set@country="XX"'),
-                ("refund_order", "would_allow", "1", "r1", "reject: out_of_set@reason_code", "allow: no problems"),
+                ("add_note", "would_refuse", "1", "n1", "allow", "reject", 'out_of_set@country="XX"'),
+                (
+                    "refund_order",
+                    "would_allow",
+                    "1",
+                    "r1",
+                    "reject",
+                    "allow",
+                    "no problems · live: out_of_set@reason_code",
+                ),
             ]
             assert text_of(screen, "#shadow-title") == (
                 f"Shadow policy {version} ({tmp_path / 'shadow.yaml'}): 2 calls judged, 0 not judged (busy), 0 raised"
