@@ -372,6 +372,11 @@ def summary(status: admin_pb2.GetStatusResponse) -> str:
         parts.append(
             f"POLICY RELOAD REFUSED (still serving {status.policy_version[:12]}): {status.policy_reload_error}"
         )
+    if status.policy_promoted_from:
+        parts.append(
+            f"POLICY {status.policy_version[:12]} IS A PROMOTED SHADOW ({status.policy_promoted_from}): not in the "
+            "--policy file, which a reload or restart serves again"
+        )
     if status.shadow_version:
         parts.append(f"shadow {status.shadow_version[:12]}: {status.shadow_differences} calls differ (d)")
     foreign = [f"{o.tool} ({MODE_NAMES.get(o.mode, '?')})" for o in status.foreign_overrides]

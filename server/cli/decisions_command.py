@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from argwatch.common.durations import parse_duration
+from argwatch.common.printable import printable
 
 OK, NOTHING_FOUND, USAGE = 0, 1, 2
 # At most this many lines become test cases: a draft to edit, not a corpus.
@@ -133,7 +134,12 @@ def _print(lines: Iterable[dict[str, Any]], as_json: bool) -> None:
 
 
 def summary(line: dict[str, Any]) -> str:
-    """One decision on one line: when, what, which call, and why."""
+    """One decision on one line: when, what, which call, and why (model-written text escaped: a call id cannot
+    print a second line, or move the cursor)."""
+    return printable(_summary(line))
+
+
+def _summary(line: dict[str, Any]) -> str:
     ts = float(line.get("ts", 0.0))
     at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
     problems = "; ".join(_problem(problem) for problem in line.get("problems") or [])

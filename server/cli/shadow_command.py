@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from argwatch.common.files import POLICY_BYTES, read_file
+from argwatch.common.printable import printable
 from argwatch.server.cli.mode_exchange import (
     APPLIED,
     EXIT_CODES,
@@ -191,7 +192,8 @@ def run_promote(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def report_lines(report: admin_pb2.GetShadowReportResponse) -> list[str]:
-    """The report as on-call reads it: the shadow, its counts per tool and kind with examples, the diff."""
+    """The report as on-call reads it: the shadow, its counts per tool and kind with examples, the diff. Each
+    line escaped: an example's call id is the caller's, and is printed just before promote asks [y/N]."""
     if not report.loaded:
         return ["no shadow policy is set"]
     lines = [
@@ -223,7 +225,7 @@ def report_lines(report: admin_pb2.GetShadowReportResponse) -> list[str]:
         lines.append(f"  {label}: {', '.join(names[:SHOWN_NAMES]) or 'none'}{more}")
     if report.tools_left_off:
         lines.append(f"  ({report.tools_left_off} more tools not listed)")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def _report(args: argparse.Namespace, environ: Mapping[str, str]) -> admin_pb2.GetShadowReportResponse:

@@ -24,6 +24,9 @@ from argwatch.server.decisions.record import MAX_TEXT
 from argwatch.server.decisions.writer import CURRENT, ROTATED_GLOB
 
 Line = dict[str, Any]
+# Longer than any line the writer makes (its arguments, problems and clear values are capped): a longer one is
+# skipped and counted, read a piece at a time, never held whole.
+MAX_LINE_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +103,12 @@ def _opened(path: Path) -> BinaryIO:
 def _matching(
     handle: IO[bytes], needle: bytes, wanted: LineFilter, counts: ReadCounts, *, complete_only: bool
 ) -> Iterator[Line]:
-    for raw in handle:
+    while raw := handle.readline(MAX_LINE_BYTES + 1):
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            # No line the gateway writes is this long: a planted or damaged file. Skipped, never held whole.
+            counts.unreadable_lines += 1
+            _skip_rest_of_line(handle)
+            continue
         if complete_only and not raw.endswith(b"\n"):
             return  # still being written
         if needle and needle not in raw:
@@ -108,6 +116,12 @@ def _matching(
         line = _parsed(raw, counts)
         if line is not None and wanted.matches(line):
             yield line
+
+
+def _skip_rest_of_line(handle: IO[bytes]) -> None:
+    while chunk := handle.readline(MAX_LINE_BYTES):
+        if chunk.endswith(b"\n"):
+            return
 
 
 def _parsed(raw: bytes, counts: ReadCounts) -> Line | None:
@@ -171,9 +185,12 @@ def _followed(
                 pending += chunk
                 *complete, pending = pending.split(b"\n")
                 for raw in complete:
-                    line = _parsed(raw, counts) if raw else None
+                    line = _parsed(raw, counts) if raw and len(raw) <= MAX_LINE_BYTES else None
                     if line is not None and wanted.matches(line):
                         yield line
+                if len(pending) > MAX_LINE_BYTES:  # a line longer than any the writer makes: dropped, counted
+                    counts.unreadable_lines += 1
+                    pending = b""
             if rotated:
                 handle.close()
                 handle, pending = None, b""

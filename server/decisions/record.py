@@ -8,6 +8,7 @@ happen here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +33,11 @@ DIGEST_PREFIX = "blake2b-256:"
 # are remembered, up to REMEMBERED of them, then forgotten all at once (the table stays bounded).
 REMEMBERED_BYTES = 64
 REMEMBERED = 4096
+# Argument names written in a line, at most; and problems and skipped checks, at most (the rest counted).
+MAX_LOGGED_ARGUMENTS = 256
+MAX_LOGGED_FINDINGS = 256
+# Clear values in one line, in all (JSON bytes); past it the rest are hashed and named in `cut`.
+MAX_CLEAR_TOTAL = 16 * 1024
 # Tools whose mode fields are remembered for the mode document in force.
 MAX_TOOLS_REMEMBERED = 1024
 
@@ -95,9 +101,13 @@ class LineBuilder:
     ) -> bytes:
         """The line for one decided call, newline included."""
         hasher = self._hasher
+        values: dict[str, Any] | None = None
         if call.arguments is not None:
-            values = _values(call.arguments, plan, hasher)
-        else:  # undecodable: only its digest, so a repeat of the same bytes can still be found
+            try:
+                values = _values(call.arguments, plan, hasher)
+            except orjson.JSONEncodeError:  # nested deeper than orjson writes (it reads deeper): the raw digest
+                values = None
+        if values is None:  # undecodable, or unencodable: only its digest, so a repeat can still be found
             values = {"arguments": None, "raw_arguments": hasher.digest_bytes(call.raw_arguments)}
         source, overrides = self._mode_fields(modes, call.tool)
         record: dict[str, Any] = {
@@ -113,12 +123,13 @@ class LineBuilder:
             "overrides": overrides,
             "problems": [
                 {"code": p.code, "path": p.argument[:MAX_TEXT], "set": p.value_set, "shape": p.shape}
-                for p in verdict.problems
+                for p in verdict.problems[:MAX_LOGGED_FINDINGS]
             ]
             if verdict.problems
             else [],
             "skipped": [
-                {"path": s.argument[:MAX_TEXT], "set": s.value_set, "reason": s.reason} for s in verdict.skipped
+                {"path": s.argument[:MAX_TEXT], "set": s.value_set, "reason": s.reason}
+                for s in verdict.skipped[:MAX_LOGGED_FINDINGS]
             ]
             if verdict.skipped
             else [],
@@ -129,6 +140,9 @@ class LineBuilder:
         }
         if plan.session is not ValueLogging.NONE and (call.customer_id or call.tenant):
             record["session"] = _session(call, plan.session, hasher)
+        if len(verdict.problems) > MAX_LOGGED_FINDINGS or len(verdict.skipped) > MAX_LOGGED_FINDINGS:
+            record["problems_left_off"] = max(0, len(verdict.problems) - MAX_LOGGED_FINDINGS)
+            record["skipped_left_off"] = max(0, len(verdict.skipped) - MAX_LOGGED_FINDINGS)
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
     def _mode_fields(self, modes: ModeDocument, tool: str) -> tuple[str, list[dict[str, str]]]:
@@ -157,14 +171,24 @@ def _overrides(modes: ModeDocument, tool: str) -> list[dict[str, str]]:
 
 def _values(arguments: Mapping[str, object], plan: ValuePlan, hasher: ValueHasher) -> dict[str, Any]:
     """`arguments` (name -> digest), and when the policy says so `clear` (name -> value as sent) and `unlogged`
-    (names whose values are not written). Apart, so that a clear value that looks like a digest is no digest."""
+    (names whose values are not written). Apart, so that a clear value that looks like a digest is no digest.
+    At most MAX_LOGGED_ARGUMENTS names, the rest counted in `arguments_left_off`: a call of a hundred thousand
+    one-letter arguments must not make a line that pushes every earlier one out of the folder's budget."""
+    left_off = 0
+    if len(arguments) > MAX_LOGGED_ARGUMENTS:
+        left_off = len(arguments) - MAX_LOGGED_ARGUMENTS
+        arguments = dict(itertools.islice(arguments.items(), MAX_LOGGED_ARGUMENTS))
     if plan.default is ValueLogging.HASHED and not plan.by_name:  # every value hashed: most tools, most calls
         digest = hasher.digest
-        return {"arguments": {name[:MAX_TEXT]: digest(value) for name, value in arguments.items()}}
+        found: dict[str, Any] = {"arguments": {name[:MAX_TEXT]: digest(value) for name, value in arguments.items()}}
+        if left_off:
+            found["arguments_left_off"] = left_off
+        return found
     hashed: dict[str, str] = {}
     clear: dict[str, Any] = {}
     unlogged: list[str] = []
     cut: list[str] = []
+    clear_room = MAX_CLEAR_TOTAL
     for name, value in arguments.items():
         shown = name[:MAX_TEXT]
         how = plan.of(name)
@@ -173,21 +197,31 @@ def _values(arguments: Mapping[str, object], plan: ValuePlan, hasher: ValueHashe
             continue
         if how is ValueLogging.CLEAR:
             encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-            if len(encoded) <= MAX_CLEAR_BYTES:
+            if len(encoded) <= min(MAX_CLEAR_BYTES, clear_room) and not _holds_redacted(encoded, plan.redacted):
                 clear[shown] = value
+                clear_room -= len(encoded)
                 continue
-            cut.append(shown)
+            cut.append(shown)  # too long, past the line's room for clear values, or holding a redacted name
             hashed[shown] = hasher.digest_bytes(encoded)
             continue
         hashed[shown] = hasher.digest(value)
-    found: dict[str, Any] = {"arguments": hashed}
+    found = {"arguments": hashed}
     if clear:
         found["clear"] = clear
     if unlogged:
         found["unlogged"] = unlogged
     if cut:
         found["cut"] = cut
+    if left_off:
+        found["arguments_left_off"] = left_off
     return found
+
+
+def _holds_redacted(encoded: bytes, redacted: frozenset[str]) -> bool:
+    """Whether a value's JSON has a key the policy redacts, at any depth ({"payment": {"card_number": ...}}).
+    A key is `"name":` in compact JSON; the same bytes inside a string only make a false alarm, which hashes a
+    value that could have been clear: the safe way to be wrong."""
+    return any(b'"' + name.encode() + b'":' in encoded for name in redacted)
 
 
 def _session(call: ToolCall, how: ValueLogging, hasher: ValueHasher) -> dict[str, str]:

@@ -39,6 +39,8 @@ KEY_FILE = ".hmac-key"
 QUEUE_FULL = "queue_full"
 WRITE_ERROR = "write_error"
 DROP_REASONS = (QUEUE_FULL, WRITE_ERROR)
+# A failing write is logged at most this often (each is counted).
+WARN_EVERY_SECONDS = 60.0
 # How long a line may wait in the queue for its batch: what `decisions tail -f` lags by, at most.
 BATCH_SECONDS = 0.1
 
@@ -89,6 +91,7 @@ class DecisionLogWriter:
         self._opened_at = 0.0
         self._seq = 0
         self.written = 0  # lines written, for tests and the status
+        self._warned_at = -WARN_EVERY_SECONDS
         self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
         self._thread.start()
 
@@ -152,7 +155,10 @@ class DecisionLogWriter:
             self.written += 1
         except Exception as error:  # a full disk, a removed directory, a value orjson refuses: this line is lost
             self._dropped(WRITE_ERROR)
-            log.warning("decision log: a line was not written: %s", error)
+            now = time.monotonic()
+            if now - self._warned_at >= WARN_EVERY_SECONDS:  # counted every time; said once a minute at most
+                self._warned_at = now
+                log.warning("decision log: a line was not written (more are counted, not logged): %s", error)
             self._abandon_file()
 
     def _open(self) -> None:

@@ -298,6 +298,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         if self._reloader is not None:
             loaded = self._reloader.state
             response.policy_loaded_at.CopyFrom(wire.timestamp(loaded.loaded_at))
+            response.policy_promoted_from = loaded.promoted_from
             if loaded.refused:
                 response.policy_reload_error = loaded.refused
                 response.policy_reload_error_at.CopyFrom(wire.timestamp(loaded.refused_at))

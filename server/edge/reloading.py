@@ -25,6 +25,9 @@ class ReloadState:
     loaded_at: float
     refused: str = ""
     refused_at: float = 0.0
+    # The promoted shadow's name while it is the policy in use: not what the --policy file holds, which a
+    # reload or a restart serves again ("" once the file is served).
+    promoted_from: str = ""
 
 
 class Reloader(Protocol):

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from argwatch.common.printable import printable
 from argwatch.server.decisions.reader import Line
 from argwatch.server.decisions.record import DIGEST_PREFIX
 
@@ -31,7 +32,7 @@ def test_file_from(lines: list[Line], policy: str) -> str:
     text = "\n".join(header) + "\n" + body + "\ncases:\n"
     for case, notes in cases:
         dumped = yaml.safe_dump([case], sort_keys=False, allow_unicode=True, width=120)
-        text += "".join(f"  # {note}\n" for note in notes)
+        text += "".join(f"  # {printable(note)}\n" for note in notes)  # a call id with a newline stays a comment
         text += "".join(f"  {row}\n" for row in dumped.splitlines()) + "\n"
     return text
 

@@ -86,7 +86,10 @@ class PolicyReloader:
     ) -> ReloadResult:
         async with self._lock:
             result = await self._reload_safely(lambda: self._serve(policy, provider))
-            return await self._record(result, actor, f"promoted from the shadow: {reason}")
+            recorded = await self._record(result, actor, f"promoted from the shadow: {reason}")
+            if recorded.outcome == "reloaded":
+                self.state.promoted_from = policy.path or "(no name)"
+            return recorded
 
     async def _record(self, result: ReloadResult, actor: str, reason: str) -> ReloadResult:
         gateway = self._gateway

@@ -286,6 +286,8 @@ async def test_promote_shows_the_diff_then_serves_the_shadow(gateway: RunningGat
         changes = await admin.ListModeChanges(admin_pb2.ListModeChangesRequest(), timeout=5)
     assert gateway.policy.version == set_response.shadow_version
     assert not (await shadow_report(gateway)).loaded
+    status = await admin_status(gateway)  # the screen says the policy in use is not the file's
+    assert status.policy_promoted_from and status.policy_version == set_response.shadow_version
     reloads = [c for c in changes.changes if c.tool == "@policy"]
     assert reloads[0].reason.startswith("promoted from the shadow: CHG-7 go")
     channel, stub = gateway_stub(gateway)
@@ -294,6 +296,7 @@ async def test_promote_shows_the_diff_then_serves_the_shadow(gateway: RunningGat
         assert answer.decision == pb.DECISION_ALLOW and answer.policy_version == set_response.shadow_version
     # The file was not written: a reload from it serves the live policy's file again.
     assert (await gateway.reload(reason="back to the file")).policy_version != set_response.shadow_version
+    assert not (await admin_status(gateway)).policy_promoted_from
 
 
 async def test_promote_without_a_shadow_is_refused(gateway: RunningGateway) -> None:
@@ -461,3 +464,25 @@ async def test_a_shadow_set_while_a_reload_builds_is_fed_by_the_reloaded_policy(
         assert counts(await shadow_report(gateway)) == {("add_note", "would_refuse"): 1}
     finally:
         await gateway.stop(0)
+
+
+async def test_report_lines_escape_what_the_caller_wrote(tmp_path: Path) -> None:
+    """`argwatch shadow promote` prints the report, then asks y/N: an example's call id is the caller's, and
+    must not erase the lines above it (ESC[3A ESC[J) or forge a row (a newline)."""
+    from argwatch.server.cli.shadow_command import report_lines
+
+    (tmp_path / "sets.yaml").write_text(SETS)
+    gateway = await gateway_on(tmp_path, LIVE)
+    try:
+        await set_shadow(gateway, SHADOW)
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            evil = "XX\x1b[3A\x1b[J  no call judged differently\n"
+            await stub.Validate(request("add_note", {"country": "XX"}, call_id="s1" + evil), timeout=5)
+        assert gateway.shadow is not None
+        await gateway.shadow.runner.drained()
+        lines = report_lines(await shadow_report(gateway))
+    finally:
+        await gateway.stop(0)
+    assert not any("\x1b" in line or "\n" in line for line in lines)
+    assert any("s1XX\\x1b[3A\\x1b[J" in line for line in lines)
