@@ -83,8 +83,13 @@ def run_policy_test(args: argparse.Namespace, environ: Mapping[str, str]) -> int
 
     # A set a case does not give is, by design, unavailable to its checks (the verdict then shows what failed
     # open or closed); the provider's warning about each, per case, would only bury the results.
-    logging.getLogger("argwatch.valuesets").setLevel(logging.ERROR)
-    results = asyncio.run(run_all())
+    quieted = logging.getLogger("argwatch.valuesets")
+    level = quieted.level
+    quieted.setLevel(logging.ERROR)
+    try:
+        results = asyncio.run(run_all())
+    finally:
+        quieted.setLevel(level)  # as it was: run in-process (a test, a tool), the caller's logging is its own
     print(json.dumps(as_json(results), indent=2) if args.json else as_text(results))
     return PASSED if all(result.passed for result in results) else FAILED
 
