@@ -128,7 +128,8 @@ async def test_a_write_that_keeps_failing_is_counted_each_time_and_logged_once(
 ) -> None:
     (tmp_path / "sets.yaml").write_text(SETS)
     folder = tmp_path / "decisions"
-    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder))
+    # Rotating at every line: each line opens the file again, in a folder that is gone (a lost mount).
+    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_rotate_bytes=1)
     try:
         channel, stub = gateway_stub(gateway)
         async with channel:
