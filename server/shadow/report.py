@@ -8,6 +8,7 @@ whatever callers send. Each row keeps its newest EXAMPLES_PER_ROW examples.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from argwatch.server.shadow.compare import Example, Kind
@@ -42,7 +43,9 @@ class ReportSnapshot:
 @dataclass
 class _Row:
     count: int = 0
-    examples: deque[Example] = field(default_factory=lambda: deque(maxlen=EXAMPLES_PER_ROW))
+    # An example, or what makes it: built when a report is asked for, not for each differing call (most are
+    # pushed out of the row by newer ones before anyone reads them).
+    examples: deque[Example | Callable[[], Example]] = field(default_factory=lambda: deque(maxlen=EXAMPLES_PER_ROW))
 
 
 class ShadowReport:
@@ -55,7 +58,7 @@ class ShadowReport:
         self.raised = 0
         self._rows: dict[tuple[str, Kind], _Row] = {}
 
-    def differed(self, label: str, kind: Kind, found: Example) -> None:
+    def differed(self, label: str, kind: Kind, found: Example | Callable[[], Example]) -> None:
         """Counts one differing call under `label` (a policy's tool or `_unknown`: never a caller's text)."""
         row = self._rows.get((label, kind))
         if row is None:
@@ -65,9 +68,13 @@ class ShadowReport:
 
     def snapshot(self, unavailable_sets: tuple[str, ...] = ()) -> ReportSnapshot:
         rows = tuple(
-            ReportRow(tool, kind, row.count, tuple(reversed(row.examples)))
+            ReportRow(tool, kind, row.count, tuple(_made(found) for found in reversed(row.examples)))
             for (tool, kind), row in sorted(self._rows.items(), key=lambda item: (item[0][0], item[0][1].value))
         )
         return ReportSnapshot(
             self.version, self.name, self.since, self.calls, self.busy, self.raised, rows, unavailable_sets
         )
+
+
+def _made(found: Example | Callable[[], Example]) -> Example:
+    return found if isinstance(found, Example) else found()

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 from prometheus_client import Counter
 
@@ -157,7 +158,7 @@ class ShadowRunner:
         tool = call.tool
         label = tool if tool in judge.policy.tools or tool in live_policy.tools else UNKNOWN_LABEL
         redact = judge.policy.sampling.redact | live_policy.sampling.redact
-        report.differed(label, kind, example(self._clock(), call.call_id, tool, live_side, shadow, redact))
+        report.differed(label, kind, partial(example, self._clock(), call.call_id, tool, live_side, shadow, redact))
         counter = self._differences.get((label, kind.value))
         if counter is None:
             counter = self._differences[label, kind.value] = self._metrics.shadow_differences.labels(label, kind.value)
