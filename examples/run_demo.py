@@ -85,6 +85,13 @@ def main() -> int:
                 os.path.join(STATE, "samples.jsonl"),
                 "--mode-state",
                 os.path.join(STATE, "modes.json"),
+                # Every verdict a line, kept within 64 MiB: `argwatch decisions tail .demo/decisions` reads it.
+                "--decision-log",
+                os.path.join(STATE, "decisions"),
+                "--decision-log-max-bytes",
+                str(64 << 20),
+                "--decision-log-rotate-bytes",
+                str(8 << 20),
             ],
             stdout=logs,
             stderr=logs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -63,6 +64,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tail(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    return _piped(_tail, args)
+
+
+def run_grep(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    return _piped(_grep, args)
+
+
+def _piped(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """`command`, ending quietly when what reads its output stops (`| head`), as a Unix tool does."""
+    try:
+        return command(args)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
+        return OK
+
+
+def _tail(args: argparse.Namespace) -> int:
     from argwatch.server.decisions.reader import ReadCounts, follow, last_lines
 
     folder, wanted, counts = _folder(args), _filter(args), ReadCounts()
@@ -80,14 +98,14 @@ def run_tail(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return OK
 
 
-def run_grep(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def _grep(args: argparse.Namespace) -> int:
     from argwatch.server.decisions.reader import ReadCounts, read_lines
 
     folder, wanted, counts = _folder(args), _filter(args), ReadCounts()
     if folder is None or wanted is None:
         return USAGE
     if args.as_test:
-        from argwatch.server.policytest.from_decision import test_file_from
+        from argwatch.server.policytest.from_decision import draft_test_file
 
         lines = []
         for line in read_lines(folder, wanted, counts):
@@ -96,7 +114,7 @@ def run_grep(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                 print(f"argwatch decisions grep: the first {MAX_TEST_CASES} matches only", file=sys.stderr)
                 break
         if lines:
-            print(test_file_from(lines, args.policy), end="")
+            print(draft_test_file(lines, args.policy), end="")
         _report(counts)
         return OK if lines else NOTHING_FOUND
     found = 0

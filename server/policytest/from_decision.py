@@ -16,8 +16,10 @@ from argwatch.common.printable import printable
 from argwatch.server.decisions.reader import Line
 from argwatch.server.decisions.record import DIGEST_PREFIX
 
+REPEATED_CALL = "repeated_call"
 
-def test_file_from(lines: list[Line], policy: str) -> str:
+
+def draft_test_file(lines: list[Line], policy: str) -> str:
     """A test file (YAML text) with one case per line; `policy` is the path it names."""
     header = [
         "# Drafted by `argwatch decisions grep --as-test` from the decision log.",
@@ -60,9 +62,19 @@ def _case(line: Line) -> tuple[dict[str, Any], list[str]]:
         call["session"] = session
     if line.get("model"):
         call["model"] = line["model"]
-    expect: dict[str, Any] = {"decision": line.get("decision", "")}
+    decision = line.get("decision", "")
+    logged = line.get("problems") or []
+    repeats = [problem for problem in logged if problem.get("code") == REPEATED_CALL]
+    if repeats:
+        # Offline, every call is an operation's first (no memory of earlier calls): the repeat is not judged.
+        logged = [problem for problem in logged if problem.get("code") != REPEATED_CALL]
+        notes.append("refused then as a repeat of an earlier call: a test judges each call as its first, so the")
+        notes.append("repeat is left out of `expect` (and the decision is the one the call gets on its own)")
+        if not logged and line.get("mode") == "reject":
+            decision = "allow"
+    expect: dict[str, Any] = {"decision": decision}
     problems = []
-    for problem in line.get("problems") or []:
+    for problem in logged:
         expected = {"code": problem.get("code", ""), "path": problem.get("path", "")}
         if problem.get("shape"):
             expected["shape"] = problem["shape"]
