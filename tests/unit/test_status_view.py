@@ -92,6 +92,10 @@ def test_the_summary_shows_the_fleet_its_skew_and_a_replica_that_stopped() -> No
     refused = recorded_status()
     refused.policy_reload_error = "policy.yaml: not valid YAML"
     assert "POLICY RELOAD REFUSED (still serving" in summary(refused) and "not valid YAML" in summary(refused)
+    promoted = recorded_status()
+    promoted.policy_promoted_from = "policy.next.yaml"
+    assert "IS A PROMOTED SHADOW (policy.next.yaml): not in the --policy file" in summary(promoted)
+    assert "PROMOTED" not in summary(recorded_status())
 
 
 def test_an_override_about_to_expire_asks_for_attention() -> None:
