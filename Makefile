@@ -166,7 +166,7 @@ soak: $(VENV)/.installed
 gameday: system-deps $(VENV)/.installed
 	$(BIN)/python bench/gameday.py
 
-# A longer fuzz run of the request path than make test's 15 s (crash inputs land in .fuzz/).
+# A longer fuzz run of the request path than make test's 8 s (crash inputs land in .fuzz/).
 fuzz: $(VENV)/.installed
 	mkdir -p .fuzz/corpus && cp -n tests/fuzz/corpus/* .fuzz/corpus/
 	cd .fuzz && ../$(BIN)/python ../tests/fuzz/fuzz_validate.py -max_total_time=300 -print_final_stats=1 corpus
