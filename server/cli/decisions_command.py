@@ -8,12 +8,15 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from argwatch.common.durations import parse_duration
 from argwatch.common.printable import printable
+
+if TYPE_CHECKING:  # the reader is imported when a command runs
+    from argwatch.server.decisions.reader import LineFilter, ReadCounts
 
 OK, NOTHING_FOUND, USAGE = 0, 1, 2
 # At most this many lines become test cases: a draft to edit, not a corpus.
@@ -133,7 +136,7 @@ def _folder(args: argparse.Namespace) -> Path | None:
     return folder
 
 
-def _filter(args: argparse.Namespace) -> Any:
+def _filter(args: argparse.Namespace) -> LineFilter | None:
     from argwatch.server.decisions.reader import LineFilter
 
     since = 0.0
@@ -184,7 +187,7 @@ def _problem(problem: dict[str, Any]) -> str:
     return " ".join(part for part in (problem.get("code", ""), problem.get("path", ""), shape) if part)
 
 
-def _report(counts: Any) -> None:
+def _report(counts: ReadCounts) -> None:
     if counts.unreadable_lines:
         print(f"argwatch decisions: {counts.unreadable_lines} line(s) did not parse and were skipped", file=sys.stderr)
     for problem in counts.unreadable_files:

@@ -153,8 +153,8 @@ def follow(
     """Lines appended to the current file from this call on, across rotations (a new file is read from its
     start). The file is opened here, not at the first line asked for: "from now on" means now."""
     path = directory / CURRENT
-    handle, identity = _open_at_end(path)
-    return _followed(path, handle, identity or (0, 0), wanted, counts, poll_seconds, keep_going, sleep)
+    handle, identity = _open(path, at_end=True)
+    return _followed(path, handle, identity, wanted, counts, poll_seconds, keep_going, sleep)
 
 
 def _followed(
@@ -171,7 +171,7 @@ def _followed(
     try:
         while keep_going():
             if handle is None:
-                handle, identity = _open_from_start(path)
+                handle, identity = _open(path)
                 if handle is None:  # no file yet: the next one is read from its start
                     sleep(poll_seconds)
                     continue
@@ -201,21 +201,14 @@ def _followed(
             handle.close()
 
 
-def _open_at_end(path: Path) -> tuple[IO[bytes] | None, tuple[int, int] | None]:
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (held across polls)
-    except FileNotFoundError:
-        return None, None
-    handle.seek(0, os.SEEK_END)
-    stat = os.fstat(handle.fileno())
-    return handle, (stat.st_dev, stat.st_ino)
-
-
-def _open_from_start(path: Path) -> tuple[IO[bytes] | None, tuple[int, int]]:
+def _open(path: Path, *, at_end: bool = False) -> tuple[IO[bytes] | None, tuple[int, int]]:
+    """The file held open and its identity; (None, (0, 0)) while there is none."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 (held across polls)
     except FileNotFoundError:
         return None, (0, 0)
+    if at_end:
+        handle.seek(0, os.SEEK_END)
     stat = os.fstat(handle.fileno())
     return handle, (stat.st_dev, stat.st_ino)
 

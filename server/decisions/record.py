@@ -225,9 +225,7 @@ def _holds_redacted(encoded: bytes, redacted: frozenset[str]) -> bool:
 
 
 def _session(call: ToolCall, how: ValueLogging, hasher: ValueHasher) -> dict[str, str]:
-    """The caller's session fields that were sent, as the policy's `decision_log.session` says."""
-    if how is ValueLogging.NONE:
-        return {}
+    """The caller's session fields that were sent, as the policy's `decision_log.session` says (not `none`)."""
     sent = {"customer_id": call.customer_id, "tenant": call.tenant}
     if how is ValueLogging.CLEAR:
         return {name: value[:MAX_TEXT] for name, value in sent.items() if value}

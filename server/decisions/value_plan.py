@@ -25,9 +25,6 @@ class ValuePlan:
         return how
 
 
-HASHED_PLAN = ValuePlan()
-
-
 def value_plans(policy: Policy) -> tuple[Mapping[str, ValuePlan], ValuePlan]:
     """A plan per tool of the policy, and the one for calls to a tool it lacks (its defaults)."""
     config = policy.decision_log
