@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -41,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gameday_fail_open import owner_down_fail_open
 from gameday_fleet import EXAMPLES, OWNER_SETS, Fleet, Tally, until
 
+from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.redis_server import start_redis
 
@@ -140,7 +142,16 @@ async def gateway_rolling_restart(fleet: Fleet) -> float | None:
             raise RuntimeError(f"{replica.name} exited {code} on SIGTERM")
         await replica.process.start("serving policy")
         await asyncio.sleep(1 if fleet.short else 10)
-    statuses = await fleet.statuses()
+    statuses: dict[str, admin_pb2.GetStatusResponse] = {}
+
+    async def all_answer() -> bool:
+        # An Admin channel to a replica just restarted may still be in its reconnect backoff: asked again,
+        # within a bound, rather than once (a cold first run once missed one replica this way).
+        statuses.update(await fleet.statuses())
+        return len(statuses) == len(fleet.replicas)
+
+    with contextlib.suppress(RuntimeError):
+        await until(all_answer, 15)
     versions = {status.policy_version for status in statuses.values()}
     if len(statuses) != len(fleet.replicas) or len(versions) != 1 or versions & before:
         raise RuntimeError(f"after the deploy: {len(statuses)} replicas answer, serving {versions} (before {before})")
