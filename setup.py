@@ -1,4 +1,4 @@
-"""Build hook: generates the argwatch.v1 Python stubs from proto/ before packaging.
+"""Build hook: generates the argwatch.v1 Python stubs from proto/ before packaging, and builds the C extension.
 
 The stubs are written beside their .proto files (proto/argwatch/v1/x_pb2.py), the
 path that is also their import path, and are never committed; both wheel and
@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import os
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 PROTO_ROOT = "proto"
@@ -47,4 +47,14 @@ class BuildPyWithStubs(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildPyWithStubs})
+# The decision log's value digests in C (server/decisions/_digest.c): needs a C compiler and Python's headers
+# at install (docs/developing.md); -O2 and no more, nothing machine-specific, so a wheel runs where it is copied.
+NATIVE = [
+    Extension(
+        "argwatch.server.decisions._digest",
+        ["server/decisions/_digest.c"],
+        extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+    )
+]
+
+setup(cmdclass={"build_py": BuildPyWithStubs}, ext_modules=NATIVE)

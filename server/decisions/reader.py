@@ -1,4 +1,4 @@
-"""Reads the decision log back: every file of a folder in the order written (rotated and gzipped ones, then
+"""Reads the decision log back: every file of a folder in the order written (rotated and packed ones, then
 the current one), line by line, filtered by call id, conversation, tool, decision or time.
 
 Streams: a folder at its byte budget is read a line at a time, never whole. A
@@ -8,20 +8,19 @@ fatal; the current file's last line, still being written, is left for later.
 
 from __future__ import annotations
 
-import gzip
 import os
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import IO, Any, BinaryIO
 
 import orjson
 
+from argwatch.server.decisions.packing import DAMAGED, open_rotated, rotated_files
 from argwatch.server.decisions.record import MAX_TEXT
-from argwatch.server.decisions.writer import CURRENT, ROTATED_GLOB
+from argwatch.server.decisions.writer import CURRENT
 
 Line = dict[str, Any]
 # Longer than any line the writer makes (its arguments, problems and clear values are capped): a longer one is
@@ -67,7 +66,7 @@ class ReadCounts:
 def log_files(directory: Path) -> list[Path]:
     """The folder's files, oldest first: rotated ones in the order the writer ages them out, then the current."""
     rotated = []
-    for path in directory.glob(ROTATED_GLOB):
+    for path in rotated_files(directory):
         try:
             rotated.append((path.stat().st_mtime, path.name, path))
         except FileNotFoundError:  # aged out by the writer between the listing and now
@@ -90,14 +89,14 @@ def read_lines(directory: Path, wanted: LineFilter, counts: ReadCounts) -> Itera
         with handle:
             try:
                 yield from _matching(handle, needle, wanted, counts, complete_only=path.name == CURRENT)
-            except (OSError, EOFError, zlib.error) as error:  # a damaged gzip: what came before it is kept
+            except DAMAGED as error:  # a damaged packed file: what came before the damage is kept
                 counts.unreadable_files.append(f"{path.name}: {error}")
 
 
 def _opened(path: Path) -> BinaryIO:
     if path.name == CURRENT:
         return open(path, "rb")
-    return cast(BinaryIO, gzip.GzipFile(path, "rb"))  # a rotated file: gzipped whole by the writer
+    return open_rotated(path)  # a rotated file: packed whole by the writer
 
 
 def _matching(

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
+from argwatch.server.decisions._digest import Digester
 from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import GLOBAL, ModeDocument, source_in
 from argwatch.server.policy.model import ValueLogging
@@ -29,10 +30,6 @@ MAX_CLEAR_BYTES = 4096
 
 # What a hashed value starts with: the MAC that made it (a reader can tell a digest from a clear value by name).
 DIGEST_PREFIX = "blake2b-256:"
-# Values this short are the ones that repeat across calls (codes, tenants, customers, amounts): their digests
-# are remembered, up to REMEMBERED of them, then forgotten all at once (the table stays bounded).
-REMEMBERED_BYTES = 64
-REMEMBERED = 4096
 # Argument names written in a line, at most; and problems and skipped checks, at most (the rest counted).
 MAX_LOGGED_ARGUMENTS = 256
 MAX_LOGGED_FINDINGS = 256
@@ -44,46 +41,29 @@ MAX_TOOLS_REMEMBERED = 1024
 
 class ValueHasher:
     """Keyed BLAKE2b-256 of an argument's value under the deployment's key: BLAKE2's keyed mode is a MAC (RFC
-    7693), one C call per value where HMAC-SHA256 is two hashes and Python-level copies. Keyed, never a bare
-    hash: a reader of the log cannot test guesses (a card number, an email) against it without the key, yet
-    equal values give equal digests, so one value can be followed across calls. Used by the writer's thread
-    only."""
+    7693). Keyed, never a bare hash: a reader of the log cannot test guesses (a card number, an email) against
+    it without the key, yet equal values give equal digests, so one value can be followed across calls. The
+    digests are made in C (`_digest.c`: the value's canonical JSON and its hash in one native call, a call's
+    arguments in one), the same digests hashlib gives (the tests compare them). Used by the writer's thread."""
 
     def __init__(self, key: bytes) -> None:
         if len(key) < 32:
             raise ValueError(f"the decision log's key must be at least 32 bytes, got {len(key)}")
         # BLAKE2b takes a key of at most 64 bytes: a longer one is hashed down to 64, keeping its entropy.
         key = key if len(key) <= 64 else hashlib.blake2b(key, digest_size=64).digest()
-        self._keyed = hashlib.blake2b(key=key, digest_size=32)  # the key's block compressed once, copied per value
-        self._recent: dict[bytes, str] = {}
-        self._texts: dict[str, str] = {}  # the same memory for string values, keyed by the string
-
-    def digest(self, value: object) -> str:
-        if type(value) is str:  # most values: a repeated one is found by the text itself, not encoded first
-            known = self._texts.get(value)
-            if known is not None:
-                return known
-            digest = self.digest_bytes(orjson.dumps(value), remember=False)
-            if len(value) <= REMEMBERED_BYTES:
-                if len(self._texts) >= REMEMBERED:
-                    self._texts.clear()
-                self._texts[value] = digest
-            return digest
+        native = Digester(key, _canonical)
         # Canonical JSON: {"a":1,"b":2} and {"b":2,"a":1} are one value.
-        return self.digest_bytes(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+        self.digest: Callable[[object], str] = native.digest
+        self.digest_bytes: Callable[[bytes], str] = native.digest_bytes
+        # The first `limit` arguments' names, cut to `max_text`, to their values' digests.
+        self.digest_arguments: Callable[[Mapping[str, object], int, int], dict[str, str]] = native.digest_arguments
+        # A whole line in the common case (LineBuilder.line says which parts are Python's).
+        self.compose = native.compose
 
-    def digest_bytes(self, data: bytes, remember: bool = True) -> str:
-        short = remember and len(data) <= REMEMBERED_BYTES
-        if short and (known := self._recent.get(data)) is not None:
-            return known
-        mac = self._keyed.copy()
-        mac.update(data)
-        digest = DIGEST_PREFIX + mac.hexdigest()
-        if short:
-            if len(self._recent) >= REMEMBERED:
-                self._recent.clear()
-            self._recent[data] = digest
-        return digest
+
+def _canonical(value: object) -> bytes:
+    """What the C digester hands back for a value it does not encode itself (floats, lists, objects)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 class LineBuilder:
@@ -94,66 +74,52 @@ class LineBuilder:
     def __init__(self, hasher: ValueHasher) -> None:
         self._hasher = hasher
         self._document: ModeDocument | None = None
-        self._modes: dict[str, tuple[str, list[dict[str, str]]]] = {}
+        self._heads: dict[str, bytes] = {}
 
     def line(
         self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
     ) -> bytes:
-        """The line for one decided call, newline included."""
-        hasher = self._hasher
-        values: dict[str, Any] | None = None
-        if call.arguments is not None:
-            try:
-                values = _values(call.arguments, plan, hasher)
-            except orjson.JSONEncodeError:  # nested deeper than orjson writes (it reads deeper): the raw digest
-                values = None
-        if values is None:  # undecodable, or unencodable: only its digest, so a repeat can still be found
-            values = {"arguments": None, "raw_arguments": hasher.digest_bytes(call.raw_arguments)}
-        source, overrides = self._mode_fields(modes, call.tool)
-        record: dict[str, Any] = {
-            "ts": at,
-            "call_id": call.call_id[:MAX_TEXT],
-            "conversation_id": call.conversation_id[:MAX_TEXT],
-            "tool": call.tool[:MAX_TEXT],
-            "model": call.model[:MAX_TEXT],
-            "decision": verdict.decision,  # orjson writes an enum as its value, in C
-            "mode": verdict.mode,
-            "mode_source": source,
-            "downgraded_by_staleness": verdict.downgraded_by_staleness,
-            "overrides": overrides,
-            "problems": [
-                {"code": p.code, "path": p.argument[:MAX_TEXT], "set": p.value_set, "shape": p.shape}
-                for p in verdict.problems[:MAX_LOGGED_FINDINGS]
-            ]
-            if verdict.problems
-            else [],
-            "skipped": [
-                {"path": s.argument[:MAX_TEXT], "set": s.value_set, "reason": s.reason}
-                for s in verdict.skipped[:MAX_LOGGED_FINDINGS]
-            ]
-            if verdict.skipped
-            else [],
-            "policy_version": verdict.policy_version,
-            "sets": {r.snapshot.name: r.snapshot.version for r in verdict.readings_used},
-            "latency_seconds": latency,
-            **values,
-        }
-        if plan.session is not ValueLogging.NONE and (call.customer_id or call.tenant):
-            record["session"] = _session(call, plan.session, hasher)
-        if len(verdict.problems) > MAX_LOGGED_FINDINGS or len(verdict.skipped) > MAX_LOGGED_FINDINGS:
-            record["problems_left_off"] = max(0, len(verdict.problems) - MAX_LOGGED_FINDINGS)
-            record["skipped_left_off"] = max(0, len(verdict.skipped) - MAX_LOGGED_FINDINGS)
-        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        """The line for one decided call, newline included. It runs once per decided call, against the log's budget
+        a call (docs/performance.md), so the line is composed in C (`_digest.c`): the call's fields, the verdict's,
+        the values' digests. Python makes only what is per tool (the mode fields, kept) and what is rare (problems,
+        values not hashed, a session in clear, counts of what was left off), as JSON fragments it splices in."""
+        head = self._heads.get(call.tool) if modes is self._document else None
+        if head is None:
+            head = self._head(modes, call.tool)
+        arguments = call.arguments
+        hash_arguments = plan.hashes_all and type(arguments) is dict and len(arguments) <= MAX_LOGGED_ARGUMENTS
+        extra = b""
+        if not hash_arguments:
+            extra = _fragment(_unhashed_values(call, plan, self._hasher))
+        if plan.session_clear and (call.customer_id or call.tenant):
+            extra += _fragment({"session": {name: value[:MAX_TEXT] for name, value in _sent(call) if value}})
+        problems, skipped = verdict.problems, verdict.skipped
+        if len(problems) > MAX_LOGGED_FINDINGS or len(skipped) > MAX_LOGGED_FINDINGS:
+            left_off = {
+                "problems_left_off": max(0, len(problems) - MAX_LOGGED_FINDINGS),
+                "skipped_left_off": max(0, len(skipped) - MAX_LOGGED_FINDINGS),
+            }
+            extra += _fragment(left_off)
+        found = orjson.dumps(_problems(verdict)) if problems else b"[]"
+        passed = orjson.dumps(_skipped(verdict)) if skipped else b"[]"
+        compose = self._hasher.compose
+        try:
+            return compose(
+                at, call, verdict, latency, head, found, passed, hash_arguments, plan.session_hashed, extra, MAX_TEXT
+            )
+        except orjson.JSONEncodeError:  # a value nested deeper than orjson writes (it reads deeper): the raw digest
+            extra = _fragment(_raw_only(call, self._hasher)) + extra
+            return compose(at, call, verdict, latency, head, found, passed, False, plan.session_hashed, extra, MAX_TEXT)
 
-    def _mode_fields(self, modes: ModeDocument, tool: str) -> tuple[str, list[dict[str, str]]]:
+    def _head(self, modes: ModeDocument, tool: str) -> bytes:
+        """The mode fields of a tool's lines under one mode document, as a JSON fragment (kept per tool)."""
         if modes is not self._document:
-            self._document, self._modes = modes, {}
-        found = self._modes.get(tool)
-        if found is None:
-            if len(self._modes) >= MAX_TOOLS_REMEMBERED:  # tools the policy lacks are the caller's to name
-                self._modes.clear()
-            found = self._modes[tool] = (source_in(modes, tool)[0], _overrides(modes, tool))
-        return found
+            self._document, self._heads = modes, {}
+        if len(self._heads) >= MAX_TOOLS_REMEMBERED:  # tools the policy lacks are the caller's to name
+            self._heads.clear()
+        fields = {"mode_source": source_in(modes, tool)[0], "overrides": _overrides(modes, tool)}
+        head = self._heads[tool] = orjson.dumps(fields)[1:-1]
+        return head
 
 
 def _overrides(modes: ModeDocument, tool: str) -> list[dict[str, str]]:
@@ -179,8 +145,7 @@ def _values(arguments: Mapping[str, object], plan: ValuePlan, hasher: ValueHashe
         left_off = len(arguments) - MAX_LOGGED_ARGUMENTS
         arguments = dict(itertools.islice(arguments.items(), MAX_LOGGED_ARGUMENTS))
     if plan.default is ValueLogging.HASHED and not plan.by_name:  # every value hashed: most tools, most calls
-        digest = hasher.digest
-        found: dict[str, Any] = {"arguments": {name[:MAX_TEXT]: digest(value) for name, value in arguments.items()}}
+        found: dict[str, Any] = {"arguments": hasher.digest_arguments(dict(arguments), MAX_LOGGED_ARGUMENTS, MAX_TEXT)}
         if left_off:
             found["arguments_left_off"] = left_off
         return found
@@ -224,9 +189,39 @@ def _holds_redacted(encoded: bytes, redacted: frozenset[str]) -> bool:
     return any(b'"' + name.encode() + b'":' in encoded for name in redacted)
 
 
-def _session(call: ToolCall, how: ValueLogging, hasher: ValueHasher) -> dict[str, str]:
-    """The caller's session fields that were sent, as the policy's `decision_log.session` says (not `none`)."""
-    sent = {"customer_id": call.customer_id, "tenant": call.tenant}
-    if how is ValueLogging.CLEAR:
-        return {name: value[:MAX_TEXT] for name, value in sent.items() if value}
-    return {name: hasher.digest(value) for name, value in sent.items() if value}
+def _fragment(fields: Mapping[str, Any]) -> bytes:
+    """`fields` as a fragment of a line: `,"key":value...` (empty when there are none)."""
+    return b"," + orjson.dumps(fields)[1:-1] if fields else b""
+
+
+def _unhashed_values(call: ToolCall, plan: ValuePlan, hasher: ValueHasher) -> dict[str, Any]:
+    """The values' fields when they are not all simply hashed: some `clear` or `none`, too many, or undecodable."""
+    if call.arguments is None:
+        return _raw_only(call, hasher)
+    try:
+        return _values(call.arguments, plan, hasher)
+    except orjson.JSONEncodeError:
+        return _raw_only(call, hasher)
+
+
+def _raw_only(call: ToolCall, hasher: ValueHasher) -> dict[str, Any]:
+    """Undecodable or unencodable arguments: only the raw bytes' digest, so a repeat can still be found."""
+    return {"arguments": None, "raw_arguments": hasher.digest_bytes(call.raw_arguments)}
+
+
+def _sent(call: ToolCall) -> tuple[tuple[str, str], tuple[str, str]]:
+    return ("customer_id", call.customer_id), ("tenant", call.tenant)
+
+
+def _problems(verdict: Verdict) -> list[dict[str, Any]]:
+    return [
+        {"code": p.code._value_, "path": p.argument[:MAX_TEXT], "set": p.value_set, "shape": p.shape._value_}
+        for p in verdict.problems[:MAX_LOGGED_FINDINGS]
+    ]
+
+
+def _skipped(verdict: Verdict) -> list[dict[str, Any]]:
+    return [
+        {"path": s.argument[:MAX_TEXT], "set": s.value_set, "reason": s.reason._value_}
+        for s in verdict.skipped[:MAX_LOGGED_FINDINGS]
+    ]

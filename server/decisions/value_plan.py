@@ -17,6 +17,15 @@ class ValuePlan:
     by_name: Mapping[str, ValueLogging] = field(default_factory=dict)
     session: ValueLogging = ValueLogging.HASHED
     redacted: frozenset[str] = frozenset()  # never written as sent, whatever the default says
+    # Worked out once here, read per line: every value hashed (most tools), and the session's way as plain flags.
+    hashes_all: bool = field(init=False, default=False)
+    session_hashed: bool = field(init=False, default=False)
+    session_clear: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hashes_all", self.default is ValueLogging.HASHED and not self.by_name)
+        object.__setattr__(self, "session_hashed", self.session is ValueLogging.HASHED)
+        object.__setattr__(self, "session_clear", self.session is ValueLogging.CLEAR)
 
     def of(self, argument: str) -> ValueLogging:
         how = self.by_name.get(argument, self.default)

@@ -1,5 +1,5 @@
 """The decision log's writer: a bounded queue the event loop appends to, drained by one thread into files
-that rotate by size and age, are gzipped once rotated, and are kept within a total byte budget.
+that rotate by size and age, are packed (zstd) once rotated, and are kept within a total byte budget.
 
 The event loop's side is `offer`: an append to a deque and an event set, no lock
 held while anything is written. A full queue drops the line and counts it
@@ -10,11 +10,9 @@ held while anything is written. A full queue drops the line and counts it
 from __future__ import annotations
 
 import collections
-import gzip
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from argwatch.common.files import SMALL_FILE_BYTES, read_file
+from argwatch.server.decisions.packing import PACKED_SUFFIX, pack, rotated_files
 from argwatch.server.decisions.record import LineBuilder, ValueHasher
 from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import ModeDocument
@@ -33,7 +32,6 @@ from argwatch.server.verdict.tool_call import ToolCall
 log = logging.getLogger("argwatch.decisions")
 
 CURRENT = "decisions.jsonl"
-ROTATED_GLOB = "decisions-*.jsonl.gz"
 KEY_FILE = ".hmac-key"
 # The fixed reasons of argwatch_decision_log_dropped_total.
 QUEUE_FULL = "queue_full"
@@ -76,13 +74,14 @@ class DecisionLogWriter:
         """`forward`, when given, is handed each line on the writer's thread before it is written (the OTLP
         export, argwatch.server.tracing); it must not raise."""
         self._dir = directory
-        self._forward = forward if forward is not None else _keep_to_files
+        self._forward = forward
         self._limits = limits
         self._lines = LineBuilder(hasher)
         self._dropped = dropped
         self._clock = clock
         self._queue: collections.deque[_Entry] = collections.deque()
         self._wake = threading.Event()
+        self._limit = limits.queue
         self._wake_at = max(1, limits.queue // 4)
         self._closing = False
         self._gate = threading.Lock()  # held by the thread while it writes a batch; `held` stalls it (tests)
@@ -99,13 +98,15 @@ class DecisionLogWriter:
         self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
     ) -> None:
         """Queues the decided call; drops and counts it when the writer is `queue` lines behind."""
-        if len(self._queue) >= self._limits.queue:
+        queue = self._queue
+        waiting = len(queue)
+        if waiting >= self._limit:
             self._dropped(QUEUE_FULL)
             return
-        self._queue.append((at, call, verdict, modes, latency, plan))
+        queue.append((at, call, verdict, modes, latency, plan))
         # The writer wakes on its own every BATCH_SECONDS; it is woken early only when the queue fills up. Waking
         # it per line cost a thread switch and a write per line, several times what the line itself costs.
-        if len(self._queue) >= self._wake_at and not self._wake.is_set():
+        if waiting >= self._wake_at and not self._wake.is_set():
             self._wake.set()
 
     @contextmanager
@@ -127,8 +128,8 @@ class DecisionLogWriter:
             self._wake.wait(timeout=BATCH_SECONDS)
             self._wake.clear()
             with self._gate:
-                while self._queue:
-                    self._write(self._queue.popleft())
+                if self._queue:
+                    self._write_queued()
                 # Handed to the OS once a batch is written: a crash of the process then loses nothing written,
                 # and `decisions tail --follow` sees each line within a poll (an fsync waits for rotation).
                 self._guarded(self._flush)
@@ -138,28 +139,73 @@ class DecisionLogWriter:
                 self._guarded(self._close_file)
                 return
 
-    def _write(self, entry: _Entry) -> None:
-        try:
-            line = self._lines.line(*entry)
-            self._forward(line)  # before the file: a line the disk refuses still goes out
-            if self._file is None:
-                self._open()
-            elif self._size and self._size + len(line) > self._limits.rotate_bytes:
+    def _write_queued(self) -> None:
+        """Builds every queued line, then writes them a run at a time (a run ends where the file rotates): one
+        write per run rather than per line, and the per-line work kept to the line itself."""
+        build, forward, queue = self._lines.line, self._forward, self._queue
+        lines: list[bytes] = []
+        while queue:
+            entry = queue.popleft()
+            try:
+                line = build(*entry)
+            except Exception as error:  # a value the line cannot hold: this line is lost, counted
+                self._failed(error)
+                continue
+            if forward is not None:
+                forward(line)  # before the file: a line the disk refuses still goes out
+            lines.append(line)
+        if lines and self._file is None:
+            try:
+                self._open()  # the current file's size is what rotation is judged by
+            except OSError:
+                self._write_run(lines, 0)  # tried once more there; counted and warned if it fails again
+                return
+        run: list[bytes] = []
+        run_bytes = 0
+        for line in lines:
+            if self._size + run_bytes and self._size + run_bytes + len(line) > self._limits.rotate_bytes:
                 # Before the line, not after: the current file stays within rotate_bytes (a lone longer line
                 # excepted), which is the room the budget keeps for it.
-                self._rotate()
+                self._write_run(run, run_bytes)
+                self._guarded_rotate()
+                run, run_bytes = [], 0
+            run.append(line)
+            run_bytes += len(line)
+        self._write_run(run, run_bytes)
+
+    def _write_run(self, run: list[bytes], size: int) -> None:
+        if not run:
+            return
+        try:
+            if self._file is None:
                 self._open()
             assert self._file is not None
-            self._file.write(line)
-            self._size += len(line)
-            self.written += 1
-        except Exception as error:  # a full disk, a removed directory, a value orjson refuses: this line is lost
-            self._dropped(WRITE_ERROR)
-            now = time.monotonic()
-            if now - self._warned_at >= WARN_EVERY_SECONDS:  # counted every time; said once a minute at most
-                self._warned_at = now
-                log.warning("decision log: a line was not written (more are counted, not logged): %s", error)
+            self._file.write(b"".join(run))
+            self._size += size
+            self.written += len(run)
+        except Exception as error:  # a full disk, a removed directory: these lines are lost, counted
+            for _ in run:
+                self._dropped(WRITE_ERROR)
+            self._warn(error)
             self._abandon_file()
+
+    def _guarded_rotate(self) -> None:
+        try:
+            self._rotate()
+            self._open()
+        except Exception as error:
+            self._warn(error)
+            self._abandon_file()
+
+    def _failed(self, error: Exception) -> None:
+        self._dropped(WRITE_ERROR)
+        self._warn(error)
+
+    def _warn(self, error: Exception) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_EVERY_SECONDS:  # counted every time; said once a minute at most
+            self._warned_at = now
+            log.warning("decision log: a line was not written (more are counted, not logged): %s", error)
 
     def _open(self) -> None:
         path = self._dir / CURRENT
@@ -187,7 +233,7 @@ class DecisionLogWriter:
                 handle.close()
 
     def _rotate(self) -> None:
-        """fsyncs and closes the current file, gzips it under a name that sorts by time, then keeps the budget."""
+        """fsyncs and closes the current file, packs it under a name that sorts by time, then keeps the budget."""
         self._close_file()
         current = self._dir / CURRENT
         if not current.exists() or current.stat().st_size == 0:
@@ -195,14 +241,11 @@ class DecisionLogWriter:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))
         while True:  # a file of an earlier process may have the same second and number: never replace it
             self._seq += 1
-            target = self._dir / f"decisions-{stamp}-{self._seq:06d}.jsonl.gz"
+            target = self._dir / f"decisions-{stamp}-{self._seq:06d}{PACKED_SUFFIX}"
             if not target.exists():
                 break
-        partial = target.with_suffix(".gz.partial")
-        with open(current, "rb") as source, gzip.open(partial, "wb") as packed:
-            shutil.copyfileobj(source, packed)
-        with open(partial, "rb") as done:
-            os.fsync(done.fileno())
+        partial = target.with_name(target.name + ".partial")
+        pack(current, partial)
         os.replace(partial, target)
         current.unlink()
         self._keep_budget()
@@ -210,7 +253,7 @@ class DecisionLogWriter:
     def _keep_budget(self) -> None:
         """Deletes the oldest rotated files until they fit the budget less the room of a whole current file,
         so that the folder stays within the budget as the current file grows to its rotation size."""
-        rotated = sorted(self._dir.glob(ROTATED_GLOB), key=lambda path: (path.stat().st_mtime, path.name))
+        rotated = sorted(rotated_files(self._dir), key=lambda path: (path.stat().st_mtime, path.name))
         total = sum(path.stat().st_size for path in rotated)
         while rotated and total > self._limits.max_bytes - self._limits.rotate_bytes:
             oldest = rotated.pop(0)
@@ -247,10 +290,6 @@ def open_decision_log(
             f"--decision-log {directory}: the directory cannot be written: {error.strerror or error}"
         ) from None
     return DecisionLogWriter(path, limits, ValueHasher(_key(path, key_file)), dropped, clock=clock, forward=forward)
-
-
-def _keep_to_files(line: bytes) -> None:
-    return None
 
 
 def _key(directory: Path, key_file: str | None) -> bytes:

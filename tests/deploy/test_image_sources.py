@@ -36,7 +36,7 @@ def test_the_wheel_built_from_the_copied_files_alone_serves(tmp_path: Path) -> N
         for source in sources:
             origin = ROOT / source
             if origin.is_dir():
-                shutil.copytree(origin, into, ignore=shutil.ignore_patterns("__pycache__", "*_pb2*"))
+                shutil.copytree(origin, into, ignore=shutil.ignore_patterns("__pycache__", "*_pb2*", "*.so"))
             else:
                 into.mkdir(parents=True, exist_ok=True)
                 shutil.copy(origin, into / origin.name)

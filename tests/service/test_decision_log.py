@@ -3,7 +3,6 @@ budget, drops counted when the writer stalls, and a folder it cannot write refus
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import textwrap
 from pathlib import Path
@@ -11,8 +10,10 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 
-from argwatch.server.decisions.writer import CURRENT, KEY_FILE, ROTATED_GLOB, DecisionLogWriter
+from argwatch.server.decisions.packing import PACKED_SUFFIX, rotated_files
+from argwatch.server.decisions.writer import CURRENT, KEY_FILE, DecisionLogWriter
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request, value
 
@@ -33,10 +34,12 @@ SETS = "wms.warehouses:\n  version: 3\n  members: [AMS-1, FRA-2]\n"
 
 
 def _lines(folder: Path) -> list[dict[str, Any]]:
-    """Every line in the folder: the rotated files (gzipped) and the current one."""
+    """Every line in the folder: the rotated files (packed with zstd, unpacked here by zstandard itself) and the
+    current one."""
     found = []
-    for path in sorted(folder.glob(ROTATED_GLOB)):
-        found += gzip.decompress(path.read_bytes()).splitlines()
+    for path in sorted(rotated_files(folder)):
+        with open(path, "rb") as packed:
+            found += zstandard.ZstdDecompressor().stream_reader(packed).read().splitlines()
     current = folder / CURRENT
     if current.exists():
         found += current.read_bytes().splitlines()
@@ -84,7 +87,7 @@ async def test_every_verdict_is_one_line_with_its_values_hashed_under_the_deploy
     assert expected != hashlib.sha256(orjson.dumps("AMS-9")).hexdigest()  # keyed, not a bare hash
 
 
-async def test_files_rotate_gzipped_and_the_folder_stays_within_its_budget(tmp_path: Path) -> None:
+async def test_files_rotate_packed_and_the_folder_stays_within_its_budget(tmp_path: Path) -> None:
     (tmp_path / "sets.yaml").write_text(SETS)
     folder = tmp_path / "decisions"
     gateway = await gateway_on(
@@ -98,8 +101,8 @@ async def test_files_rotate_gzipped_and_the_folder_stays_within_its_budget(tmp_p
         await eventually(lambda: _writer(gateway).written == 200)
     finally:
         await gateway.stop()
-    rotated = sorted(folder.glob(ROTATED_GLOB))
-    assert len(rotated) >= 2  # rotated, and gzipped (gzip.decompress below reads them)
+    rotated = sorted(rotated_files(folder))
+    assert len(rotated) >= 2 and all(path.name.endswith(PACKED_SUFFIX) for path in rotated)  # read in _lines
     total = sum(path.stat().st_size for path in [*rotated, folder / CURRENT] if path.exists())
     assert total <= 6_000
     ids = [line["call_id"] for line in _lines(folder)]

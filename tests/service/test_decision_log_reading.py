@@ -1,5 +1,5 @@
 """The decision log as the policy writes it and as people read it back: values none, hashed or clear per
-argument, `argwatch decisions tail|grep` over rotated gzipped files, a test case drafted from a line, and
+argument, `argwatch decisions tail|grep` over rotated packed files, a test case drafted from a line, and
 files that rotate by age and survive a restart."""
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 
 from argwatch.server.cli import main
+from argwatch.server.decisions.packing import rotated_files
 from argwatch.server.decisions.reader import LineFilter, ReadCounts, follow, read_lines
 from argwatch.server.decisions.record import MAX_CLEAR_BYTES
-from argwatch.server.decisions.writer import CURRENT, KEY_FILE, ROTATED_GLOB, DecisionLogWriter
+from argwatch.server.decisions.writer import CURRENT, KEY_FILE, DecisionLogWriter
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request
 
@@ -102,7 +104,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
-async def test_grep_finds_a_call_by_id_conversation_tool_and_decision_across_gzipped_files(
+async def test_grep_finds_a_call_by_id_conversation_tool_and_decision_across_packed_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calls = [
@@ -114,7 +116,7 @@ async def test_grep_finds_a_call_by_id_conversation_tool_and_decision_across_gzi
         for n in range(60)
     ]
     folder = await _decide(tmp_path, calls, decision_log_rotate_bytes=3_000, decision_log_max_bytes=1_000_000)
-    assert len(list(folder.glob(ROTATED_GLOB))) >= 2  # the lines are spread over rotated, gzipped files
+    assert len(list(rotated_files(folder))) >= 2  # the lines are spread over rotated, packed files
     code, out, _ = _run(capsys, "grep", str(folder), "--call-id", "c-3", "--json")
     (line,) = [orjson.loads(row) for row in out.splitlines()]
     assert code == 0 and line["call_id"] == "c-3" and line["decision"] == "reject"
@@ -132,17 +134,58 @@ async def test_grep_finds_a_call_by_id_conversation_tool_and_decision_across_gzi
     assert code == 2 and "no such folder" in err
 
 
-def test_a_torn_line_is_skipped_and_counted_and_a_damaged_gzip_keeps_what_came_before(
+def test_a_torn_line_is_skipped_and_counted_and_a_damaged_packed_file_keeps_what_came_before(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     good = orjson.dumps({"ts": 1.0, "call_id": "x", "tool": "t", "decision": "allow"}) + b"\n"
-    packed = gzip.compress(good * 3)
-    (tmp_path / "decisions-20261201T000000-000001.jsonl.gz").write_bytes(packed[: len(packed) - 6])  # cut short
+    packed = zstandard.ZstdCompressor(level=1).compress(good * 3 + good.replace(b'"x"', b'"y"') * 20_000)
+    (tmp_path / "decisions-20261201T000000-000001.jsonl.zst").write_bytes(packed[: len(packed) // 2])  # cut short
     (tmp_path / CURRENT).write_bytes(good + b'{"ts": 2.0, "call_id": "x", "tor\n' + good + b'{"ts": 3')
     code, out, err = _run(capsys, "grep", str(tmp_path), "--call-id", "x", "--json")
     assert code == 0
     assert len(out.splitlines()) == 5  # 3 before the damage, 2 whole lines of the current file; the last unfinished
     assert "1 line(s) did not parse" in err and "not read to the end: decisions-20261201T000000" in err
+    assert "cut short" in err
+
+
+def test_an_earlier_release_gzip_is_still_read_and_a_damaged_one_keeps_what_came_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = orjson.dumps({"ts": 1.0, "call_id": "x", "tool": "t", "decision": "allow"}) + b"\n"
+    packed = gzip.compress(good * 3)
+    (tmp_path / "decisions-20261130T000000-000001.jsonl.gz").write_bytes(gzip.compress(good * 2))
+    (tmp_path / "decisions-20261201T000000-000001.jsonl.gz").write_bytes(packed[: len(packed) - 6])  # cut short
+    code, out, err = _run(capsys, "grep", str(tmp_path), "--call-id", "x", "--json")
+    assert code == 0
+    assert len(out.splitlines()) == 5
+    assert "not read to the end: decisions-20261201T000000" in err
+
+
+def test_garbage_under_a_packed_name_is_said_and_the_other_files_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = orjson.dumps({"ts": 1.0, "call_id": "x", "tool": "t", "decision": "allow"}) + b"\n"
+    (tmp_path / "decisions-20261201T000000-000001.jsonl.zst").write_bytes(b"not zstd at all\n" * 10)
+    (tmp_path / CURRENT).write_bytes(good)
+    code, out, err = _run(capsys, "grep", str(tmp_path), "--call-id", "x", "--json")
+    assert code == 0 and len(out.splitlines()) == 1
+    assert "not read to the end: decisions-20261201T000000-000001.jsonl.zst" in err
+
+
+def test_a_packed_file_that_expands_hugely_is_read_in_bounded_steps(tmp_path: Path) -> None:
+    """A few KiB of zstd can stand for hundreds of MiB (a planted file): the reader unpacks a small piece at a
+    time and skips the over-long line, never holding it whole."""
+    from argwatch.server.decisions.packing import open_rotated
+
+    bomb = zstandard.ZstdCompressor(level=19).compress(b"a" * (256 << 20) + b"\n")
+    assert len(bomb) < 64 << 10
+    path = tmp_path / "decisions-20261201T000000-000001.jsonl.zst"
+    path.write_bytes(bomb)
+    with open_rotated(path) as handle:
+        first = handle.readline(1 << 20)
+        assert len(first) == 1 << 20  # the limit, not the line
+        reader = handle._buffer  # type: ignore[attr-defined]
+        assert len(reader) < 4 << 20  # what one step unpacked beyond the limit stays small
 
 
 async def test_a_line_drafts_a_policy_test_that_passes_once_its_sets_are_given(
@@ -186,16 +229,16 @@ async def test_files_rotate_by_age_and_a_restart_appends_to_the_current_file(tmp
         finally:
             await gateway.stop()
     assert [line["call_id"] for line in _all(folder)] == ["r0", "r1"]
-    assert not list(folder.glob(ROTATED_GLOB))  # a stop fsyncs and closes; the next start appends
+    assert not list(rotated_files(folder))  # a stop fsyncs and closes; the next start appends
     gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_rotate_seconds=1.0)
     try:
         channel, stub = gateway_stub(gateway)
         async with channel:
             await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="r2"), timeout=5)
             # A second old, the writer rotates the file on its own (no line needs to arrive).
-            await eventually(lambda: len(list(folder.glob(ROTATED_GLOB))) == 1)
+            await eventually(lambda: len(list(rotated_files(folder))) == 1)
             await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="r3"), timeout=5)
-            await eventually(lambda: len(list(folder.glob(ROTATED_GLOB))) == 2)
+            await eventually(lambda: len(list(rotated_files(folder))) == 2)
     finally:
         await gateway.stop()
     assert [line["call_id"] for line in _all(folder)] == ["r0", "r1", "r2", "r3"]
@@ -226,7 +269,7 @@ async def test_follow_prints_new_lines_across_a_rotation(tmp_path: Path) -> None
             thread.join(5)
         await gateway.stop()
     assert seen == [f"f{n}" for n in range(20)]  # from now on, none twice, none lost at the rotations
-    assert list(folder.glob(ROTATED_GLOB))
+    assert list(rotated_files(folder))
 
 
 async def test_a_line_names_the_overrides_in_force_below_the_tools_mode(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from argwatch.server.decisions.writer import ROTATED_GLOB, DecisionLogWriter
+from argwatch.server.decisions.packing import rotated_files
+from argwatch.server.decisions.writer import DecisionLogWriter
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import REASON_CODES, WAREHOUSES, GatewayFactory, SourceServer, start_source
@@ -155,7 +156,7 @@ async def test_a_steady_rate_through_flips_and_a_source_restart_loses_nothing(
     assert isinstance(writer, DecisionLogWriter)
     await eventually(lambda: writer.written + value(gateway.registry, DROPPED, reason="queue_full") >= total)
     largest_folder = max(largest_folder, folder_bytes(folder))
-    rotated = len(list(folder.glob(ROTATED_GLOB)))
+    rotated = len(list(rotated_files(folder)))
     print(
         f"\nsoak: {total} calls in {SECONDS:.0f} s; RSS {rss_start:.1f} -> {rss_end:.1f} MiB "
         f"(tenths: {', '.join(f'{r:.0f}' for r in rss_samples)}); decision log: {writer.written} lines, "

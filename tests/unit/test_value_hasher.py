@@ -1,5 +1,5 @@
-"""The decision log's value digests: keyed, canonical, equal for equal values, and the memory of recent
-short values bounded."""
+"""The decision log's value digests: keyed BLAKE2b-256 of the canonical JSON, made in C, equal to what hashlib
+and orjson give for every kind of value (the C encoder and hash are checked against both)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,23 @@ import hashlib
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from argwatch.server.decisions.record import REMEMBERED, REMEMBERED_BYTES, ValueHasher
+from argwatch.server.decisions.record import ValueHasher
+
+KEY = b"k" * 40
+
+
+def _reference(value: object, key: bytes = KEY) -> str:
+    """What the digest is by definition: hashlib's keyed BLAKE2b over orjson's sorted-key JSON."""
+    encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return "blake2b-256:" + hashlib.blake2b(encoded, key=key, digest_size=32).hexdigest()
 
 
 def test_a_digest_is_keyed_blake2b_of_the_canonical_json() -> None:
-    key = b"k" * 40
-    hasher = ValueHasher(key)
-    expected = hashlib.blake2b(b'{"a":1,"b":[2,3]}', key=key, digest_size=32).hexdigest()
+    hasher = ValueHasher(KEY)
+    expected = hashlib.blake2b(b'{"a":1,"b":[2,3]}', key=KEY, digest_size=32).hexdigest()
     assert hasher.digest({"b": [2, 3], "a": 1}) == f"blake2b-256:{expected}"  # key order does not matter
     assert hasher.digest("x") != ValueHasher(b"j" * 40).digest("x")  # another key, another digest
     assert hasher.digest("x") != "blake2b-256:" + hashlib.blake2b(b'"x"', digest_size=32).hexdigest()
@@ -27,14 +36,55 @@ def test_a_key_longer_than_blake2b_takes_is_hashed_down_not_cut() -> None:
         ValueHasher(b"short")
 
 
-def test_recent_short_values_are_remembered_within_a_bound_and_long_ones_never() -> None:
-    hasher = ValueHasher(b"k" * 32)
-    first = hasher.digest("cus_000001")
-    assert hasher.digest("cus_000001") == first  # remembered: the same digest
-    for n in range(REMEMBERED + 10):
-        hasher.digest(f"v{n}")
-    assert len(hasher._recent) <= REMEMBERED
-    assert hasher.digest("cus_000001") == first  # forgotten and made again: still the same
-    long_value = "x" * (REMEMBERED_BYTES + 1)
-    hasher.digest(long_value)
-    assert orjson.dumps(long_value) not in hasher._recent
+EDGES: list[object] = [
+    "",
+    "x" * 126,  # its JSON fills one block exactly (128 bytes with the quotes), then one over
+    "x" * 127,
+    "".join(chr(n) for n in range(128)),  # every escape orjson writes
+    "é\u2028\u2029\U0001f600\x7f",
+    0,
+    -1,
+    2**63 - 1,
+    -(2**63),
+    2**63,  # past int64: orjson writes it as u64
+    2**64 - 1,
+    True,
+    False,
+    None,
+    1.5,
+    1e16,
+    [1, "a", None],
+    {"b": 1, "a": [2, {"d": 0, "c": "é"}]},
+]
+
+
+@pytest.mark.parametrize("value", EDGES, ids=repr)
+def test_the_c_digest_equals_hashlib_over_orjson_at_the_edges(value: object) -> None:
+    assert ValueHasher(KEY).digest(value) == _reference(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(max_size=400), key=st.binary(min_size=32, max_size=64))
+def test_the_c_digest_equals_hashlib_over_orjson_for_any_text(text: str, key: bytes) -> None:
+    assert ValueHasher(key).digest(text) == _reference(text, key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=600))
+def test_raw_bytes_are_digested_as_they_are_the_empty_ones_too(data: bytes) -> None:
+    expected = "blake2b-256:" + hashlib.blake2b(data, key=KEY, digest_size=32).hexdigest()
+    assert ValueHasher(KEY).digest_bytes(data) == expected
+
+
+def test_a_value_orjson_refuses_raises_orjson_error_as_in_python() -> None:
+    hasher = ValueHasher(KEY)
+    for refused in (2**64, "\ud800", {"a": 2**64}):
+        with pytest.raises(orjson.JSONEncodeError):
+            hasher.digest(refused)
+
+
+def test_a_call_arguments_are_digested_in_one_call_names_cut_and_counted_to_the_limit() -> None:
+    hasher = ValueHasher(KEY)
+    arguments = {"order_id": "ord_1", "n" * 300: 5, "c": [1], "d": None}
+    found = hasher.digest_arguments(arguments, 3, 256)
+    assert found == {"order_id": _reference("ord_1"), "n" * 256: _reference(5), "c": _reference([1])}
