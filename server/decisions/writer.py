@@ -158,7 +158,7 @@ class DecisionLogWriter:
             try:
                 self._open()  # the current file's size is what rotation is judged by
             except OSError:
-                self._write_run(lines, 0)  # tried once more there; counted and warned if it fails again
+                self._write_run(lines, sum(map(len, lines)))  # tried once more there; counted if it fails again
                 return
         run: list[bytes] = []
         run_bytes = 0
