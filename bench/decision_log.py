@@ -140,7 +140,7 @@ async def where_it_goes(off: RunningGateway, on: RunningGateway, calls: list[Too
         best = float("inf")
         for _ in range(5):
             validate = gateway.validator.validate
-            target = writer.written + len(calls)
+            target = writer.written + (len(calls) if gateway is on else 0)
             with writer.held():
                 started = time.process_time()
                 for call in calls:
