@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
-from time import perf_counter, time
+from time import perf_counter_ns, time_ns
 from typing import Protocol
 
 from argwatch.server.decisions.sink import DecisionSink, NoDecisionLog
@@ -175,12 +175,12 @@ class Validator:
 
     async def _logged(self, call: ToolCall, deadline: float | None = None) -> Verdict:
         """`validate`, with the verdict offered to the decision log (what `validate` is when there is one)."""
-        at, started = time(), perf_counter()
+        at_ns, started = time_ns(), perf_counter_ns()
         verdict = await Validator.validate(self, call, deadline)
-        latency = perf_counter() - started
-        # The mode document as it was when decided (immutable); the line itself is built in the writer's thread.
+        latency_ns = perf_counter_ns() - started
+        # The mode document as it was when decided; the line is composed here and written by the writer's thread.
         plan = self._value_plans.get(call.tool, self._unknown_plan)
-        self._decisions.offer(at, call, verdict, self._modes.document, latency, plan)
+        self._decisions.offer(at_ns, call, verdict, self._modes.document, latency_ns, plan)
         if self._shadow is not None and self._shadow.active:
             self._shadow.offer(call, verdict, self.policy)
         return verdict

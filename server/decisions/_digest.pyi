@@ -8,10 +8,10 @@ class Digester:
     def digest_bytes(self, data: bytes) -> str: ...
     def compose(
         self,
-        at: float,
+        at_ns: int,
         call: object,
         verdict: object,
-        latency: float,
+        latency_ns: int,
         head: bytes,
         problems: bytes,
         skipped: bytes,

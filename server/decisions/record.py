@@ -1,8 +1,8 @@
 """One decided call as one JSON line: what was decided and why, its argument values as the policy says.
 
-Built in the writer's thread, never on the event loop: the Validator only hands
-over the call and its verdict (both immutable), and the hashing and encoding
-happen here.
+Built on the event loop as the call is decided, in one C call for the common
+case (`_digest.c`), so that the writer's queue holds bounded bytes rather than
+calls; the writer's thread only writes and packs.
 """
 
 from __future__ import annotations
@@ -67,17 +67,18 @@ def _canonical(value: object) -> bytes:
 
 
 class LineBuilder:
-    """Builds the lines, in the writer's thread. What a line says of the modes (the tool's mode source, the
+    """Builds the lines, on the event loop. What a line says of the modes (the tool's mode source, the
     overrides below it) is worked out once per tool and mode document: the document only changes when on-call
     changes a mode, and is never changed in place."""
 
     def __init__(self, hasher: ValueHasher) -> None:
         self._hasher = hasher
+        self._compose = hasher.compose
         self._document: ModeDocument | None = None
         self._heads: dict[str, bytes] = {}
 
     def line(
-        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+        self, at_ns: int, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency_ns: int, plan: ValuePlan
     ) -> bytes:
         """The line for one decided call, newline included. It runs once per decided call, against the log's budget
         a call (docs/performance.md), so the line is composed in C (`_digest.c`): the call's fields, the verdict's,
@@ -86,6 +87,26 @@ class LineBuilder:
         head = self._heads.get(call.tool) if modes is self._document else None
         if head is None:
             head = self._head(modes, call.tool)
+        arguments = call.arguments
+        if (
+            plan.plain
+            and not verdict.problems
+            and not verdict.skipped
+            and type(arguments) is dict
+            and len(arguments) <= MAX_LOGGED_ARGUMENTS
+        ):  # most calls: every value hashed, nothing found, nothing skipped
+            try:
+                return self._compose(
+                    at_ns, call, verdict, latency_ns, head, b"[]", b"[]", True, plan.session_hashed, b"", MAX_TEXT
+                )
+            except orjson.JSONEncodeError:
+                pass  # a value nested deeper than orjson writes: the raw digest, below
+        return self._full_line(at_ns, call, verdict, head, latency_ns, plan)
+
+    def _full_line(
+        self, at_ns: int, call: ToolCall, verdict: Verdict, head: bytes, latency_ns: int, plan: ValuePlan
+    ) -> bytes:
+        """The line with its rare parts: problems, skipped checks, values not all hashed, a session in clear."""
         arguments = call.arguments
         hash_arguments = plan.hashes_all and type(arguments) is dict and len(arguments) <= MAX_LOGGED_ARGUMENTS
         extra = b""
@@ -102,14 +123,26 @@ class LineBuilder:
             extra += _fragment(left_off)
         found = orjson.dumps(_problems(verdict)) if problems else b"[]"
         passed = orjson.dumps(_skipped(verdict)) if skipped else b"[]"
-        compose = self._hasher.compose
+        compose = self._compose
         try:
             return compose(
-                at, call, verdict, latency, head, found, passed, hash_arguments, plan.session_hashed, extra, MAX_TEXT
+                at_ns,
+                call,
+                verdict,
+                latency_ns,
+                head,
+                found,
+                passed,
+                hash_arguments,
+                plan.session_hashed,
+                extra,
+                MAX_TEXT,
             )
         except orjson.JSONEncodeError:  # a value nested deeper than orjson writes (it reads deeper): the raw digest
             extra = _fragment(_raw_only(call, self._hasher)) + extra
-            return compose(at, call, verdict, latency, head, found, passed, False, plan.session_hashed, extra, MAX_TEXT)
+            return compose(
+                at_ns, call, verdict, latency_ns, head, found, passed, False, plan.session_hashed, extra, MAX_TEXT
+            )
 
     def _head(self, modes: ModeDocument, tool: str) -> bytes:
         """The mode fields of a tool's lines under one mode document, as a JSON fragment (kept per tool)."""

@@ -16,8 +16,9 @@ class DecisionSink(Protocol):
     enabled: bool
 
     def offer(
-        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
-    ) -> None: ...
+        self, at_ns: int, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency_ns: int, plan: ValuePlan
+    ) -> None:
+        """`at_ns`: when the call came, epoch nanoseconds; `latency_ns`: the verdict's own time."""
 
 
 class NoDecisionLog:
@@ -26,6 +27,6 @@ class NoDecisionLog:
     enabled = False
 
     def offer(
-        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+        self, at_ns: int, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency_ns: int, plan: ValuePlan
     ) -> None:
         return None

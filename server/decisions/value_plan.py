@@ -21,9 +21,12 @@ class ValuePlan:
     hashes_all: bool = field(init=False, default=False)
     session_hashed: bool = field(init=False, default=False)
     session_clear: bool = field(init=False, default=False)
+    plain: bool = field(init=False, default=False)  # every value hashed and the session not in clear
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hashes_all", self.default is ValueLogging.HASHED and not self.by_name)
+        hashes_all = self.default is ValueLogging.HASHED and not self.by_name
+        object.__setattr__(self, "hashes_all", hashes_all)
+        object.__setattr__(self, "plain", hashes_all and self.session is not ValueLogging.CLEAR)
         object.__setattr__(self, "session_hashed", self.session is ValueLogging.HASHED)
         object.__setattr__(self, "session_clear", self.session is ValueLogging.CLEAR)
 

@@ -1,10 +1,13 @@
-"""The decision log's writer: a bounded queue the event loop appends to, drained by one thread into files
-that rotate by size and age, are packed (zstd) once rotated, and are kept within a total byte budget.
+"""The decision log's writer: a bounded queue of lines the event loop appends to, drained by one thread into
+files that rotate by size and age, are packed (zstd) once rotated, and are kept within a total byte budget.
 
-The event loop's side is `offer`: an append to a deque and an event set, no lock
-held while anything is written. A full queue drops the line and counts it
-(reason `queue_full`); a write that fails drops the line and counts it (reason
-`write_error`), and the next line tries again. Validate never waits on either.
+The event loop's side is `offer`: the line composed (one C call, record.py), an
+append to a deque, no lock held while anything is written. The queue holds
+finished lines, bounded in count and in bytes, never the call or its verdict:
+a stalled disk keeps at most QUEUE_BYTES, whatever the callers sent. A full
+queue drops the line and counts it (reason `queue_full`); a write that fails
+drops the line and counts it (reason `write_error`), and the next line tries
+again. Validate never waits on either.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ DROP_REASONS = (QUEUE_FULL, WRITE_ERROR)
 WARN_EVERY_SECONDS = 60.0
 # How long a line may wait in the queue for its batch: what `decisions tail -f` lags by, at most.
 BATCH_SECONDS = 0.1
+# The queue's lines in bytes, at most (besides `--decision-log-queue` lines): a line is about 1 KiB, and one of
+# many arguments, problems or clear values up to a few hundred KiB.
+QUEUE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +57,6 @@ class LogLimits:
     rotate_bytes: int
     rotate_seconds: float
     queue: int  # lines waiting for the writer before new ones are dropped
-
-
-_Entry = tuple[float, ToolCall, Verdict, ModeDocument, float, ValuePlan]
 
 
 class DecisionLogWriter:
@@ -76,10 +79,14 @@ class DecisionLogWriter:
         self._dir = directory
         self._forward = forward
         self._limits = limits
-        self._lines = LineBuilder(hasher)
+        self._build = LineBuilder(hasher).line
         self._dropped = dropped
         self._clock = clock
-        self._queue: collections.deque[_Entry] = collections.deque()
+        self._queue: collections.deque[bytes] = collections.deque()
+        # The bytes queued, as two counts each written by one thread only (the loop's, the writer's): no lock,
+        # and no update lost between the threads.
+        self._offered = 0
+        self._taken = 0
         self._wake = threading.Event()
         self._limit = limits.queue
         self._wake_at = max(1, limits.queue // 4)
@@ -90,24 +97,36 @@ class DecisionLogWriter:
         self._opened_at = 0.0
         self._seq = 0
         self.written = 0  # lines written, for tests and the status
+        self.busy_seconds = 0.0  # the writer's thread's CPU time writing and packing (bench/decision_log.py)
         self._warned_at = -WARN_EVERY_SECONDS
         self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
         self._thread.start()
 
     def offer(
-        self, at: float, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency: float, plan: ValuePlan
+        self, at_ns: int, call: ToolCall, verdict: Verdict, modes: ModeDocument, latency_ns: int, plan: ValuePlan
     ) -> None:
-        """Queues the decided call; drops and counts it when the writer is `queue` lines behind."""
+        """Composes the decided call's line and queues it; drops and counts it when the writer is `queue` lines
+        or QUEUE_BYTES behind."""
         queue = self._queue
         waiting = len(queue)
-        if waiting >= self._limit:
+        if waiting >= self._limit or self._offered - self._taken >= QUEUE_BYTES:
             self._dropped(QUEUE_FULL)
             return
-        queue.append((at, call, verdict, modes, latency, plan))
+        try:
+            line = self._build(at_ns, call, verdict, modes, latency_ns, plan)
+        except Exception as error:  # a value the line cannot hold: this line is lost, counted
+            self._failed(error)
+            return
+        queue.append(line)
+        self._offered += len(line)
         # The writer wakes on its own every BATCH_SECONDS; it is woken early only when the queue fills up. Waking
         # it per line cost a thread switch and a write per line, several times what the line itself costs.
         if waiting >= self._wake_at and not self._wake.is_set():
             self._wake.set()
+
+    def write_now(self) -> None:
+        """Wakes the writer to write what is queued now rather than at its next tick (benches, shutdown)."""
+        self._wake.set()
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -128,6 +147,7 @@ class DecisionLogWriter:
             self._wake.wait(timeout=BATCH_SECONDS)
             self._wake.clear()
             with self._gate:
+                started = time.thread_time()
                 if self._queue:
                     self._write_queued()
                 # Handed to the OS once a batch is written: a crash of the process then loses nothing written,
@@ -135,31 +155,31 @@ class DecisionLogWriter:
                 self._guarded(self._flush)
                 if self._file is not None and self._clock() - self._opened_at >= self._limits.rotate_seconds:
                     self._guarded(self._rotate)
+                self.busy_seconds += time.thread_time() - started
             if self._closing and not self._queue:
                 self._guarded(self._close_file)
                 return
 
     def _write_queued(self) -> None:
-        """Builds every queued line, then writes them a run at a time (a run ends where the file rotates): one
-        write per run rather than per line, and the per-line work kept to the line itself."""
-        build, forward, queue = self._lines.line, self._forward, self._queue
-        lines: list[bytes] = []
-        while queue:
-            entry = queue.popleft()
-            try:
-                line = build(*entry)
-            except Exception as error:  # a value the line cannot hold: this line is lost, counted
-                self._failed(error)
-                continue
-            if forward is not None:
+        """Writes every queued line: in one write when they fit the current file, else a run at a time (a run
+        ends where the file rotates)."""
+        forward, queue = self._forward, self._queue
+        popleft = queue.popleft
+        lines = [popleft() for _ in range(len(queue))]  # one at a time: the loop may append meanwhile
+        size = sum(map(len, lines))
+        self._taken += size
+        if forward is not None:
+            for line in lines:
                 forward(line)  # before the file: a line the disk refuses still goes out
-            lines.append(line)
-        if lines and self._file is None:
+        if self._file is None:
             try:
                 self._open()  # the current file's size is what rotation is judged by
             except OSError:
-                self._write_run(lines, sum(map(len, lines)))  # tried once more there; counted if it fails again
+                self._write_run(lines, size)  # tried once more there; counted if it fails again
                 return
+        if self._size + size <= self._limits.rotate_bytes:
+            self._write_run(lines, size)
+            return
         run: list[bytes] = []
         run_bytes = 0
         for line in lines:
@@ -253,12 +273,20 @@ class DecisionLogWriter:
     def _keep_budget(self) -> None:
         """Deletes the oldest rotated files until they fit the budget less the room of a whole current file,
         so that the folder stays within the budget as the current file grows to its rotation size."""
-        rotated = sorted(rotated_files(self._dir), key=lambda path: (path.stat().st_mtime, path.name))
-        total = sum(path.stat().st_size for path in rotated)
-        while rotated and total > self._limits.max_bytes - self._limits.rotate_bytes:
-            oldest = rotated.pop(0)
-            total -= oldest.stat().st_size
-            oldest.unlink()
+        # One stat a file a rotation (it was three): the folder holds up to ~130 packed files at the defaults.
+        rotated = []
+        for path in rotated_files(self._dir):
+            with suppress(FileNotFoundError):  # removed meanwhile (an operator, a reader's clean-up)
+                found = path.stat()
+                rotated.append((found.st_mtime, path.name, found.st_size, path))
+        rotated.sort()
+        total = sum(size for _, _, size, _ in rotated)
+        keep = self._limits.max_bytes - self._limits.rotate_bytes
+        for _, _, size, path in rotated:
+            if total <= keep:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
 
     def _guarded(self, step: Callable[[], None]) -> None:
         try:

@@ -12,6 +12,7 @@ import orjson
 import pytest
 import zstandard
 
+from argwatch.server.decisions import writer as writer_module
 from argwatch.server.decisions.packing import PACKED_SUFFIX, rotated_files
 from argwatch.server.decisions.writer import CURRENT, KEY_FILE, DecisionLogWriter
 from tests.conftest import gateway_on
@@ -127,6 +128,32 @@ async def test_a_stalled_writer_drops_lines_and_counts_them_and_validate_keeps_a
     finally:
         await gateway.stop()
     assert len(_lines(folder)) == 3
+
+
+async def test_the_queue_is_bounded_in_bytes_too_whatever_the_callers_send(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue holds finished lines, never the calls: a stalled disk keeps at most QUEUE_BYTES of them, however
+    big the arguments the callers send (each line keeps a digest, not the value)."""
+    (tmp_path / "sets.yaml").write_text(SETS)
+    monkeypatch.setattr(writer_module, "QUEUE_BYTES", 3_000)
+    folder = tmp_path / "decisions"
+    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_queue=1_000)
+    dropped = "argwatch_decision_log_dropped_total"
+    big = "x" * 200_000
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            with _writer(gateway).held():
+                for n in range(10):
+                    arguments = {"warehouse_code": "AMS-1", "note": big}
+                    await stub.Validate(request("transfer_stock", arguments, call_id=f"c-{n}"), timeout=5)
+                kept = 10 - int(value(gateway.registry, dropped, reason="queue_full"))
+                assert 2 <= kept < 10  # ~700 bytes a line: the lines within 3,000 bytes, and one past it
+        await eventually(lambda: _writer(gateway).written == kept)
+    finally:
+        await gateway.stop()
+    assert [line["call_id"] for line in _lines(folder)] == [f"c-{n}" for n in range(kept)]
 
 
 @pytest.mark.parametrize("where", ["a-file", "a-file/below"])

@@ -5,6 +5,8 @@ sessions hashed and clear, and model-written text of every kind."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -152,9 +154,9 @@ async def test_the_composed_line_equals_the_format(
     plan = plans.get(tool, unknown)
     hasher = ValueHasher(KEY)
     line = orjson.loads(
-        LineBuilder(hasher).line(1_796_000_000.125, call, verdict, gateway.modes.document, 3.5e-05, plan)
+        LineBuilder(hasher).line(1_796_000_000_125_000_999, call, verdict, gateway.modes.document, 35_001, plan)
     )
-    want = reference(1_796_000_000.125, call, verdict, gateway, 3.5e-05, plan)
+    want = reference(1_796_000_000.125, call, verdict, gateway, 3.5001e-05, plan)
     want.update(expected_values(call, plan, hasher))
     if customer or tenant:
         want["session"] = {name: sent for name, sent in (("customer_id", customer), ("tenant", tenant)) if sent}
@@ -171,6 +173,62 @@ async def test_a_hashed_session_and_a_too_deep_value_fall_back_to_the_raw_digest
     call = ToolCall("transfer_stock", decoded, "deep", "", "cus_1", "acme", "", raw, "")
     verdict = await gateway.validator.validate(call)
     plan = ValuePlan(session=ValueLogging.HASHED)
-    line = orjson.loads(LineBuilder(hasher).line(1.0, call, verdict, gateway.modes.document, 0.0, plan))
+    line = orjson.loads(LineBuilder(hasher).line(10**9, call, verdict, gateway.modes.document, 0, plan))
     assert line["arguments"] is None and line["raw_arguments"] == hasher.digest_bytes(raw)
     assert line["session"] == {"customer_id": hasher.digest("cus_1"), "tenant": hasher.digest("acme")}
+
+
+def _hashlib_digest(value: object) -> str:
+    """The digest by its definition: keyed BLAKE2b-256 (hashlib) of the value's sorted-key orjson."""
+    encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return "blake2b-256:" + hashlib.blake2b(encoded, key=KEY, digest_size=32).hexdigest()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(
+        # JSON of 1 to 130 bytes: across the one-block edge (128) where a digest leaves the batch of four
+        st.text(alphabet='ab"\\\n', min_size=0, max_size=126)
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.booleans()
+        | st.none(),
+        min_size=1,
+        max_size=13,
+    ),
+    customer=st.sampled_from(["", "cus_1"]),
+    tenant=st.sampled_from(["", "acme"]),
+)
+async def test_a_lines_digests_made_four_at_a_time_equal_hashlibs(
+    gateway: RunningGateway, values: list[object], customer: str, tenant: str
+) -> None:
+    arguments = {f"a{n}": value for n, value in enumerate(values)}
+    encoded = orjson.dumps(arguments)
+    decoded, error = decode_json_arguments(encoded)
+    call = ToolCall("no_such_tool", decoded, "c", "", customer, tenant, error, encoded, "")
+    verdict = await gateway.validator.validate(call)
+    plan = ValuePlan(session=ValueLogging.HASHED)
+    line = orjson.loads(LineBuilder(ValueHasher(KEY)).line(0, call, verdict, gateway.modes.document, 0, plan))
+    assert line["arguments"] == {name: _hashlib_digest(value) for name, value in arguments.items()}
+    session = {name: _hashlib_digest(sent) for name, sent in (("customer_id", customer), ("tenant", tenant)) if sent}
+    assert line.get("session", {}) == session
+
+
+@pytest.mark.parametrize(
+    ("at_ns", "latency_ns", "ts", "latency"),
+    [
+        (1_796_000_000_125_000_999, 35_001, b"1796000000.125000", b"0.000035001"),
+        (1_000_000_000, 0, b"1.000000", b"0.000000000"),
+        (0, 2_500_000_000, b"0.000000", b"2.500000000"),
+        (999, -5, b"0.000000", b"-0.000000005"),  # a clock stepped back: still a JSON number
+    ],
+)
+async def test_times_are_written_as_fixed_point_seconds_from_integer_nanoseconds(
+    gateway: RunningGateway, at_ns: int, latency_ns: int, ts: bytes, latency: bytes
+) -> None:
+    call = ToolCall("no_such_tool", {}, "c", "", "", "", "", b"{}", "")
+    verdict = await gateway.validator.validate(call)
+    line = LineBuilder(ValueHasher(KEY)).line(at_ns, call, verdict, gateway.modes.document, latency_ns, ValuePlan())
+    assert line.startswith(b'{"ts":' + ts + b",")
+    written = re.search(rb'"latency_seconds":([^,}]*)', line)
+    assert written is not None and written.group(1) == latency
+    assert orjson.loads(line)["latency_seconds"] == float(latency)
