@@ -1,4 +1,4 @@
-"""Build hook: generates the argwatch.v1 Python stubs from proto/ before packaging, and builds the C extension.
+"""Build hook: generates the argwatch.v1 Python stubs from proto/ before packaging, and builds the C extensions.
 
 The stubs are written beside their .proto files (proto/argwatch/v1/x_pb2.py), the
 path that is also their import path, and are never committed; both wheel and
@@ -47,14 +47,14 @@ class BuildPyWithStubs(build_py):
         super().run()
 
 
-# The decision log's value digests in C (server/decisions/_digest.c): needs a C compiler and Python's headers
-# at install (docs/developing.md); -O2 and no more, nothing machine-specific, so a wheel runs where it is copied.
+# The decision log's lines (server/decisions/_digest.c) and the spans' OTLP bytes (server/tracing/_otlp.c) in C:
+# they need a C compiler and Python's headers at install (docs/developing.md). -O2 and no more, nothing
+# machine-specific (AVX2 is used only where the CPU says it has it, checked at import), so a wheel runs where it
+# is copied.
+_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra"]
 NATIVE = [
-    Extension(
-        "argwatch.server.decisions._digest",
-        ["server/decisions/_digest.c"],
-        extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
-    )
+    Extension("argwatch.server.decisions._digest", ["server/decisions/_digest.c"], extra_compile_args=_FLAGS),
+    Extension("argwatch.server.tracing._otlp", ["server/tracing/_otlp.c"], extra_compile_args=_FLAGS),
 ]
 
 setup(cmdclass={"build_py": BuildPyWithStubs}, ext_modules=NATIVE)

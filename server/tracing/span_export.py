@@ -2,8 +2,8 @@
 thread of their own.
 
 The loop's share of a span is two clock readings, a random id and a deque
-append; its attributes are made, and it is encoded (otlp_encoding.py) and sent,
-on the export thread, in batches. The queue is bounded: past `queue` spans
+append; its attributes are made, and it is encoded (in C, `_otlp.c`, as
+otlp_encoding.py defines it) and sent, on the export thread, in batches. The queue is bounded: past `queue` spans
 waiting, a span is dropped and counted (`full`); a batch the collector did
 not take is dropped and counted (`export_error`), and logged once a minute.
 """
@@ -22,6 +22,7 @@ import grpc
 from opentelemetry.util.types import AttributeValue
 
 from argwatch.server.tracing import otlp_encoding
+from argwatch.server.tracing._otlp import span as encoded_span
 from argwatch.server.tracing.trace_context import Parent
 
 log = logging.getLogger("argwatch.tracing")
@@ -29,17 +30,6 @@ log = logging.getLogger("argwatch.tracing")
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 BATCH = 512
 EXPORT_TIMEOUT_SECONDS = 10.0
-# Attributes that take few values: their encoding is kept (otlp_encoding.attributes).
-REPEATED = frozenset(
-    (
-        "argwatch.decision",
-        "argwatch.mode",
-        "argwatch.problem_count",
-        "argwatch.policy_version",
-        "argwatch.repair.attempt",
-        "argwatch.repair.give_up",
-    )
-)
 
 
 class Pending(NamedTuple):
@@ -134,7 +124,7 @@ class SpanExport:
 
 def _encoded(pending: Pending) -> bytes:
     parent = pending.parent
-    return otlp_encoding.span(
+    return encoded_span(
         pending.head,
         bytes.fromhex(pending.trace_id),
         pending.span_id.to_bytes(8, "big"),
@@ -144,7 +134,6 @@ def _encoded(pending: Pending) -> bytes:
         pending.end_ns,
         pending.attributes(*pending.of),
         pending.error,
-        REPEATED,
     )
 
 

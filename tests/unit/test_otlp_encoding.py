@@ -4,11 +4,14 @@ for field; and the caller's traceparent read as W3C Trace Context says."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.util.types import AttributeValue
 
 from argwatch.server.tracing import otlp_encoding
+from argwatch.server.tracing._otlp import span as native_span
 from argwatch.server.tracing.otlp_encoding import varint
 from argwatch.server.tracing.trace_context import Parent, parse_parent
 from tests.service.otlp_receiver import attributes
@@ -94,3 +97,31 @@ def test_a_traceparent_is_read_as_w3c_trace_context_says(traceparent: str, expec
 def test_an_overlong_tracestate_is_dropped_not_cut() -> None:
     found = parse_parent(f"00-{TRACE_HEX}-{SPAN_HEX}-01", "k=" + "v" * 600)
     assert found is not None and found.trace_state == ""
+
+
+scalars = st.text(max_size=40) | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
+attribute_values = scalars | st.lists(scalars, max_size=4) | st.lists(scalars, max_size=4).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    own=st.dictionaries(st.text(max_size=30), attribute_values, max_size=12),
+    parent=st.sampled_from([b"", PARENT]),
+    trace_state=st.sampled_from(["", "vendor=a,other=b", "é" * 200]),
+    error=st.sampled_from(["", "AbortError", "x" * 300]),
+    times=st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)),
+)
+def test_the_native_span_is_the_defined_one_byte_for_byte(
+    own: dict[str, AttributeValue], parent: bytes, trace_state: str, error: str, times: tuple[int, int]
+) -> None:
+    """The export thread's encoder (_otlp.c) writes exactly what otlp_encoding.span, the definition, writes."""
+    head = otlp_encoding.span_head("argwatch.Validate", {"rpc.system": "grpc"})
+    start, end = times
+    defined = otlp_encoding.span(head, TRACE, SPAN, parent, trace_state, start, end, own, error)
+    assert native_span(head, TRACE, SPAN, parent, trace_state, start, end, own, error) == defined
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [[1]], b"bytes", None, 2**63])
+def test_a_value_no_attribute_can_hold_is_refused_not_written(value: object) -> None:
+    with pytest.raises((TypeError, OverflowError)):
+        native_span(b"", TRACE, SPAN, b"", "", 1, 2, {"bad": value}, "")  # type: ignore[dict-item]

@@ -1,0 +1,220 @@
+/* A span as OTLP protobuf bytes in one native call: what otlp_encoding.span writes, byte for byte.
+
+   The export thread encodes every span of every traced call; in Python (a few byte strings joined per
+   attribute) that cost more than the whole per-call budget of tracing (docs/performance.md, tracing.py).
+   otlp_encoding.py stays the definition: the tests compare what this writes with it, and parse both with
+   opentelemetry-proto's own messages. Attribute values are str, bool, int (int64), float, or a list or tuple
+   of those, as OpenTelemetry's AttributeValue allows; anything else raises TypeError. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A growable byte buffer, on the stack while it is short. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+    char inline_[1024];
+} Buffer;
+
+static void buffer_init(Buffer *b) {
+    b->data = b->inline_;
+    b->len = 0;
+    b->cap = sizeof b->inline_;
+}
+
+static void buffer_free(Buffer *b) {
+    if (b->data != b->inline_) PyMem_Free(b->data);
+}
+
+static int reserve(Buffer *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap * 2;
+    while (cap < b->len + more) cap *= 2;
+    char *grown = PyMem_Malloc(cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(grown, b->data, b->len);
+    buffer_free(b);
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(Buffer *b, const void *data, size_t len) {
+    if (reserve(b, len) < 0) return -1;
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+/* A protobuf varint; a negative int64 as its 64-bit two's complement (ten bytes). */
+static int put_varint(Buffer *b, uint64_t value) {
+    uint8_t out[10];
+    size_t n = 0;
+    while (value > 0x7F) {
+        out[n++] = (uint8_t)((value & 0x7F) | 0x80);
+        value >>= 7;
+    }
+    out[n++] = (uint8_t)value;
+    return put(b, out, n);
+}
+
+/* A length-delimited field: its tag, the length, the payload. */
+static int put_field(Buffer *b, unsigned number, const char *payload, size_t len) {
+    return put_varint(b, (uint64_t)number << 3 | 2) || put_varint(b, len) || put(b, payload, len);
+}
+
+/* The payload written from `mark` on becomes field `number`'s: the tag and length put in front of it. */
+static int wrap(Buffer *b, size_t mark, unsigned number) {
+    size_t len = b->len - mark;
+    uint8_t head[20];
+    size_t n = 0;
+    uint64_t tag = (uint64_t)number << 3 | 2;
+    while (tag > 0x7F) {
+        head[n++] = (uint8_t)((tag & 0x7F) | 0x80);
+        tag >>= 7;
+    }
+    head[n++] = (uint8_t)tag;
+    uint64_t size = len;
+    while (size > 0x7F) {
+        head[n++] = (uint8_t)((size & 0x7F) | 0x80);
+        size >>= 7;
+    }
+    head[n++] = (uint8_t)size;
+    if (reserve(b, n) < 0) return -1;
+    memmove(b->data + mark + n, b->data + mark, len);
+    memcpy(b->data + mark, head, n);
+    b->len += n;
+    return 0;
+}
+
+static int put_text_field(Buffer *b, unsigned number, PyObject *text) {
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size); /* surrogates raise, as str.encode() does */
+    if (utf8 == NULL) return -1;
+    return put_field(b, number, utf8, (size_t)size);
+}
+
+/* An AnyValue's fields (without its own tag). */
+static int put_any_value(Buffer *b, PyObject *value, int depth) {
+    if (PyUnicode_Check(value)) return put_text_field(b, 1, value);
+    if (PyBool_Check(value)) return put(b, value == Py_True ? "\x10\x01" : "\x10\x00", 2);
+    if (PyLong_Check(value)) {
+        long long number = PyLong_AsLongLong(value);
+        if (number == -1 && PyErr_Occurred()) return -1;
+        return put(b, "\x18", 1) || put_varint(b, (uint64_t)number);
+    }
+    if (PyFloat_Check(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        uint64_t bits;
+        memcpy(&bits, &number, 8);
+        uint8_t out[9] = {0x21};
+        for (int i = 0; i < 8; i++) out[1 + i] = (uint8_t)(bits >> (8 * i)); /* fixed64: little-endian */
+        return put(b, out, 9);
+    }
+    if ((PyList_Check(value) || PyTuple_Check(value)) && depth == 0) { /* an ArrayValue of plain values */
+        size_t array = b->len;
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
+        PyObject **items = PySequence_Fast_ITEMS(value);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            size_t item = b->len;
+            if (put_any_value(b, items[i], depth + 1) || wrap(b, item, 1)) return -1;
+        }
+        return wrap(b, array, 5);
+    }
+    PyErr_Format(PyExc_TypeError, "an attribute value of type %.100s", Py_TYPE(value)->tp_name);
+    return -1;
+}
+
+/* Each attribute as a KeyValue in field `number`. */
+static int put_attributes(Buffer *b, PyObject *found, unsigned number) {
+    if (!PyDict_Check(found)) {
+        PyErr_SetString(PyExc_TypeError, "attributes must be a dict");
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(found, &position, &key, &value)) {
+        if (!PyUnicode_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "an attribute key must be a str");
+            return -1;
+        }
+        size_t pair = b->len;
+        if (put_text_field(b, 1, key)) return -1;
+        size_t any = b->len;
+        if (put_any_value(b, value, 0) || wrap(b, any, 2) || wrap(b, pair, number)) return -1;
+    }
+    return 0;
+}
+
+static int put_bytes_field(Buffer *b, unsigned number, PyObject *data) {
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "ids and the head must be bytes");
+        return -1;
+    }
+    return put_field(b, number, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data));
+}
+
+static int put_fixed64(Buffer *b, uint8_t tag, PyObject *number) {
+    unsigned long long value = PyLong_AsUnsignedLongLong(number);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    uint8_t out[9] = {tag};
+    for (int i = 0; i < 8; i++) out[1 + i] = (uint8_t)(value >> (8 * i));
+    return put(b, out, 9);
+}
+
+/* span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, own, error) -> bytes:
+   otlp_encoding.span without `repeated` (nothing is worth keeping when an attribute costs this little). */
+static PyObject *span(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "span takes 9 arguments");
+        return NULL;
+    }
+    PyObject *head = args[0], *trace_state = args[4], *error = args[8];
+    if (!PyBytes_Check(head) || !PyUnicode_Check(trace_state) || !PyUnicode_Check(error)) {
+        PyErr_SetString(PyExc_TypeError, "span(head: bytes, ..., trace_state: str, ..., error: str)");
+        return NULL;
+    }
+    Buffer b;
+    buffer_init(&b);
+    PyObject *result = NULL;
+    if (put_bytes_field(&b, 1, args[1]) || put_bytes_field(&b, 2, args[2])) goto done;
+    if (PyUnicode_GET_LENGTH(trace_state) > 0 && put_text_field(&b, 3, trace_state)) goto done;
+    if (!PyBytes_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "ids and the head must be bytes");
+        goto done;
+    }
+    if (PyBytes_GET_SIZE(args[3]) > 0 && put_bytes_field(&b, 4, args[3])) goto done;
+    if (put(&b, PyBytes_AS_STRING(head), (size_t)PyBytes_GET_SIZE(head)) || put_fixed64(&b, 0x39, args[5]) ||
+        put_fixed64(&b, 0x41, args[6]) || put_attributes(&b, args[7], 9))
+        goto done;
+    if (PyUnicode_GET_LENGTH(error) > 0) {
+        size_t status = b.len;
+        if (put_text_field(&b, 2, error) || put(&b, "\x18\x02", 2) || wrap(&b, status, 15)) goto done;
+    }
+    result = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.len);
+done:
+    buffer_free(&b);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"span", (PyCFunction)(void (*)(void))span, METH_FASTCALL,
+     "span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, own, error) -> bytes"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_otlp",
+    .m_doc = "A span as OTLP protobuf bytes, in C (otlp_encoding.span is the definition).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__otlp(void) { return PyModule_Create(&module); }
