@@ -484,9 +484,19 @@ static void Digester_dealloc(DigesterObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *Digester_digest(DigesterObject *self, PyObject *value) { return digest_value(self, value); }
+/* Whether __init__ ran (set its key and `encode`): an object made by __new__ alone is refused, not used. */
+static int ready(DigesterObject *self) {
+    if (self->encode != NULL) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "Digester used before __init__");
+    return 0;
+}
+
+static PyObject *Digester_digest(DigesterObject *self, PyObject *value) {
+    return ready(self) ? digest_value(self, value) : NULL;
+}
 
 static PyObject *Digester_digest_bytes(DigesterObject *self, PyObject *arg) {
+    if (!ready(self)) return NULL;
     Py_buffer data;
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *result = hex_digest(self, data.buf, (size_t)data.len);
@@ -496,6 +506,7 @@ static PyObject *Digester_digest_bytes(DigesterObject *self, PyObject *arg) {
 
 /* digest_arguments(arguments, limit, max_text) -> {name[:max_text]: digest} for the first `limit` items. */
 static PyObject *Digester_digest_arguments(DigesterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!ready(self)) return NULL;
     if (nargs != 3 || !PyDict_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "digest_arguments(arguments: dict, limit: int, max_text: int)");
         return NULL;
@@ -677,6 +688,7 @@ static int put_sets(Bytes *b, PyObject *verdict) {
    `skipped` are JSON arrays and `extra` is `,"key":value...` or empty, all made by Python. With
    `hash_arguments`, each of call.arguments' values (a dict; the caller checked its size) is digested here. */
 static PyObject *Digester_compose(DigesterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!ready(self)) return NULL;
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "compose takes 11 arguments");
         return NULL;

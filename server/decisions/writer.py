@@ -163,11 +163,18 @@ class DecisionLogWriter:
     def _write_queued(self) -> None:
         """Writes every queued line: in one write when they fit the current file, else a run at a time (a run
         ends where the file rotates)."""
-        forward, queue = self._forward, self._queue
-        popleft = queue.popleft
-        lines = [popleft() for _ in range(len(queue))]  # one at a time: the loop may append meanwhile
+        popleft = self._queue.popleft
+        lines = [popleft() for _ in range(len(self._queue))]  # one at a time: the loop may append meanwhile
         size = sum(map(len, lines))
-        self._taken += size
+        try:
+            self._write_lines(lines, size)
+        finally:
+            # Counted out only once written or dropped: a write that hangs (a stuck disk) still holds these
+            # lines, so the loop must not queue another QUEUE_BYTES beside them.
+            self._taken += size
+
+    def _write_lines(self, lines: list[bytes], size: int) -> None:
+        forward = self._forward
         if forward is not None:
             for line in lines:
                 forward(line)  # before the file: a line the disk refuses still goes out

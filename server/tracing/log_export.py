@@ -3,8 +3,8 @@
 The SDK's batch processor holds a bounded queue, and when it is full drops a
 record with no more than a warning in its own log. So the bound is kept here,
 in front of it: lines handed over and not yet exported are counted, and past
-`queue` a line is dropped and counted in argwatch_decision_log_dropped_total
-(reason `otlp_queue_full`); a batch the collector did not take after the
+`queue` lines or QUEUE_BYTES a line is dropped and counted in
+argwatch_decision_log_dropped_total (reason `otlp_queue_full`); a batch the collector did not take after the
 exporter's retries is counted there too (reason `otlp_export_error`). The file
 is written whatever happens here.
 """
@@ -23,6 +23,9 @@ from opentelemetry.util.types import AttributeValue
 OTLP_QUEUE_FULL = "otlp_queue_full"
 OTLP_EXPORT_ERROR = "otlp_export_error"
 OTLP_DROP_REASONS = (OTLP_QUEUE_FULL, OTLP_EXPORT_ERROR)
+# Lines handed over and not yet exported, in bytes of their bodies, at most (besides `queue` lines): a collector
+# that hangs keeps this much, however long the lines.
+QUEUE_BYTES = 64 << 20
 EVENT_NAME = "argwatch.decision"
 SCOPE = "argwatch.server.decisions"
 # A line's fields also set as record attributes, under the GenAI conventions' names where there are some, so
@@ -46,6 +49,7 @@ class DecisionLogExport:
         self._queue = queue
         self._dropped = dropped
         self._pending = 0  # handed to the processor, not yet exported (or given up on)
+        self._pending_bytes = 0  # their bodies' length
         self._lock = threading.Lock()  # the writer's thread adds, the processor's export thread takes away
         provider.add_log_record_processor(
             BatchLogRecordProcessor(
@@ -56,12 +60,15 @@ class DecisionLogExport:
 
     def forward(self, line: bytes) -> None:
         """Emits one line (the JSON text, newline included) as a log record; never raises."""
+        body = line.decode(errors="replace").rstrip("\n")
+        size = len(body)
         with self._lock:
-            if self._pending >= self._queue:
+            if self._pending >= self._queue or (self._pending and self._pending_bytes + size > QUEUE_BYTES):
                 full = True
             else:
                 full = False
                 self._pending += 1
+                self._pending_bytes += size
         if full:
             self._dropped(OTLP_QUEUE_FULL)
             return
@@ -74,16 +81,17 @@ class DecisionLogExport:
             self._logger.emit(
                 timestamp=int(float(record["ts"]) * 1e9),
                 severity_number=SeverityNumber.INFO,
-                body=line.decode().rstrip("\n"),
+                body=body,
                 attributes=attributes,
                 event_name=EVENT_NAME,
             )
         except Exception:  # a line that cannot be sent is this copy's loss only: the file has it
-            self._settled(1, False)
+            self._settled(1, size, False)
 
-    def _settled(self, count: int, exported: bool) -> None:
+    def _settled(self, count: int, size: int, exported: bool) -> None:
         with self._lock:
             self._pending -= count
+            self._pending_bytes -= size
         if not exported:
             for _ in range(count):
                 self._dropped(OTLP_EXPORT_ERROR)
@@ -92,7 +100,7 @@ class DecisionLogExport:
 class _Settled(LogRecordExporter):
     """The OTLP exporter, telling after each batch how many records left the queue and whether they arrived."""
 
-    def __init__(self, exporter: LogRecordExporter, settled: Callable[[int, bool], None]) -> None:
+    def __init__(self, exporter: LogRecordExporter, settled: Callable[[int, int, bool], None]) -> None:
         self._exporter = exporter
         self._settled = settled
 
@@ -101,7 +109,8 @@ class _Settled(LogRecordExporter):
         try:
             result = self._exporter.export(batch)
         finally:
-            self._settled(len(batch), result is LogRecordExportResult.SUCCESS)
+            size = sum(len(body) for one in batch if isinstance(body := one.log_record.body, str))
+            self._settled(len(batch), size, result is LogRecordExportResult.SUCCESS)
         return result
 
     def shutdown(self) -> None:

@@ -4,7 +4,9 @@ budget, drops counted when the writer stalls, and a folder it cannot write refus
 from __future__ import annotations
 
 import hashlib
+import io
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,61 @@ async def test_the_queue_is_bounded_in_bytes_too_whatever_the_callers_send(
     finally:
         await gateway.stop()
     assert [line["call_id"] for line in _lines(folder)] == [f"c-{n}" for n in range(kept)]
+
+
+class _HungFile(io.RawIOBase):
+    """A file whose write blocks until released: a disk or network mount that hangs inside write()."""
+
+    def __init__(self, released: threading.Event) -> None:
+        self.released = released
+        self.entered = threading.Event()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.entered.set()
+        self.released.wait(10)
+        return len(data)
+
+    def tell(self) -> int:
+        return 0
+
+
+async def test_a_write_that_hangs_still_counts_its_lines_against_the_queues_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines the writer has taken but not yet written still count: the loop cannot queue another QUEUE_BYTES
+    beside a batch stuck in write(), so what a hung disk makes the gateway keep stays near QUEUE_BYTES."""
+    (tmp_path / "sets.yaml").write_text(SETS)
+    monkeypatch.setattr(writer_module, "QUEUE_BYTES", 3_000)
+    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(tmp_path / "decisions"), decision_log_queue=1_000)
+    writer = _writer(gateway)
+    released = threading.Event()
+    hung = _HungFile(released)
+
+    def hung_open() -> None:
+        writer._file, writer._size = hung, 0  # type: ignore[assignment]
+
+    dropped = "argwatch_decision_log_dropped_total"
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(writer, "_open", hung_open)
+            writer._abandon_file()  # the next batch opens the hung file
+            channel, stub = gateway_stub(gateway)
+            async with channel:
+                for n in range(20):
+                    await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"a-{n}"))
+                first = 20 - int(value(gateway.registry, dropped, reason="queue_full"))
+                writer.write_now()
+                await eventually(hung.entered.is_set)  # the writer holds that batch, stuck in write()
+                for n in range(20):
+                    await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"b-{n}"))
+                assert 0 < first < 20
+                assert value(gateway.registry, dropped, reason="queue_full") == 40 - first  # none queued beside it
+    finally:
+        released.set()
+        await gateway.stop()
 
 
 @pytest.mark.parametrize("where", ["a-file", "a-file/below"])

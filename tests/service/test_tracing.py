@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from argwatch.client import Gateway, Session, from_openai
 from argwatch.server.decisions.writer import DecisionLogWriter
 from argwatch.server.process.app import RunningGateway
+from argwatch.server.tracing import log_export
 from argwatch.v1 import gateway_pb2
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request
@@ -355,6 +356,34 @@ async def test_log_records_past_the_queue_while_the_collector_is_slow_are_droppe
         await gateway.stop()
     assert len((folder / "decisions.jsonl").read_bytes().splitlines()) == 20
     assert [attributes(record)["gen_ai.tool.call.id"] for record in receiver.logs] == [f"q-{n}" for n in range(4)]
+
+
+async def test_log_records_waiting_for_a_hung_collector_are_bounded_in_bytes_too(
+    tmp_path: Path, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many lines the queue may hold, the bytes waiting for a collector that does not answer stay
+    within QUEUE_BYTES: past it a line is dropped and counted, and the file keeps it."""
+    monkeypatch.setattr(log_export, "QUEUE_BYTES", 2_000)  # about three lines
+    folder = tmp_path / "decisions"
+    receiver.log_exports_open.clear()
+    gateway = await _traced_gateway(
+        tmp_path, receiver, decision_log=str(folder), decision_log_otlp=True, decision_log_queue=1_000
+    )
+    dropped = {"reason": "otlp_queue_full"}
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for n in range(10):
+                await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"q-{n}"), timeout=5)
+                await eventually(lambda: _written(gateway) == n + 1)  # noqa: B023 (awaited within the iteration)
+        kept = 10 - int(gateway.registry.get_sample_value("argwatch_decision_log_dropped_total", dropped) or 0)
+        assert 1 <= kept < 10
+        receiver.log_exports_open.set()
+        await eventually(lambda: len(receiver.logs) == kept)
+    finally:
+        await gateway.stop()
+    assert len((folder / "decisions.jsonl").read_bytes().splitlines()) == 10
+    assert [attributes(record)["gen_ai.tool.call.id"] for record in receiver.logs] == [f"q-{n}" for n in range(kept)]
 
 
 # Run in a subprocess before the gateway's modules load: every import of an `opentelemetry` module is noted with

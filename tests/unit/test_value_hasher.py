@@ -88,3 +88,17 @@ def test_a_call_arguments_are_digested_in_one_call_names_cut_and_counted_to_the_
     arguments = {"order_id": "ord_1", "n" * 300: 5, "c": [1], "d": None}
     found = hasher.digest_arguments(arguments, 3, 256)
     assert found == {"order_id": _reference("ord_1"), "n" * 256: _reference(5), "c": _reference([1])}
+
+
+def test_a_digester_never_initialised_is_refused_not_used() -> None:
+    """An object made by __new__ alone has no key and no encoder: each method raises rather than digest under a
+    zero state or call a missing encoder (it crashed the process before)."""
+    from argwatch.server.decisions._digest import Digester
+
+    bare = Digester.__new__(Digester)
+    with pytest.raises(RuntimeError, match="before __init__"):
+        bare.digest(1.5)
+    with pytest.raises(RuntimeError, match="before __init__"):
+        bare.digest_bytes(b"x")
+    with pytest.raises(RuntimeError, match="before __init__"):
+        bare.digest_arguments({"a": 1}, 1, 1)
