@@ -53,8 +53,18 @@ class BuildPyWithStubs(build_py):
 # is copied.
 _FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra"]
 NATIVE = [
-    Extension("argwatch.server.decisions._digest", ["server/decisions/_digest.c"], extra_compile_args=_FLAGS),
-    Extension("argwatch.server.tracing._otlp", ["server/tracing/_otlp.c"], extra_compile_args=_FLAGS),
+    Extension(
+        "argwatch.server.decisions._digest",
+        ["server/decisions/_digest.c"],
+        depends=["server/native/bytes.h"],
+        extra_compile_args=_FLAGS,
+    ),
+    Extension(
+        "argwatch.server.tracing._otlp",
+        ["server/tracing/_otlp.c"],
+        depends=["server/native/bytes.h"],
+        extra_compile_args=_FLAGS,
+    ),
 ]
 
 setup(cmdclass={"build_py": BuildPyWithStubs}, ext_modules=NATIVE)

@@ -36,6 +36,7 @@ from argwatch.server.decisions.value_plan import ValuePlan, value_plans
 from argwatch.server.decisions.writer import DecisionLogWriter
 from argwatch.server.edge import wire
 from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.process.settings import Settings
 from argwatch.server.validator import Validator
 from argwatch.server.verdict.tool_call import ToolCall
 from argwatch.v1 import gateway_pb2
@@ -68,6 +69,19 @@ def varied_calls(count: int) -> list[ToolCall]:
     return calls
 
 
+def logged_settings(policy: str, folder: str) -> Settings:
+    """The bench's gateway with the decision log on in `folder`."""
+    return dataclasses.replace(
+        bench_settings(policy),
+        decision_log=folder,
+        decision_log_queue=100_000,
+        # Rotating every ~1,100 lines: each round packs its share of files, as a long-running log does (at the
+        # default 64 MiB no file would rotate within the bench, and packing would go uncounted).
+        decision_log_rotate_bytes=1 << 20,
+        decision_log_max_bytes=1 << 30,
+    )
+
+
 async def cpu_micros(gateway: RunningGateway, calls: list[ToolCall]) -> float:
     """The process's CPU per call over `calls`, the decision log's writer caught up."""
     writer = gateway.decisions if isinstance(gateway.decisions, DecisionLogWriter) else None
@@ -98,17 +112,7 @@ async def main() -> None:
     policy = os.path.join(HERE, "policy.yaml")
     with tempfile.TemporaryDirectory(prefix="argwatch-decisions-") as folder:
         off = await build_gateway(bench_settings(policy))
-        on = await build_gateway(
-            dataclasses.replace(
-                bench_settings(policy),
-                decision_log=folder,
-                decision_log_queue=100_000,
-                # Rotating every ~1,100 lines: each round packs its share of files, as a long-running log does
-                # (at the default 64 MiB no file would rotate within the bench, and packing would go uncounted).
-                decision_log_rotate_bytes=1 << 20,
-                decision_log_max_bytes=1 << 30,
-            )
-        )
+        on = await build_gateway(logged_settings(policy, folder))
         try:
             unwrapped = off.validator.validate.__func__ is Validator.validate  # type: ignore[attr-defined]
             calls = varied_calls(args.calls)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import re
 import shutil
@@ -30,21 +29,14 @@ async def judge(passes: int, calls_count: int, logged: bool) -> None:
     """The child's work: build a gateway (with the log or not) and judge the calls `passes` times."""
     sys.path.insert(0, HERE)
     from bench_server import bench_settings
-    from decision_log import caught_up, varied_calls
+    from decision_log import caught_up, logged_settings, varied_calls
 
     from argwatch.server.decisions.writer import DecisionLogWriter
     from argwatch.server.process.app import build_gateway
 
     with tempfile.TemporaryDirectory(prefix="argwatch-decisions-") as folder:
-        settings = bench_settings(os.path.join(HERE, "policy.yaml"))
-        if logged:
-            settings = dataclasses.replace(
-                settings,
-                decision_log=folder,
-                decision_log_queue=100_000,
-                decision_log_rotate_bytes=1 << 20,
-                decision_log_max_bytes=1 << 30,
-            )
+        policy = os.path.join(HERE, "policy.yaml")
+        settings = logged_settings(policy, folder) if logged else bench_settings(policy)
         gateway = await build_gateway(settings)
         calls = varied_calls(calls_count)
         validate = gateway.validator.validate

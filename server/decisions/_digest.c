@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../native/bytes.h"
+
 #define PREFIX "blake2b-256:"
 #define PREFIX_LEN 12
 #define OUT_BYTES 32
@@ -116,44 +118,11 @@ static void absorb(Blake2b *s, const uint8_t *in, size_t len) {
     }
 }
 
-static void finish(Blake2b *s, uint8_t out[OUT_BYTES]) {
+/* The last block compressed: the digest is then the chain value's first OUT_BYTES (write_hex). */
+static void finish(Blake2b *s) {
     count(s, s->filled);
     memset(s->buf + s->filled, 0, BLOCK - s->filled);
     compress(s, s->buf, 1);
-    for (int i = 0; i < OUT_BYTES; i++) out[i] = (uint8_t)(s->h[i / 8] >> (8 * (i % 8)));
-}
-
-/* A growable byte buffer for a value's JSON, on the stack while it is short. */
-typedef struct {
-    char *data;
-    size_t len, cap;
-    char inline_[512];
-} Bytes;
-
-static void bytes_init(Bytes *b) {
-    b->data = b->inline_;
-    b->len = 0;
-    b->cap = sizeof b->inline_;
-}
-
-static void bytes_free(Bytes *b) {
-    if (b->data != b->inline_) PyMem_Free(b->data);
-}
-
-static int bytes_reserve(Bytes *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t cap = b->cap * 2;
-    while (cap < b->len + more) cap *= 2;
-    char *grown = PyMem_Malloc(cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(grown, b->data, b->len);
-    bytes_free(b);
-    b->data = grown;
-    b->cap = cap;
-    return 0;
 }
 
 /* The decimal digits of `value` written backwards from `end`; returns where they start. */
@@ -167,10 +136,30 @@ static char *digits_before(char *end, unsigned long long value, int at_least) {
     return end;
 }
 
+/* "000102...ff": a byte's two hex digits at twice its value. */
+static char HEX_PAIRS[512];
+
+static void fill_hex_pairs(void) {
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 256; i++) {
+        HEX_PAIRS[2 * i] = hex[i >> 4];
+        HEX_PAIRS[2 * i + 1] = hex[i & 0xf];
+    }
+}
+
+/* A signed integer in decimal, as JSON (and orjson) writes one. */
+static int put_decimal(Bytes *b, long long value) {
+    unsigned long long magnitude = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
+    char text[24];
+    char *end = text + sizeof text;
+    char *start = digits_before(end, magnitude, 1);
+    if (value < 0) *--start = '-';
+    return put(b, start, (size_t)(end - start));
+}
+
 /* A JSON string as orjson writes one: UTF-8 as it is; `"` and `\` escaped; \b \t \n \f \r short; the other
    control characters as \u00xx (lowercase hex). */
 static int json_string(Bytes *b, const char *utf8, Py_ssize_t size) {
-    static const char hex[] = "0123456789abcdef";
     if (bytes_reserve(b, (size_t)size * 6 + 2) < 0) return -1;
     char *out = b->data + b->len;
     *out++ = '"';
@@ -193,8 +182,8 @@ static int json_string(Bytes *b, const char *utf8, Py_ssize_t size) {
                 *out++ = 'u';
                 *out++ = '0';
                 *out++ = '0';
-                *out++ = hex[c >> 4];
-                *out++ = hex[c & 0xf];
+                *out++ = HEX_PAIRS[2 * c];
+                *out++ = HEX_PAIRS[2 * c + 1];
         }
     }
     *out++ = '"';
@@ -208,17 +197,6 @@ typedef struct {
     Blake2b empty; /* the key's block pending: for an empty input it is the last block */
     PyObject *encode; /* orjson.dumps with sorted keys, for what is not encoded here */
 } DigesterObject;
-
-/* "000102...ff": a byte's two hex digits at twice its value. */
-static char HEX_PAIRS[512];
-
-static void fill_hex_pairs(void) {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 256; i++) {
-        HEX_PAIRS[2 * i] = hex[i >> 4];
-        HEX_PAIRS[2 * i + 1] = hex[i & 0xf];
-    }
-}
 
 /* The hex of a chain value's first OUT_BYTES (little-endian words, as RFC 7693 says), after the prefix. */
 static void write_hex(const uint64_t h[8], char *dst) {
@@ -248,9 +226,8 @@ static void digest_into(DigesterObject *self, const char *data, size_t len, char
         compress_into(h, block, self->keyed.t[0] + len, self->keyed.t[1], 1);
     } else {
         Blake2b s = len > 0 ? self->keyed : self->empty;
-        uint8_t ignored[OUT_BYTES];
         absorb(&s, (const uint8_t *)data, len);
-        finish(&s, ignored);
+        finish(&s);
         memcpy(h, s.h, sizeof h);
     }
     write_hex(h, dst);
@@ -391,11 +368,7 @@ static int encode_here(PyObject *value, Bytes *b) {
     }
     if (value == Py_True || value == Py_False || value == Py_None) {
         const char *word = value == Py_True ? "true" : value == Py_False ? "false" : "null";
-        size_t len = strlen(word);
-        if (bytes_reserve(b, len) < 0) return -1;
-        memcpy(b->data + b->len, word, len);
-        b->len += len;
-        return 1;
+        return put(b, word, strlen(word)) < 0 ? -1 : 1;
     }
     if (PyLong_CheckExact(value)) {
         int overflow = 0;
@@ -404,16 +377,7 @@ static int encode_here(PyObject *value, Bytes *b) {
             PyErr_Clear();
             return 0;
         }
-        unsigned long long magnitude = number < 0 ? 0ULL - (unsigned long long)number : (unsigned long long)number;
-        char text[24];
-        char *end = text + sizeof text;
-        char *start = digits_before(end, magnitude, 1);
-        if (number < 0) *--start = '-';
-        size_t len = (size_t)(end - start);
-        if (bytes_reserve(b, len) < 0) return -1;
-        memcpy(b->data + b->len, start, len);
-        b->len += len;
-        return 1;
+        return put_decimal(b, number) < 0 ? -1 : 1;
     }
     return 0;
 }
@@ -549,13 +513,6 @@ static PyObject *S_call_id, *S_conversation_id, *S_tool, *S_model, *S_arguments,
 static PyObject *S_decision, *S_mode, *S_value_, *S_downgraded, *S_policy_version, *S_readings_used, *S_snapshot;
 static PyObject *S_name, *S_version;
 
-static int put(Bytes *b, const char *text, size_t len) {
-    if (bytes_reserve(b, len) < 0) return -1;
-    memcpy(b->data + b->len, text, len);
-    b->len += len;
-    return 0;
-}
-
 #define PUT(b, literal) put((b), (literal), sizeof(literal) - 1)
 
 /* A str as JSON, cut to `max_text` code points first (as Python's [:max_text] cuts). */
@@ -601,12 +558,7 @@ static int put_fixed(Bytes *b, PyObject *nanoseconds, long long per_unit, long l
 static int put_int(Bytes *b, PyObject *number) {
     long long value = PyLong_AsLongLong(number);
     if (value == -1 && PyErr_Occurred()) return -1;
-    unsigned long long magnitude = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
-    char text[24];
-    char *end = text + sizeof text;
-    char *start = digits_before(end, magnitude, 1);
-    if (value < 0) *--start = '-';
-    return put(b, start, (size_t)(end - start));
+    return put_decimal(b, value);
 }
 
 static int put_bytes_object(Bytes *b, PyObject *fragment) {

@@ -31,6 +31,20 @@ def rotated_files(directory: Path) -> list[Path]:
     return [path for pattern in ROTATED_GLOBS for path in directory.glob(pattern)]
 
 
+def rotated_oldest_first(directory: Path) -> list[tuple[Path, int]]:
+    """The folder's rotated files with their sizes, oldest first (the order the writer ages them out), each
+    stat'ed once; a file removed meanwhile (aged out, an operator's clean-up) is left out."""
+    found = []
+    for path in rotated_files(directory):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        found.append((stat.st_mtime, path.name, stat.st_size, path))
+    found.sort()
+    return [(path, size) for _, _, size, path in found]
+
+
 def pack(source: Path, target: Path) -> None:
     """Writes `source` packed to `target` and fsyncs it (the caller renames it into place)."""
     packer = zstandard.ZstdCompressor(level=LEVEL, write_content_size=False)

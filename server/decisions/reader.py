@@ -18,7 +18,7 @@ from typing import IO, Any, BinaryIO
 
 import orjson
 
-from argwatch.server.decisions.packing import DAMAGED, open_rotated, rotated_files
+from argwatch.server.decisions.packing import DAMAGED, open_rotated, rotated_oldest_first
 from argwatch.server.decisions.record import MAX_TEXT
 from argwatch.server.decisions.writer import CURRENT
 
@@ -65,13 +65,7 @@ class ReadCounts:
 
 def log_files(directory: Path) -> list[Path]:
     """The folder's files, oldest first: rotated ones in the order the writer ages them out, then the current."""
-    rotated = []
-    for path in rotated_files(directory):
-        try:
-            rotated.append((path.stat().st_mtime, path.name, path))
-        except FileNotFoundError:  # aged out by the writer between the listing and now
-            continue
-    files = [path for _, _, path in sorted(rotated)]
+    files = [path for path, _ in rotated_oldest_first(directory)]
     current = directory / CURRENT
     if current.exists():
         files.append(current)

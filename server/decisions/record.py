@@ -44,7 +44,7 @@ class ValueHasher:
     7693). Keyed, never a bare hash: a reader of the log cannot test guesses (a card number, an email) against
     it without the key, yet equal values give equal digests, so one value can be followed across calls. The
     digests are made in C (`_digest.c`: the value's canonical JSON and its hash in one native call, a call's
-    arguments in one), the same digests hashlib gives (the tests compare them). Used by the writer's thread."""
+    arguments in one), the same digests hashlib gives (the tests compare them). Used on the event loop."""
 
     def __init__(self, key: bytes) -> None:
         if len(key) < 32:

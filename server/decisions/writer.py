@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from argwatch.common.files import SMALL_FILE_BYTES, read_file
-from argwatch.server.decisions.packing import PACKED_SUFFIX, pack, rotated_files
+from argwatch.server.decisions.packing import PACKED_SUFFIX, pack, rotated_oldest_first
 from argwatch.server.decisions.record import LineBuilder, ValueHasher
 from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import ModeDocument
@@ -280,16 +280,10 @@ class DecisionLogWriter:
     def _keep_budget(self) -> None:
         """Deletes the oldest rotated files until they fit the budget less the room of a whole current file,
         so that the folder stays within the budget as the current file grows to its rotation size."""
-        # One stat a file a rotation (it was three): the folder holds up to ~130 packed files at the defaults.
-        rotated = []
-        for path in rotated_files(self._dir):
-            with suppress(FileNotFoundError):  # removed meanwhile (an operator, a reader's clean-up)
-                found = path.stat()
-                rotated.append((found.st_mtime, path.name, found.st_size, path))
-        rotated.sort()
-        total = sum(size for _, _, size, _ in rotated)
+        rotated = rotated_oldest_first(self._dir)
+        total = sum(size for _, size in rotated)
         keep = self._limits.max_bytes - self._limits.rotate_bytes
-        for _, _, size, path in rotated:
+        for path, size in rotated:
             if total <= keep:
                 break
             path.unlink(missing_ok=True)

@@ -11,88 +11,44 @@
 #include <stdint.h>
 #include <string.h>
 
-/* A growable byte buffer, on the stack while it is short. */
-typedef struct {
-    char *data;
-    size_t len, cap;
-    char inline_[1024];
-} Buffer;
+#include "../native/bytes.h"
 
-static void buffer_init(Buffer *b) {
-    b->data = b->inline_;
-    b->len = 0;
-    b->cap = sizeof b->inline_;
-}
-
-static void buffer_free(Buffer *b) {
-    if (b->data != b->inline_) PyMem_Free(b->data);
-}
-
-static int reserve(Buffer *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t cap = b->cap * 2;
-    while (cap < b->len + more) cap *= 2;
-    char *grown = PyMem_Malloc(cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(grown, b->data, b->len);
-    buffer_free(b);
-    b->data = grown;
-    b->cap = cap;
-    return 0;
-}
-
-static int put(Buffer *b, const void *data, size_t len) {
-    if (reserve(b, len) < 0) return -1;
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    return 0;
-}
-
-/* A protobuf varint; a negative int64 as its 64-bit two's complement (ten bytes). */
-static int put_varint(Buffer *b, uint64_t value) {
-    uint8_t out[10];
+/* A protobuf varint into `out` (ten bytes at most); returns its length. A negative int64 is passed as its
+   64-bit two's complement (ten bytes). */
+static size_t varint_into(uint8_t *out, uint64_t value) {
     size_t n = 0;
     while (value > 0x7F) {
         out[n++] = (uint8_t)((value & 0x7F) | 0x80);
         value >>= 7;
     }
     out[n++] = (uint8_t)value;
-    return put(b, out, n);
+    return n;
+}
+
+static int put_varint(Bytes *b, uint64_t value) {
+    uint8_t out[10];
+    return put(b, out, varint_into(out, value));
 }
 
 /* A length-delimited field: its tag, the length, the payload. */
-static int put_field(Buffer *b, unsigned number, const char *payload, size_t len) {
+static int put_field(Bytes *b, unsigned number, const char *payload, size_t len) {
     return put_varint(b, (uint64_t)number << 3 | 2) || put_varint(b, len) || put(b, payload, len);
 }
 
 /* The payload written from `mark` on becomes field `number`'s: the tag and length put in front of it. */
-static int wrap(Buffer *b, size_t mark, unsigned number) {
+static int wrap(Bytes *b, size_t mark, unsigned number) {
     size_t len = b->len - mark;
     uint8_t head[20];
-    size_t n = 0;
-    uint64_t tag = (uint64_t)number << 3 | 2;
-    while (tag > 0x7F) {
-        head[n++] = (uint8_t)((tag & 0x7F) | 0x80);
-        tag >>= 7;
-    }
-    head[n++] = (uint8_t)tag;
-    uint64_t size = len;
-    while (size > 0x7F) {
-        head[n++] = (uint8_t)((size & 0x7F) | 0x80);
-        size >>= 7;
-    }
-    head[n++] = (uint8_t)size;
-    if (reserve(b, n) < 0) return -1;
+    size_t n = varint_into(head, (uint64_t)number << 3 | 2);
+    n += varint_into(head + n, len);
+    if (bytes_reserve(b, n) < 0) return -1;
     memmove(b->data + mark + n, b->data + mark, len);
     memcpy(b->data + mark, head, n);
     b->len += n;
     return 0;
 }
 
-static int put_text_field(Buffer *b, unsigned number, PyObject *text) {
+static int put_text_field(Bytes *b, unsigned number, PyObject *text) {
     Py_ssize_t size;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size); /* surrogates raise, as str.encode() does */
     if (utf8 == NULL) return -1;
@@ -100,7 +56,7 @@ static int put_text_field(Buffer *b, unsigned number, PyObject *text) {
 }
 
 /* An AnyValue's fields (without its own tag). */
-static int put_any_value(Buffer *b, PyObject *value, int depth) {
+static int put_any_value(Bytes *b, PyObject *value, int depth) {
     if (PyUnicode_Check(value)) return put_text_field(b, 1, value);
     if (PyBool_Check(value)) return put(b, value == Py_True ? "\x10\x01" : "\x10\x00", 2);
     if (PyLong_Check(value)) {
@@ -131,7 +87,7 @@ static int put_any_value(Buffer *b, PyObject *value, int depth) {
 }
 
 /* Each attribute as a KeyValue in field `number`. */
-static int put_attributes(Buffer *b, PyObject *found, unsigned number) {
+static int put_attributes(Bytes *b, PyObject *found, unsigned number) {
     if (!PyDict_Check(found)) {
         PyErr_SetString(PyExc_TypeError, "attributes must be a dict");
         return -1;
@@ -151,7 +107,7 @@ static int put_attributes(Buffer *b, PyObject *found, unsigned number) {
     return 0;
 }
 
-static int put_bytes_field(Buffer *b, unsigned number, PyObject *data) {
+static int put_bytes_field(Bytes *b, unsigned number, PyObject *data) {
     if (!PyBytes_Check(data)) {
         PyErr_SetString(PyExc_TypeError, "ids and the head must be bytes");
         return -1;
@@ -159,7 +115,7 @@ static int put_bytes_field(Buffer *b, unsigned number, PyObject *data) {
     return put_field(b, number, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data));
 }
 
-static int put_fixed64(Buffer *b, uint8_t tag, PyObject *number) {
+static int put_fixed64(Bytes *b, uint8_t tag, PyObject *number) {
     unsigned long long value = PyLong_AsUnsignedLongLong(number);
     if (value == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     uint8_t out[9] = {tag};
@@ -180,8 +136,8 @@ static PyObject *span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "span(head: bytes, ..., trace_state: str, ..., error: str)");
         return NULL;
     }
-    Buffer b;
-    buffer_init(&b);
+    Bytes b;
+    bytes_init(&b);
     PyObject *result = NULL;
     if (put_bytes_field(&b, 1, args[1]) || put_bytes_field(&b, 2, args[2])) goto done;
     if (PyUnicode_GET_LENGTH(trace_state) > 0 && put_text_field(&b, 3, trace_state)) goto done;
@@ -199,7 +155,7 @@ static PyObject *span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     result = PyBytes_FromStringAndSize(b.data, (Py_ssize_t)b.len);
 done:
-    buffer_free(&b);
+    bytes_free(&b);
     return result;
 }
 
