@@ -1,28 +1,35 @@
-"""Reads the decision log back: every file of a folder in the order written (rotated and packed ones, then
-the current one), line by line, filtered by call id, conversation, tool, decision or time.
+"""Reads the decision log back: every file of a folder in the order written (rotated ones, then the current
+one), line by line, filtered by call id, conversation, tool, decision or time.
 
 Streams: a folder at its byte budget is read a line at a time, never whole. A
 line that does not parse (a torn write at a crash) is skipped and counted, not
 fatal; the current file's last line, still being written, is left for later.
+Every file is packed (zstd), the current one too, as the writer writes it.
 """
 
 from __future__ import annotations
 
+import heapq
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import orjson
 
-from argwatch.server.decisions.packing import DAMAGED, open_rotated, rotated_oldest_first
+from argwatch.server.decisions.packing import DAMAGED, Unpacked, open_current, open_rotated, rotated_oldest_first
 from argwatch.server.decisions.record import MAX_TEXT
-from argwatch.server.decisions.writer import CURRENT
+from argwatch.server.decisions.writer import CURRENT, PLAIN_CURRENT
 
 Line = dict[str, Any]
+# A worker's own folder under the log's (`serve --workers`).
+WORKER_FOLDER = re.compile(r"w[0-9]{1,3}")
+_CURRENT = (CURRENT, PLAIN_CURRENT)
 # Longer than any line the writer makes (its arguments, problems and clear values are capped): a longer one is
 # skipped and counted, read a piece at a time, never held whole.
 MAX_LINE_BYTES = 8 << 20
@@ -63,38 +70,68 @@ class ReadCounts:
     unreadable_files: list[str] = field(default_factory=list)
 
 
+class _Lines(Protocol):
+    def readline(self, limit: int = -1, /) -> bytes: ...
+
+
 def log_files(directory: Path) -> list[Path]:
-    """The folder's files, oldest first: rotated ones in the order the writer ages them out, then the current."""
+    """The folder's files, oldest first: rotated ones in the order the writer ages them out, then the current (an
+    earlier release's plain one, until a start of this one packs it, then this one's)."""
     files = [path for path, _ in rotated_oldest_first(directory)]
-    current = directory / CURRENT
-    if current.exists():
-        files.append(current)
+    files += [path for path in (directory / PLAIN_CURRENT, directory / CURRENT) if path.exists()]
     return files
 
 
+def log_folders(directory: Path) -> list[Path]:
+    """The folder and its workers' folders: `serve --workers N` gives each worker its own (w0, w1, ...), since
+    a file has one writer."""
+    found = [directory]
+    with suppress(OSError):
+        found += sorted(
+            (path for path in directory.iterdir() if WORKER_FOLDER.fullmatch(path.name) and path.is_dir()),
+            key=lambda path: int(path.name[1:]),
+        )
+    return found
+
+
 def read_lines(directory: Path, wanted: LineFilter, counts: ReadCounts) -> Iterator[Line]:
-    """Every matching line of the folder, oldest first."""
+    """Every matching line of the folder, oldest first; the workers' folders merged by time (a line held per
+    folder)."""
+    folders = log_folders(directory)
+    if len(folders) == 1:
+        return _folder_lines(directory, directory, wanted, counts)
+    return heapq.merge(*(_folder_lines(directory, folder, wanted, counts) for folder in folders), key=_when)
+
+
+def _when(line: Line) -> float:
+    when = line.get("ts")
+    return float(when) if isinstance(when, (int, float)) else 0.0
+
+
+def _folder_lines(top: Path, folder: Path, wanted: LineFilter, counts: ReadCounts) -> Iterator[Line]:
     needle = wanted.needle()
-    for path in log_files(directory):
+    for path in log_files(folder):
         try:
             handle = _opened(path)
         except FileNotFoundError:
             continue
         with handle:
             try:
-                yield from _matching(handle, needle, wanted, counts, complete_only=path.name == CURRENT)
+                yield from _matching(handle, needle, wanted, counts, complete_only=path.name in _CURRENT)
             except DAMAGED as error:  # a damaged packed file: what came before the damage is kept
-                counts.unreadable_files.append(f"{path.name}: {error}")
+                counts.unreadable_files.append(f"{path.relative_to(top)}: {error}")
 
 
-def _opened(path: Path) -> BinaryIO:
+def _opened(path: Path) -> BinaryIO | Unpacked:
     if path.name == CURRENT:
+        return open_current(path)
+    if path.name == PLAIN_CURRENT:
         return open(path, "rb")
-    return open_rotated(path)  # a rotated file: packed whole by the writer
+    return open_rotated(path)
 
 
 def _matching(
-    handle: IO[bytes], needle: bytes, wanted: LineFilter, counts: ReadCounts, *, complete_only: bool
+    handle: _Lines, needle: bytes, wanted: LineFilter, counts: ReadCounts, *, complete_only: bool
 ) -> Iterator[Line]:
     while raw := handle.readline(MAX_LINE_BYTES + 1):
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
@@ -111,7 +148,7 @@ def _matching(
             yield line
 
 
-def _skip_rest_of_line(handle: IO[bytes]) -> None:
+def _skip_rest_of_line(handle: _Lines) -> None:
     while chunk := handle.readline(MAX_LINE_BYTES):
         if chunk.endswith(b"\n"):
             return
@@ -143,65 +180,89 @@ def follow(
     keep_going: Callable[[], bool] = lambda: True,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[Line]:
-    """Lines appended to the current file from this call on, across rotations (a new file is read from its
-    start). The file is opened here, not at the first line asked for: "from now on" means now."""
-    path = directory / CURRENT
-    handle, identity = _open(path, at_end=True)
-    return _followed(path, handle, identity, wanted, counts, poll_seconds, keep_going, sleep)
+    """Lines appended to the current files (the folder's, and its workers') from this call on, across rotations
+    (a new file is read from its start). The files are opened here, not at the first line asked for: "from now
+    on" means now."""
+    followers = [_Follower(folder, directory, counts) for folder in log_folders(directory)]
+    return _followed(followers, wanted, poll_seconds, keep_going, sleep)
 
 
 def _followed(
-    path: Path,
-    handle: IO[bytes] | None,
-    identity: tuple[int, int],
+    followers: list[_Follower],
     wanted: LineFilter,
-    counts: ReadCounts,
     poll_seconds: float,
     keep_going: Callable[[], bool],
     sleep: Callable[[float], None],
 ) -> Iterator[Line]:
-    pending = b""
     try:
         while keep_going():
-            if handle is None:
-                handle, identity = _open(path)
-                if handle is None:  # no file yet: the next one is read from its start
-                    sleep(poll_seconds)
-                    continue
-            chunk = handle.read(1 << 16)
-            if not chunk and _replaced(path, identity):
-                # Rotated: lines written just before it are still readable through the handle held open.
-                chunk, rotated = handle.read(), True
-            else:
-                rotated = False
-            if chunk:
-                pending += chunk
-                *complete, pending = pending.split(b"\n")
-                for raw in complete:
-                    line = _parsed(raw, counts) if raw and len(raw) <= MAX_LINE_BYTES else None
-                    if line is not None and wanted.matches(line):
-                        yield line
-                if len(pending) > MAX_LINE_BYTES:  # a line longer than any the writer makes: dropped, counted
-                    counts.unreadable_lines += 1
-                    pending = b""
-            if rotated:
-                handle.close()
-                handle, pending = None, b""
-            elif not chunk:
+            busy = False
+            for follower in followers:
+                yield from follower.new_lines(wanted)
+                busy = busy or follower.moved_on
+            if not busy:
                 sleep(poll_seconds)
     finally:
-        if handle is not None:
-            handle.close()
+        for follower in followers:
+            follower.close()
 
 
-def _open(path: Path, *, at_end: bool = False) -> tuple[IO[bytes] | None, tuple[int, int]]:
+class _Follower:
+    """One folder's current file, held open and read as it grows; when the writer rotates it away, read to its
+    end, then the next one from its start. A packed file cannot be read from its middle, so what the file holds
+    when followed is unpacked and passed over."""
+
+    def __init__(self, folder: Path, top: Path, counts: ReadCounts) -> None:
+        self._path = folder / CURRENT
+        self._shown = self._path.relative_to(top)
+        self._counts = counts
+        self.moved_on = False  # the last read ended a file: the next one is read without waiting
+        self._damaged_file = (0, 0)  # a file that could not be read on: not opened again
+        self._handle, self._identity = _open(self._path)
+        if self._handle is not None:
+            try:
+                while self._handle.readline(MAX_LINE_BYTES + 1):
+                    pass
+            except DAMAGED as error:
+                self._damaged(error)
+
+    def new_lines(self, wanted: LineFilter) -> Iterator[Line]:
+        self.moved_on = False
+        if self._handle is None:
+            self._handle, self._identity = _open(self._path)
+            if self._handle is None:  # no file yet: the next one is read from its start
+                return
+            if self._identity == self._damaged_file:  # until the writer starts another
+                self.close()
+                return
+        rotated = _replaced(self._path, self._identity)  # asked first: what was written before it is read below
+        try:
+            yield from _matching(self._handle, b"", wanted, self._counts, complete_only=True)
+        except DAMAGED as error:
+            self._damaged(error)
+            return
+        if rotated:
+            self.close()
+            self.moved_on = True
+
+    def _damaged(self, error: Exception) -> None:
+        """Nothing more can be read of this file: said, and the next one the writer starts is read instead."""
+        self._counts.unreadable_files.append(f"{self._shown}: {error}")
+        self._damaged_file = self._identity
+        self.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def _open(path: Path) -> tuple[Unpacked | None, tuple[int, int]]:
     """The file held open and its identity; (None, (0, 0)) while there is none."""
     try:
-        handle = open(path, "rb")  # noqa: SIM115 (held across polls)
+        handle = open_current(path)
     except FileNotFoundError:
         return None, (0, 0)
-    if at_end:
-        handle.seek(0, os.SEEK_END)
     stat = os.fstat(handle.fileno())
     return handle, (stat.st_dev, stat.st_ino)
 

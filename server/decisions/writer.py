@@ -1,5 +1,5 @@
 """The decision log's writer: a bounded queue of lines the event loop appends to, drained by one thread into
-files that rotate by size and age, are packed (zstd) once rotated, and are kept within a total byte budget.
+files packed (zstd) as they are written, that rotate by size and age and are kept within a total byte budget.
 
 The event loop's side is `offer`: the line composed (one C call, record.py), an
 append to a deque, no lock held while anything is written. The queue holds
@@ -16,6 +16,7 @@ import collections
 import logging
 import os
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,8 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import zstandard
+
 from argwatch.common.files import SMALL_FILE_BYTES, read_file
-from argwatch.server.decisions.packing import PACKED_SUFFIX, pack, rotated_oldest_first
+from argwatch.server.decisions.packing import (
+    PACKED_SUFFIX,
+    pack,
+    packed_bound,
+    packer,
+    rotated_oldest_first,
+    seal,
+)
 from argwatch.server.decisions.record import LineBuilder, ValueHasher
 from argwatch.server.decisions.value_plan import ValuePlan
 from argwatch.server.modes.document import ModeDocument
@@ -34,7 +44,10 @@ from argwatch.server.verdict.tool_call import ToolCall
 
 log = logging.getLogger("argwatch.decisions")
 
-CURRENT = "decisions.jsonl"
+# The file being written: one zstd frame, a block flushed per batch (read it with `argwatch decisions`).
+CURRENT = "decisions.jsonl.zst"
+# The plain current file of an earlier release: packed and rotated at the next start, read until then.
+PLAIN_CURRENT = "decisions.jsonl"
 KEY_FILE = ".hmac-key"
 # The fixed reasons of argwatch_decision_log_dropped_total.
 QUEUE_FULL = "queue_full"
@@ -93,10 +106,14 @@ class DecisionLogWriter:
         self._closing = False
         self._gate = threading.Lock()  # held by the thread while it writes a batch; `held` stalls it (tests)
         self._file: IO[bytes] | None = None
-        self._size = 0
+        self._packer: zstandard.ZstdCompressionObj | None = None
+        self._size = 0  # the current file's bytes on disk
+        self._unflushed = 0  # plain bytes fed to its frame since its last block was flushed
+        self._unflushed_lines = 0  # and their lines: lost with the frame's state if a write then fails
+        self._handed = 0  # lines handed to the OS in this batch, counted in `written` as it ends
         self._opened_at = 0.0
         self._seq = 0
-        self.written = 0  # lines written, for tests and the status
+        self.written = 0  # lines handed to the OS, counted once their batch is done (tests, benches, status)
         self.busy_seconds = 0.0  # the writer's thread's CPU time writing and packing (bench/decision_log.py)
         self._warned_at = -WARN_EVERY_SECONDS
         self._thread = threading.Thread(target=self._run, name="argwatch-decision-log", daemon=True)
@@ -135,7 +152,7 @@ class DecisionLogWriter:
             yield
 
     def close(self, timeout: float = 5.0) -> None:
-        """Writes what is queued, fsyncs and closes the current file (it is not rotated: the next start appends)."""
+        """Writes what is queued, ends the current file's frame, fsyncs and closes it (the next start rotates it)."""
         self._closing = True
         self._wake.set()
         self._thread.join(timeout)
@@ -148,29 +165,33 @@ class DecisionLogWriter:
             self._wake.clear()
             with self._gate:
                 started = time.thread_time()
-                if self._queue:
-                    self._write_queued()
-                # Handed to the OS once a batch is written: a crash of the process then loses nothing written,
-                # and `decisions tail --follow` sees each line within a poll (an fsync waits for rotation).
-                self._guarded(self._flush)
+                self._write_batch()
                 if self._file is not None and self._clock() - self._opened_at >= self._limits.rotate_seconds:
                     self._guarded(self._rotate)
                 self.busy_seconds += time.thread_time() - started
+                # Last: a bench or test that waits for `written` finds the batch's CPU counted and its lines read.
+                self.written += self._handed
+                self._handed = 0
             if self._closing and not self._queue:
                 self._guarded(self._close_file)
+                self.written += self._handed
                 return
 
-    def _write_queued(self) -> None:
-        """Writes every queued line: in one write when they fit the current file, else a run at a time (a run
-        ends where the file rotates)."""
+    def _write_batch(self) -> None:
+        """Writes every queued line, then hands the frame's block to the OS: a crash of the process then loses
+        nothing written, and `decisions tail --follow` sees each line within a poll (an fsync waits for
+        rotation). In one write when the lines fit the current file, else a run at a time (a run ends where the
+        file rotates)."""
         popleft = self._queue.popleft
         lines = [popleft() for _ in range(len(self._queue))]  # one at a time: the loop may append meanwhile
         size = sum(map(len, lines))
         try:
-            self._write_lines(lines, size)
+            if lines:
+                self._write_lines(lines, size)
+            self._guarded(self._flush_block)
         finally:
-            # Counted out only once written or dropped: a write that hangs (a stuck disk) still holds these
-            # lines, so the loop must not queue another QUEUE_BYTES beside them.
+            # Counted out only once handed to the OS or dropped: a write that hangs (a stuck disk) still holds
+            # these lines, so the loop must not queue another QUEUE_BYTES beside them.
             self._taken += size
 
     def _write_lines(self, lines: list[bytes], size: int) -> None:
@@ -184,21 +205,28 @@ class DecisionLogWriter:
             except OSError:
                 self._write_run(lines, size)  # tried once more there; counted if it fails again
                 return
-        if self._size + size <= self._limits.rotate_bytes:
+        if self._fits(size):
             self._write_run(lines, size)
             return
         run: list[bytes] = []
         run_bytes = 0
         for line in lines:
-            if self._size + run_bytes and self._size + run_bytes + len(line) > self._limits.rotate_bytes:
+            if not self._fits(run_bytes + len(line)):
                 # Before the line, not after: the current file stays within rotate_bytes (a lone longer line
-                # excepted), which is the room the budget keeps for it.
+                # excepted), which is the room the budget keeps for it. What the frame holds unflushed is
+                # counted at its most (as if it did not shrink), so the block is flushed first to know.
                 self._write_run(run, run_bytes)
-                self._guarded_rotate()
                 run, run_bytes = [], 0
+                self._guarded(self._flush_block)
+                if self._size and not self._fits(len(line)):
+                    self._guarded_rotate()
             run.append(line)
             run_bytes += len(line)
         self._write_run(run, run_bytes)
+
+    def _fits(self, more: int) -> bool:
+        """Whether `more` plain bytes surely fit the current file within rotate_bytes, packed."""
+        return self._size + packed_bound(self._unflushed + more) <= self._limits.rotate_bytes
 
     def _write_run(self, run: list[bytes], size: int) -> None:
         if not run:
@@ -206,10 +234,11 @@ class DecisionLogWriter:
         try:
             if self._file is None:
                 self._open()
-            assert self._file is not None
-            self._file.write(b"".join(run))
-            self._size += size
-            self.written += len(run)
+            assert self._file is not None and self._packer is not None
+            packed = self._packer.compress(b"".join(run))
+            self._write_all(packed)
+            self._unflushed += size
+            self._unflushed_lines += len(run)
         except Exception as error:  # a full disk, a removed directory: these lines are lost, counted
             for _ in run:
                 self._dropped(WRITE_ERROR)
@@ -235,47 +264,96 @@ class DecisionLogWriter:
             log.warning("decision log: a line was not written (more are counted, not logged): %s", error)
 
     def _open(self) -> None:
+        """Starts a new current file, one frame. A current file found (an earlier start's, or this one's after a
+        failed write) is rotated first, its frame sealed if it was left open: a frame cannot be appended to."""
+        self._retire_leftovers()
         path = self._dir / CURRENT
-        self._file = open(path, "ab")  # noqa: SIM115 (held open across writes, closed at rotation)
-        self._size = self._file.tell()
+        # Unbuffered: a flushed block is handed to the OS by its own write, and a failed write is seen at once.
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115 (held open across writes, closed at rotation)
+        self._packer = packer()
+        self._size = self._unflushed = 0
         self._opened_at = self._clock()
 
-    def _flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
+    def _retire_leftovers(self) -> None:
+        plain = self._dir / PLAIN_CURRENT
+        if plain.exists():  # an earlier release's: packed now, as it would have been at its rotation
+            target = self._rotated_name()
+            partial = target.with_name(target.name + ".partial")
+            pack(plain, partial)
+            os.replace(partial, target)
+            plain.unlink()
+        current = self._dir / CURRENT
+        if current.exists():
+            seal(current)
+            self._rotate_current()
+
+    def _write_all(self, packed: bytes) -> None:
+        """Writes `packed` to the current file (a short write is continued: a disk nearly full)."""
+        assert self._file is not None
+        view = memoryview(packed)
+        while view:
+            view = view[self._file.write(view) :]
+        self._size += len(packed)
+
+    def _flush_block(self) -> None:
+        """Hands what the frame holds to the OS as a block ended, so that every line of it can be read."""
+        if self._file is None or self._packer is None or not self._unflushed:
+            return
+        self._write_all(self._packer.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+        self._handed += self._unflushed_lines
+        self._unflushed = self._unflushed_lines = 0
 
     def _close_file(self) -> None:
         if self._file is None:
             return
-        self._file.flush()
+        if self._packer is not None and self._size + self._unflushed:  # an empty file is left empty, not a frame
+            self._write_all(self._packer.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+            self._handed += self._unflushed_lines
+            self._unflushed = self._unflushed_lines = 0
+        self._packer = None
         os.fsync(self._file.fileno())
         self._file.close()
         self._file = None
 
     def _abandon_file(self) -> None:
-        """After a failed write: the file is closed without caring whether that fails too; the next line reopens."""
-        handle, self._file = self._file, None
+        """After a failed write: the file is closed without caring whether that fails too; the next line opens a
+        new one (the next `_open` seals and rotates this one)."""
+        handle, self._file, self._packer = self._file, None, None
+        # Lines the frame held unflushed are lost with its state: counted (a few may yet be in a whole block
+        # the seal keeps, so the count errs high, never low).
+        lost, self._unflushed_lines, self._unflushed = self._unflushed_lines, 0, 0
+        for _ in range(lost):
+            self._dropped(WRITE_ERROR)
         if handle is not None:
             with suppress(OSError):
                 handle.close()
 
     def _rotate(self) -> None:
-        """fsyncs and closes the current file, packs it under a name that sorts by time, then keeps the budget."""
-        self._close_file()
-        current = self._dir / CURRENT
-        if not current.exists() or current.stat().st_size == 0:
+        """Ends the current file's frame, fsyncs and closes it, renames it to a name that sorts by time, then
+        keeps the budget."""
+        if self._file is None:  # abandoned after a failed write: its frame is sealed where it stopped
+            self._retire_leftovers()
             return
+        self._close_file()
+        self._rotate_current()
+
+    def _rotate_current(self) -> None:
+        current = self._dir / CURRENT
+        if not current.exists():
+            return
+        if current.stat().st_size == 0:
+            current.unlink()
+            return
+        os.replace(current, self._rotated_name())
+        self._keep_budget()
+
+    def _rotated_name(self) -> Path:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))
         while True:  # a file of an earlier process may have the same second and number: never replace it
             self._seq += 1
             target = self._dir / f"decisions-{stamp}-{self._seq:06d}{PACKED_SUFFIX}"
             if not target.exists():
-                break
-        partial = target.with_name(target.name + ".partial")
-        pack(current, partial)
-        os.replace(partial, target)
-        current.unlink()
-        self._keep_budget()
+                return target
 
     def _keep_budget(self) -> None:
         """Deletes the oldest rotated files until they fit the budget less the room of a whole current file,
@@ -324,16 +402,27 @@ def open_decision_log(
 def _key(directory: Path, key_file: str | None) -> bytes:
     """The deployment's MAC key: from `key_file` (a mounted Secret), else one made on first start and kept in
     the directory (0600), so that digests stay comparable across restarts."""
-    if key_file:
-        path = key_file
-    else:
-        kept = directory / KEY_FILE
-        path = str(kept)
-        if not kept.exists():
-            descriptor = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(secrets.token_hex(32).encode())
+    path = key_file or str(kept_key(directory))
     try:
         return read_file(path, SMALL_FILE_BYTES).strip()
     except OSError as error:
         raise ValueError(f"--decision-log-key {path}: {error.strerror or error}") from None
+
+
+def kept_key(directory: Path) -> Path:
+    """The key kept in the folder, made if there is none: written aside (0600) and linked into place, so that
+    processes starting at once (`serve --workers`) all read the one key that won, never a half-written one."""
+    kept = directory / KEY_FILE
+    if kept.exists():
+        return kept
+    descriptor, aside = tempfile.mkstemp(dir=directory, prefix=KEY_FILE + ".")  # 0600
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(secrets.token_hex(32).encode())
+            handle.flush()
+            os.fsync(handle.fileno())
+        with suppress(FileExistsError):  # another process made it first: theirs is the key
+            os.link(aside, kept)
+    finally:
+        os.unlink(aside)
+    return kept

@@ -13,6 +13,10 @@ the hot-path tallies, and the gauges computed at scrape time such as a value
 set's age. A worker is simply one more target for Prometheus, and sums across
 `instance` are correct.
 
+Each worker keeps its decision log in its own folder under the one given
+(w0, w1, ...: a file has one writer), with a share of the budget and the one
+key the parent makes; `argwatch decisions` reads them merged by time.
+
 Workers must agree on modes, so `--workers` above 1 needs `--redis` (the
 shared mode store) and refuses `--mode-state` (one file, N writers). A
 worker that exits unexpectedly stops the others and the parent exits
@@ -28,7 +32,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+from argwatch.server.decisions.writer import KEY_FILE, kept_key
 from argwatch.server.process.settings import Settings
 
 log = logging.getLogger("argwatch.workers")
@@ -46,6 +52,13 @@ def check_workers(settings: Settings) -> None:
         raise ValueError("--workers above 1 needs --redis: the workers must share one mode store")
     if settings.mode_state:
         raise ValueError("--workers above 1 cannot use --mode-state (one file, several writers): modes live in Redis")
+    if settings.decision_log is not None:
+        share = settings.decision_log_max_bytes // settings.workers
+        if settings.decision_log_rotate_bytes > share:
+            raise ValueError(
+                f"--decision-log-rotate-bytes {settings.decision_log_rotate_bytes}: more than each of the "
+                f"{settings.workers} workers' share of --decision-log-max-bytes ({share}); each keeps its own log"
+            )
     for flag, address in (("--listen", settings.listen), ("--admin-listen", settings.admin_listen),
                           ("--metrics-listen", settings.metrics_listen)):  # fmt: skip
         if address.rpartition(":")[2] == "0":
@@ -62,12 +75,28 @@ def worker_arguments(argv: Sequence[str], settings: Settings, index: int) -> lis
         "--metrics-listen", _plus(settings.metrics_listen, index),
         "--replica-id", f"{settings.replica_id}-w{index}",
         "--reuse-port", "true",
+        *_decision_log_arguments(settings, index),
+    ]  # fmt: skip
+
+
+def _decision_log_arguments(settings: Settings, index: int) -> list[str]:
+    """A worker's own decision-log folder under the parent's (a file has one writer: two would rotate it from
+    under each other), a share of its budget, and the one key all of them hash with."""
+    if settings.decision_log is None:
+        return []
+    folder = Path(settings.decision_log)
+    return [
+        "--decision-log", str(folder / f"w{index}"),
+        "--decision-log-key", settings.decision_log_key or str(folder / KEY_FILE),
+        "--decision-log-max-bytes", str(settings.decision_log_max_bytes // settings.workers),
     ]  # fmt: skip
 
 
 def run_workers(argv: Sequence[str], settings: Settings) -> int:
     """Starts the workers and waits; SIGTERM, SIGINT and SIGHUP (reload) are passed to every worker."""
     command = [sys.executable, "-m", "argwatch.server.cli", *argv]
+    if settings.decision_log is not None and settings.decision_log_key is None:
+        _make_shared_key(Path(settings.decision_log))
     workers = [subprocess.Popen(worker_arguments(command, settings, index)) for index in range(settings.workers)]
     log.info("started %d workers: pids %s", len(workers), ", ".join(str(w.pid) for w in workers))
     stopping = False
@@ -98,6 +127,17 @@ def run_workers(argv: Sequence[str], settings: Settings) -> int:
         time.sleep(0.2)
     codes = [worker.wait() for worker in workers]
     return failed or next((code for code in codes if code not in (0, -signal.SIGTERM, -signal.SIGINT)), 0)
+
+
+def _make_shared_key(folder: Path) -> None:
+    """The key the workers' lines are hashed with, made before any starts: equal values give equal digests
+    whichever worker judged the call."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        kept_key(folder)
+    except OSError as error:
+        why = error.strerror or error
+        raise ValueError(f"--decision-log {folder}: the directory cannot be written: {why}") from None
 
 
 def _plus(address: str, offset: int) -> str:

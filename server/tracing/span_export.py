@@ -101,11 +101,16 @@ class SpanExport:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self._delay)
+            woken = self._wake.wait(self._delay)
             self._wake.clear()
-            while self._queue:
-                batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
-                self._send(batch)
+            # Full batches at once; what is left only once the delay has passed with no full batch, or at close.
+            # Sending every span queued after each export instead made the exports ever smaller under load, and
+            # each export's own cost was then paid per few spans (docs/performance.md, tracing.py).
+            while len(self._queue) >= BATCH:
+                self._send([self._queue.popleft() for _ in range(BATCH)])
+            if (not woken or self._closing) and self._queue:
+                while self._queue:
+                    self._send([self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))])
             if self._closing:
                 return
 

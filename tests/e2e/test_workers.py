@@ -12,6 +12,8 @@ import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import grpc
 import orjson
@@ -75,6 +77,12 @@ def redis(tmp_path) -> Iterator[RedisProcess]:
     server.kill()
 
 
+def _logged(folder: Path) -> list[dict[str, Any]]:
+    from argwatch.server.decisions.reader import LineFilter, ReadCounts, read_lines
+
+    return list(read_lines(folder, LineFilter(), ReadCounts()))
+
+
 def status(admin: str) -> admin_pb2.GetStatusResponse:
     with grpc.insecure_channel(admin) as channel:
         found: admin_pb2.GetStatusResponse = admin_pb2_grpc.AdminStub(channel).GetStatus(
@@ -94,7 +102,8 @@ def test_two_workers_share_the_port_count_apart_and_agree_on_modes(policy: str, 
     parent = subprocess.Popen(
         [ARGWATCH, "serve", "--policy", policy, "--redis", redis.url, "--workers", "2",
          "--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}",
-         "--metrics-listen", f"127.0.0.1:{metrics}", "--grace-seconds", "1"],
+         "--metrics-listen", f"127.0.0.1:{metrics}", "--grace-seconds", "1",
+         "--decision-log", str(tmp_path / "decisions")],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -103,7 +112,9 @@ def test_two_workers_share_the_port_count_apart_and_agree_on_modes(policy: str, 
         for n in range(100):  # a new connection each: the kernel spreads them over the workers
             with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
                 verdict = gateway_pb2_grpc.GatewayStub(channel).Validate(
-                    pb.ValidateRequest(tool="transfer_stock", arguments_json=orjson.dumps({"warehouse_code": f"X{n}"})),
+                    pb.ValidateRequest(
+                        tool="transfer_stock", call_id=f"c-{n}", arguments_json=orjson.dumps({"warehouse_code": "X1"})
+                    ),
                     timeout=5,
                 )
                 assert verdict.decision == pb.DECISION_REJECT
@@ -124,6 +135,17 @@ def test_two_workers_share_the_port_count_apart_and_agree_on_modes(policy: str, 
         for address in admins:  # both workers gone
             with pytest.raises(grpc.RpcError):
                 status(address)
+        # Each worker wrote its own folder (one writer a file), hashing with the one key the parent made; read
+        # back together, merged by time.
+        folder = tmp_path / "decisions"
+        per_worker = [_logged(folder / f"w{index}") for index in range(2)]
+        assert sorted(len(lines) for lines in per_worker) == sorted(counts), (per_worker, counts)
+        assert not (folder / "w0" / ".hmac-key").exists() and (folder / ".hmac-key").exists()
+        digests = {line["arguments"]["warehouse_code"] for lines in per_worker for line in lines}
+        assert len(digests) == 1  # the same value, the same digest, whichever worker judged it
+        merged = subprocess.run([ARGWATCH, "decisions", "grep", str(folder), "--json"], capture_output=True, check=True)
+        times = [orjson.loads(line)["ts"] for line in merged.stdout.splitlines()]
+        assert len(times) == 100 and times == sorted(times)
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -138,6 +160,19 @@ def test_workers_without_redis_are_refused_with_the_reason(policy: str) -> None:
     )  # fmt: skip
     assert refused.returncode == 2
     assert "--workers above 1 needs --redis" in refused.stderr
+
+
+def test_workers_whose_log_share_is_smaller_than_a_file_are_refused(policy: str, tmp_path: Path) -> None:
+    from argwatch.server.process.workers import check_workers
+
+    settings = Settings(
+        policy=policy, workers=4, redis="redis://127.0.0.1:1", listen="127.0.0.1:50999",
+        admin_listen="127.0.0.1:51000", metrics_listen="127.0.0.1:51010", decision_log=str(tmp_path / "d"),
+        decision_log_max_bytes=100 << 20, decision_log_rotate_bytes=64 << 20,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="more than each of the 4 workers' share"):
+        check_workers(settings)
+    check_workers(replace(settings, decision_log_rotate_bytes=16 << 20))  # 25 MiB each: room for a file
 
 
 async def test_a_lone_gateway_refuses_a_port_another_gateway_holds(policy: str) -> None:

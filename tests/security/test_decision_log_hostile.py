@@ -14,10 +14,10 @@ import yaml
 from argwatch.server.cli import main
 from argwatch.server.decisions.reader import MAX_LINE_BYTES
 from argwatch.server.decisions.record import MAX_LOGGED_ARGUMENTS
-from argwatch.server.decisions.writer import CURRENT, KEY_FILE
+from argwatch.server.decisions.writer import CURRENT, PLAIN_CURRENT
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request, value
-from tests.service.test_decision_log import POLICY, SETS, _lines, _writer
+from tests.service.test_decision_log import POLICY, SETS, _lines, _writer, open_frame, unpacked_log
 
 
 async def _logged(tmp_path: Path, policy: str, calls: list[dict[str, object]]) -> Path:
@@ -42,7 +42,7 @@ async def test_a_call_of_twenty_thousand_arguments_makes_a_bounded_line(tmp_path
     assert (
         len(line["arguments"]) == MAX_LOGGED_ARGUMENTS and line["arguments_left_off"] == 20_000 - MAX_LOGGED_ARGUMENTS
     )
-    assert (folder / CURRENT).stat().st_size < 200_000  # not the ~1.6 MB of digests the call asked for
+    assert len(unpacked_log(folder)) < 200_000  # not the ~1.6 MB of digests the call asked for
 
 
 REDACTING = """
@@ -70,7 +70,7 @@ async def test_a_redacted_name_nested_under_another_argument_is_never_written_cl
             {"tool": "pay", "args": {"currency": "EUR", "card_number": "4222222222222222"}},
         ],
     )
-    written = b"".join(path.read_bytes() for path in folder.iterdir() if path.name != KEY_FILE)
+    written = unpacked_log(folder)
     assert b"4111111111111111" not in written and b"4222222222222222" not in written
     first, second = _lines(folder)
     assert first["clear"] == {"currency": "EUR"} and first["cut"] == ["payment"]  # hashed, and said
@@ -113,11 +113,14 @@ async def test_model_written_ids_are_escaped_on_the_terminal_and_in_a_drafted_te
     assert drafted["policy"] == "policy.yaml" and len(drafted["cases"]) == 2  # the comments stayed comments
 
 
+@pytest.mark.parametrize("current", [CURRENT, PLAIN_CURRENT])
 def test_a_line_longer_than_any_the_writer_makes_is_skipped_not_held(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], current: str
 ) -> None:
+    """In the current file as this release packs it, and as an earlier one left it plain."""
     good = orjson.dumps({"ts": 1.0, "call_id": "x", "tool": "t", "decision": "allow"}) + b"\n"
-    (tmp_path / CURRENT).write_bytes(good + b"x" * (MAX_LINE_BYTES + 10) + b"\n" + good)
+    lines = good + b"x" * (MAX_LINE_BYTES + 10) + b"\n" + good
+    (tmp_path / current).write_bytes(open_frame(lines) if current == CURRENT else lines)
     assert main(["decisions", "grep", str(tmp_path), "--json"]) == 0
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 2 and "1 line(s) did not parse" in captured.err

@@ -15,15 +15,21 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 
 class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, into: list[Span]) -> None:
+    def __init__(self, into: list[Span], sizes: list[int], gate: asyncio.Event) -> None:
         self._into = into
+        self._sizes = sizes
+        self._gate = gate
 
     async def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any
     ) -> trace_service_pb2.ExportTraceServiceResponse:
+        await self._gate.wait()  # a collector that takes its time
+        size = 0
         for resource in request.resource_spans:
             for scope in resource.scope_spans:
                 self._into.extend(scope.spans)
+                size += len(scope.spans)
+        self._sizes.append(size)
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -44,15 +50,21 @@ class _Logs(logs_service_pb2_grpc.LogsServiceServicer):
 
 class OtlpReceiver:
     """Started with `start()` on 127.0.0.1:0; `spans` and `logs` fill as exports arrive; `stop()` at the end.
-    Clearing `log_exports_open` holds every logs export unanswered until it is set again."""
+    `span_exports` has each trace export's count of spans. Clearing `log_exports_open` (`span_exports_open`)
+    holds every logs (trace) export unanswered until it is set again."""
 
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.logs: list[LogRecord] = []
+        self.span_exports: list[int] = []
+        self.span_exports_open = asyncio.Event()
+        self.span_exports_open.set()
         self.log_exports_open = asyncio.Event()
         self.log_exports_open.set()
         self._server = grpc.aio.server()
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self.spans), self._server)  # type: ignore[no-untyped-call]
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+            _Traces(self.spans, self.span_exports, self.span_exports_open), self._server
+        )  # type: ignore[no-untyped-call]
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_Logs(self.logs, self.log_exports_open), self._server)  # type: ignore[no-untyped-call]
         self.endpoint = ""
 
@@ -64,6 +76,7 @@ class OtlpReceiver:
 
     async def stop(self) -> None:
         self.log_exports_open.set()
+        self.span_exports_open.set()
         await self._server.stop(None)
 
     def named(self, name: str) -> list[Span]:

@@ -15,7 +15,7 @@ import pytest
 import zstandard
 
 from argwatch.server.decisions import writer as writer_module
-from argwatch.server.decisions.packing import PACKED_SUFFIX, rotated_files
+from argwatch.server.decisions.packing import PACKED_SUFFIX, packer, rotated_files
 from argwatch.server.decisions.writer import CURRENT, KEY_FILE, DecisionLogWriter
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request, value
@@ -36,17 +36,24 @@ POLICY = textwrap.dedent(
 SETS = "wms.warehouses:\n  version: 3\n  members: [AMS-1, FRA-2]\n"
 
 
+def unpacked_log(folder: Path) -> bytes:
+    """Every line in the folder, unpacked by zstandard itself: the rotated files, then the current one (its frame
+    may still be open: the writer ends it at rotation)."""
+    paths = [*sorted(rotated_files(folder)), folder / CURRENT]
+    return b"".join(
+        zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes()) for path in paths if path.exists()
+    )
+
+
+def open_frame(lines: bytes) -> bytes:
+    """`lines` as the writer leaves them in its current file between two batches: a frame, its blocks flushed,
+    not yet ended."""
+    frame = packer()
+    return frame.compress(lines) + frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+
+
 def _lines(folder: Path) -> list[dict[str, Any]]:
-    """Every line in the folder: the rotated files (packed with zstd, unpacked here by zstandard itself) and the
-    current one."""
-    found = []
-    for path in sorted(rotated_files(folder)):
-        with open(path, "rb") as packed:
-            found += zstandard.ZstdDecompressor().stream_reader(packed).read().splitlines()
-    current = folder / CURRENT
-    if current.exists():
-        found += current.read_bytes().splitlines()
-    return [orjson.loads(line) for line in found]
+    return [orjson.loads(line) for line in unpacked_log(folder).splitlines()]
 
 
 def _writer(gateway: object) -> DecisionLogWriter:
@@ -86,7 +93,8 @@ async def test_every_verdict_is_one_line_with_its_values_hashed_under_the_deploy
     assert (folder / KEY_FILE).stat().st_mode & 0o077 == 0
     expected = hashlib.blake2b(orjson.dumps("AMS-9"), key=key, digest_size=32).hexdigest()
     assert bad["arguments"] == {"warehouse_code": f"blake2b-256:{expected}"}
-    assert b"AMS-9" not in b"".join(path.read_bytes() for path in folder.iterdir() if path.name != KEY_FILE)
+    written = unpacked_log(folder)
+    assert b"AMS-9" not in written and b'"call_id":"bad"' in written  # read as written: the bad call, its value not
     assert expected != hashlib.sha256(orjson.dumps("AMS-9")).hexdigest()  # keyed, not a bare hash
 
 
@@ -190,7 +198,7 @@ async def test_a_write_that_hangs_still_counts_its_lines_against_the_queues_byte
     hung = _HungFile(released)
 
     def hung_open() -> None:
-        writer._file, writer._size = hung, 0  # type: ignore[assignment]
+        writer._file, writer._size, writer._packer = hung, 0, packer()  # type: ignore[assignment]
 
     dropped = "argwatch_decision_log_dropped_total"
     try:

@@ -16,12 +16,13 @@ import pytest
 import zstandard
 
 from argwatch.server.cli import main
-from argwatch.server.decisions.packing import rotated_files
+from argwatch.server.decisions.packing import packer, rotated_files
 from argwatch.server.decisions.reader import LineFilter, ReadCounts, follow, read_lines
 from argwatch.server.decisions.record import MAX_CLEAR_BYTES
-from argwatch.server.decisions.writer import CURRENT, KEY_FILE, DecisionLogWriter
+from argwatch.server.decisions.writer import CURRENT, PLAIN_CURRENT, DecisionLogWriter
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request
+from tests.service.test_decision_log import open_frame, unpacked_log
 
 POLICY = textwrap.dedent(
     """
@@ -94,7 +95,7 @@ async def test_each_argument_is_written_as_the_policy_says_none_hashed_or_clear(
     # Longer than the line's bound for a clear value: hashed instead, and said.
     assert second["cut"] == ["warehouse_code"] and "clear" not in second
     assert second["arguments"]["warehouse_code"].startswith("blake2b-256:")
-    written = b"".join(path.read_bytes() for path in folder.iterdir() if path.name != KEY_FILE)
+    written = unpacked_log(folder)
     assert b"555-0100" not in written and long_code.encode() not in written
 
 
@@ -115,7 +116,8 @@ async def test_grep_finds_a_call_by_id_conversation_tool_and_decision_across_pac
         }
         for n in range(60)
     ]
-    folder = await _decide(tmp_path, calls, decision_log_rotate_bytes=3_000, decision_log_max_bytes=1_000_000)
+    # Packed, 60 such lines take ~1.6 KB: rotating at 400 bytes spreads them over files.
+    folder = await _decide(tmp_path, calls, decision_log_rotate_bytes=400, decision_log_max_bytes=1_000_000)
     assert len(list(rotated_files(folder))) >= 2  # the lines are spread over rotated, packed files
     code, out, _ = _run(capsys, "grep", str(folder), "--call-id", "c-3", "--json")
     (line,) = [orjson.loads(row) for row in out.splitlines()]
@@ -140,7 +142,8 @@ def test_a_torn_line_is_skipped_and_counted_and_a_damaged_packed_file_keeps_what
     good = orjson.dumps({"ts": 1.0, "call_id": "x", "tool": "t", "decision": "allow"}) + b"\n"
     packed = zstandard.ZstdCompressor(level=1).compress(good * 3 + good.replace(b'"x"', b'"y"') * 20_000)
     (tmp_path / "decisions-20261201T000000-000001.jsonl.zst").write_bytes(packed[: len(packed) // 2])  # cut short
-    (tmp_path / CURRENT).write_bytes(good + b'{"ts": 2.0, "call_id": "x", "tor\n' + good + b'{"ts": 3')
+    # A plain current file an earlier release left torn by a crash (this release writes whole blocks).
+    (tmp_path / PLAIN_CURRENT).write_bytes(good + b'{"ts": 2.0, "call_id": "x", "tor\n' + good + b'{"ts": 3')
     code, out, err = _run(capsys, "grep", str(tmp_path), "--call-id", "x", "--json")
     assert code == 0
     assert len(out.splitlines()) == 5  # 3 before the damage, 2 whole lines of the current file; the last unfinished
@@ -166,7 +169,7 @@ def test_garbage_under_a_packed_name_is_said_and_the_other_files_are_read(
 ) -> None:
     good = orjson.dumps({"ts": 1.0, "call_id": "x", "tool": "t", "decision": "allow"}) + b"\n"
     (tmp_path / "decisions-20261201T000000-000001.jsonl.zst").write_bytes(b"not zstd at all\n" * 10)
-    (tmp_path / CURRENT).write_bytes(good)
+    (tmp_path / CURRENT).write_bytes(open_frame(good))
     code, out, err = _run(capsys, "grep", str(tmp_path), "--call-id", "x", "--json")
     assert code == 0 and len(out.splitlines()) == 1
     assert "not read to the end: decisions-20261201T000000-000001.jsonl.zst" in err
@@ -214,7 +217,7 @@ async def test_a_line_drafts_a_policy_test_that_passes_once_its_sets_are_given(
     assert "decision" in capsys.readouterr().out
 
 
-async def test_files_rotate_by_age_and_a_restart_appends_to_the_current_file(tmp_path: Path) -> None:
+async def test_files_rotate_by_age_and_a_restart_rotates_the_current_file(tmp_path: Path) -> None:
     (tmp_path / "sets.yaml").write_text(SETS)
     folder = tmp_path / "decisions"
     for run in range(2):  # the same folder across a restart: one key, nothing replaced
@@ -229,16 +232,17 @@ async def test_files_rotate_by_age_and_a_restart_appends_to_the_current_file(tmp
         finally:
             await gateway.stop()
     assert [line["call_id"] for line in _all(folder)] == ["r0", "r1"]
-    assert not list(rotated_files(folder))  # a stop fsyncs and closes; the next start appends
+    # A stop ends the frame, fsyncs and closes; the next start rotates it (a frame cannot be appended to).
+    assert len(list(rotated_files(folder))) == 1 and (folder / CURRENT).exists()
     gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_rotate_seconds=1.0)
     try:
         channel, stub = gateway_stub(gateway)
         async with channel:
             await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="r2"), timeout=5)
             # A second old, the writer rotates the file on its own (no line needs to arrive).
-            await eventually(lambda: len(list(rotated_files(folder))) == 1)
+            await eventually(lambda: len(list(rotated_files(folder))) == 3)
             await stub.Validate(request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id="r3"), timeout=5)
-            await eventually(lambda: len(list(rotated_files(folder))) == 2)
+            await eventually(lambda: len(list(rotated_files(folder))) == 4)
     finally:
         await gateway.stop()
     assert [line["call_id"] for line in _all(folder)] == ["r0", "r1", "r2", "r3"]
@@ -247,7 +251,7 @@ async def test_files_rotate_by_age_and_a_restart_appends_to_the_current_file(tmp
 async def test_follow_prints_new_lines_across_a_rotation(tmp_path: Path) -> None:
     (tmp_path / "sets.yaml").write_text(SETS)
     folder = tmp_path / "decisions"
-    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_rotate_bytes=1_500)
+    gateway = await gateway_on(tmp_path, POLICY, decision_log=str(folder), decision_log_rotate_bytes=300)
     seen: list[str] = []
     stop = threading.Event()
     thread = None
@@ -305,3 +309,69 @@ async def test_a_line_names_the_overrides_in_force_below_the_tools_mode(tmp_path
         ],
         key=str,
     )
+
+
+async def test_a_restart_after_a_crash_mid_block_keeps_every_whole_block_and_reads_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crash can cut the current file inside a block: the next start seals it where its whole blocks end and
+    rotates it, so it reads to its end, not as damage, and the new lines follow it."""
+    folder = tmp_path / "decisions"
+    folder.mkdir()
+    first = b"".join(
+        orjson.dumps({"ts": 1.0, "call_id": f"old-{n}", "tool": "t", "decision": "allow"}) + b"\n" for n in range(3)
+    )
+    second = orjson.dumps({"ts": 2.0, "call_id": "torn", "tool": "t", "decision": "allow"}) + b"\n"
+    frame = packer()
+    whole = frame.compress(first) + frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    torn = frame.compress(second) + frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    (folder / CURRENT).write_bytes(whole + torn[: len(torn) // 2])
+    await _decide(tmp_path, [{"args": {"warehouse_code": "AMS-1"}, "call_id": "new"}])
+    code, out, err = _run(capsys, "grep", str(folder), "--json")
+    assert code == 0 and err == ""
+    assert [orjson.loads(row)["call_id"] for row in out.splitlines()] == ["old-0", "old-1", "old-2", "new"]
+
+
+async def test_an_earlier_release_plain_current_file_is_read_then_packed_at_the_next_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "decisions"
+    folder.mkdir()
+    plain = b"".join(
+        orjson.dumps({"ts": 1.0, "call_id": f"old-{n}", "tool": "t", "decision": "allow"}) + b"\n" for n in range(3)
+    )
+    (folder / PLAIN_CURRENT).write_bytes(plain)
+    code, out, _ = _run(capsys, "grep", str(folder), "--json")  # read as it is (a gateway of that release runs)
+    assert code == 0 and len(out.splitlines()) == 3
+    await _decide(tmp_path, [{"args": {"warehouse_code": "AMS-1"}, "call_id": "new"}])
+    assert not (folder / PLAIN_CURRENT).exists() and len(list(rotated_files(folder))) == 1  # packed, rotated
+    code, out, err = _run(capsys, "grep", str(folder), "--json")
+    assert code == 0 and err == ""
+    assert [orjson.loads(row)["call_id"] for row in out.splitlines()] == ["old-0", "old-1", "old-2", "new"]
+
+
+def test_grep_and_follow_read_the_workers_folders_merged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve --workers` gives each worker its own folder (w0, w1): grep merges them by time, and follow reads
+    both current files as they grow."""
+    frames, files = [], []
+    for index in range(2):
+        (tmp_path / f"w{index}").mkdir()
+        files.append(tmp_path / f"w{index}" / CURRENT)
+        frames.append(packer())
+
+    def write(index: int, when: float, call_id: str) -> None:
+        line = orjson.dumps({"ts": when, "call_id": call_id, "tool": "t", "decision": "allow"}) + b"\n"
+        with open(files[index], "ab") as handle:
+            handle.write(frames[index].compress(line) + frames[index].flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+
+    for index, when, call_id in ((0, 1.0, "a"), (1, 2.0, "b"), (0, 3.0, "c")):
+        write(index, when, call_id)
+    code, out, _ = _run(capsys, "grep", str(tmp_path), "--json")
+    assert code == 0 and [orjson.loads(row)["call_id"] for row in out.splitlines()] == ["a", "b", "c"]
+    polls = iter(range(3))
+    seen = follow(
+        tmp_path, LineFilter(), ReadCounts(), keep_going=lambda: next(polls, None) is not None, sleep=lambda _: None
+    )
+    for index, when, call_id in ((1, 4.0, "d"), (0, 5.0, "e")):
+        write(index, when, call_id)
+    assert sorted(line["call_id"] for line in seen) == ["d", "e"]  # from now on, from both

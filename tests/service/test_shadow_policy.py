@@ -21,6 +21,7 @@ from argwatch.v1 import admin_pb2, sources_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on, loopback_settings
 from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, value
+from tests.service.test_decision_log import unpacked_log
 
 SETS = """
 codes.v1: {version: 1, members: [A, B]}
@@ -434,9 +435,7 @@ async def test_a_reload_keeps_the_shadow_judging_and_the_decision_log_sees_live_
         assert counts(await shadow_report(gateway)) == {("add_note", "would_refuse"): 1}
     finally:
         await gateway.stop(0)
-    lines = [
-        line for path in sorted((tmp_path / "decisions").glob("*.jsonl")) for line in path.read_text().splitlines()
-    ]
+    lines = unpacked_log(tmp_path / "decisions").decode().splitlines()
     assert len(lines) == 1 and '"n1"' in lines[0] and '"allow"' in lines[0]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import collections
 import secrets
 import subprocess
 import sys
@@ -23,12 +24,17 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from argwatch.client import Gateway, Session, from_openai
 from argwatch.server.decisions.writer import DecisionLogWriter
+from argwatch.server.policy.model import Mode
 from argwatch.server.process.app import RunningGateway
 from argwatch.server.tracing import log_export
+from argwatch.server.tracing.trace_context import parse_parent
+from argwatch.server.verdict.decision import Decision, Verdict
+from argwatch.server.verdict.tool_call import ToolCall
 from argwatch.v1 import gateway_pb2
 from tests.conftest import gateway_on
 from tests.service.helpers import eventually, gateway_stub, request
 from tests.service.otlp_receiver import OtlpReceiver, attributes
+from tests.service.test_decision_log import unpacked_log
 
 POLICY = textwrap.dedent(
     """
@@ -136,6 +142,44 @@ async def test_validate_and_repair_are_spans_in_the_callers_trace_with_the_verdi
     shown = attributes(repair)
     assert shown["gen_ai.conversation.id"] == "conv-7" and shown["argwatch.problem_count"] == 1
     assert shown["argwatch.repair.attempt"] == 1 and shown["rpc.method"] == "Repair"
+
+
+async def test_spans_go_out_in_full_batches_while_calls_keep_coming(receiver: OtlpReceiver) -> None:
+    """Spans queued while an export is under way wait for a full batch (or the delay, or the stop): sending them
+    as they came made ever smaller exports under load, and each export's cost was then paid per few spans."""
+    from argwatch.server.tracing.span_export import BATCH, Pending, SpanExport, new_span_id
+    from argwatch.server.tracing.traced_gateway import _VALIDATE, verdict_attributes
+
+    parent = parse_parent(f"00-{'1' * 32}-{'2' * 16}-01")
+    assert parent is not None
+    call = ToolCall("transfer_stock", {}, "c-1")
+    verdict = Verdict("c-1", Decision.ALLOW, Mode.OBSERVE, (), (), (), "v1")
+
+    def offer(export: SpanExport, count: int) -> None:
+        for _ in range(count):
+            export.offer(
+                Pending(
+                    _VALIDATE, parent, parent.trace_id, new_span_id(), 1, 2, verdict_attributes, (call, verdict), ""
+                )
+            )
+
+    export = SpanExport(grpc.insecure_channel(receiver.endpoint), {"service.name": "t"}, "t", delay_seconds=60)
+    try:
+        receiver.span_exports_open.clear()
+        offer(export, BATCH)  # a full batch: sent at once, and held by the collector
+        await eventually(lambda: export._queue == collections.deque())
+        offer(export, 100)  # arrive while the export is under way
+        receiver.span_exports_open.set()
+        await eventually(lambda: receiver.span_exports == [BATCH])
+        await asyncio.sleep(0.3)
+        assert receiver.span_exports == [BATCH]  # the 100 wait for a batch (the delay is a minute)
+        offer(export, BATCH - 100)
+        await eventually(lambda: receiver.span_exports == [BATCH, BATCH])
+        offer(export, 30)
+    finally:
+        await asyncio.to_thread(export.close)
+    assert receiver.span_exports == [BATCH, BATCH, 30]  # the rest at the stop
+    assert len(receiver.spans) == 2 * BATCH + 30
 
 
 async def test_a_malformed_traceparent_starts_a_new_trace_and_the_call_is_answered(
@@ -318,7 +362,7 @@ async def test_the_decision_log_goes_out_as_otlp_log_records_as_well_as_to_its_f
         await eventually(lambda: len(receiver.logs) == 2)
     finally:
         await gateway.stop()
-    files = (folder / "decisions.jsonl").read_bytes().splitlines()
+    files = unpacked_log(folder).splitlines()
     records = sorted(receiver.logs, key=lambda record: attributes(record)["gen_ai.tool.call.id"])
     assert [orjson.loads(record.body.string_value) for record in records] == [orjson.loads(line) for line in files]
     shown = attributes(records[1])
@@ -354,7 +398,7 @@ async def test_log_records_past_the_queue_while_the_collector_is_slow_are_droppe
         await eventually(lambda: len(receiver.logs) == 4)
     finally:
         await gateway.stop()
-    assert len((folder / "decisions.jsonl").read_bytes().splitlines()) == 20
+    assert len(unpacked_log(folder).splitlines()) == 20
     assert [attributes(record)["gen_ai.tool.call.id"] for record in receiver.logs] == [f"q-{n}" for n in range(4)]
 
 
@@ -382,7 +426,7 @@ async def test_log_records_waiting_for_a_hung_collector_are_bounded_in_bytes_too
         await eventually(lambda: len(receiver.logs) == kept)
     finally:
         await gateway.stop()
-    assert len((folder / "decisions.jsonl").read_bytes().splitlines()) == 10
+    assert len(unpacked_log(folder).splitlines()) == 10
     assert [attributes(record)["gen_ai.tool.call.id"] for record in receiver.logs] == [f"q-{n}" for n in range(kept)]
 
 
