@@ -15,6 +15,9 @@
 #include <string.h>
 
 #include "../native/bytes.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define PREFIX "blake2b-256:"
 #define PREFIX_LEN 12
@@ -159,11 +162,31 @@ static int put_decimal(Bytes *b, long long value) {
 
 /* A JSON string as orjson writes one: UTF-8 as it is; `"` and `\` escaped; \b \t \n \f \r short; the other
    control characters as \u00xx (lowercase hex). */
+/* Whether any of the eight bytes of `w` must be escaped in a JSON string: below 0x20, '"' or '\\'. Exact as a
+   whole (a byte's own flag can be wrong only above a byte that truly needs it): each test is the classic
+   "has a byte less than n" of a word, on w itself and on w with the quote's or the backslash's bits flipped. */
+static inline int escapes_in(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    uint64_t control = (w - ones * 0x20) & ~w;
+    quote = (quote - ones) & ~quote;
+    backslash = (backslash - ones) & ~backslash;
+    return ((control | quote | backslash) & highs) != 0;
+}
+
 static int json_string(Bytes *b, const char *utf8, Py_ssize_t size) {
     if (bytes_reserve(b, (size_t)size * 6 + 2) < 0) return -1;
     char *out = b->data + b->len;
     *out++ = '"';
     for (Py_ssize_t i = 0; i < size; i++) {
+        /* Eight bytes at once when none needs escaping (ids, names, versions: almost always). */
+        uint64_t word;
+        if (i + 8 <= size && (memcpy(&word, utf8 + i, 8), !escapes_in(word))) {
+            memcpy(out, &word, 8);
+            out += 8;
+            i += 7;
+            continue;
+        }
         unsigned char c = (unsigned char)utf8[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
             *out++ = (char)c;
@@ -210,7 +233,25 @@ static void write_hex(const uint64_t h[8], char *dst) {
     }
     memcpy(dst, PREFIX, PREFIX_LEN);
     char *out = dst + PREFIX_LEN;
+#if defined(__SSE2__)
+    /* Sixteen bytes at a time: each byte's two nibbles side by side, then '0'-'9' or 'a'-'f' (x86-64 always has
+       SSE2). */
+    const __m128i low_nibble = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9);
+    const __m128i zero_digit = _mm_set1_epi8('0'), to_letter = _mm_set1_epi8('a' - '0' - 10);
+    for (int half = 0; half < OUT_BYTES / 16; half++) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(digest + 16 * half));
+        __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibble);
+        __m128i low = _mm_and_si128(bytes, low_nibble);
+        __m128i pairs[2] = {_mm_unpacklo_epi8(high, low), _mm_unpackhi_epi8(high, low)};
+        for (int k = 0; k < 2; k++) {
+            __m128i letters = _mm_and_si128(_mm_cmpgt_epi8(pairs[k], nine), to_letter);
+            __m128i text = _mm_add_epi8(_mm_add_epi8(pairs[k], zero_digit), letters);
+            _mm_storeu_si128((__m128i *)(out + 32 * half + 16 * k), text);
+        }
+    }
+#else
     for (int i = 0; i < OUT_BYTES; i++) memcpy(out + 2 * i, HEX_PAIRS + 2 * digest[i], 2);
+#endif
 }
 
 /* The digest of `len` bytes as "blake2b-256:<hex>", written to `dst` (PREFIX_LEN + 64 chars). An input of one
