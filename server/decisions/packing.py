@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -26,11 +27,22 @@ PACKED_SUFFIX = ".jsonl.zst"
 _LAST_EMPTY_BLOCK = b"\x01\x00\x00"
 _MAGIC = b"\x28\xb5\x2f\xfd"
 LEGACY_SUFFIX = ".jsonl.gz"
+# A worker's own folder under the log's (`serve --workers`): a file has one writer.
+WORKER_FOLDER = re.compile(r"w[0-9]{1,3}")
 ROTATED_GLOBS = (f"decisions-*{PACKED_SUFFIX}", f"decisions-*{LEGACY_SUFFIX}")
 # Level 1: the fastest of zstd's regular levels, and still a smaller file than gzip -9 on these lines.
 LEVEL = 1
 # What a damaged rotated file raises while it is read (what came before the damage is kept).
 DAMAGED = (OSError, EOFError, zlib.error, zstandard.ZstdError)
+
+
+def worker_folders(directory: Path) -> list[Path]:
+    """The folders of `serve --workers` under the log's (w0, w1, ...), by number; none when it cannot be listed."""
+    try:
+        found = [path for path in directory.iterdir() if WORKER_FOLDER.fullmatch(path.name) and path.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda path: int(path.name[1:]))
 
 
 def rotated_files(directory: Path) -> list[Path]:
@@ -105,6 +117,12 @@ def _whole_blocks_end(handle: BinaryIO, size: int) -> int | None:
         header = handle.read(3)
         if len(header) < 3:
             return at  # cut at, or inside, a block's header
+        if header == b"\0\0\0":  # empty raw blocks, which the writer never makes: a run of zeros
+            nonzero = _next_nonzero(handle, at)
+            if nonzero is None:
+                return at  # a zeroed tail (what some filesystems leave of unsynced data after a power loss)
+            at += (nonzero - at) // 3 * 3  # over the run at once, as empty blocks are read
+            continue
         value = int.from_bytes(header, "little")
         kind, length = value >> 1 & 3, value >> 3
         body = 1 if kind == 1 else length  # an RLE block is one byte repeated `length` times
@@ -113,6 +131,18 @@ def _whole_blocks_end(handle: BinaryIO, size: int) -> int | None:
         at += 3 + body
         if value & 1:
             return None  # the frame's last block: already ended
+
+
+def _next_nonzero(handle: BinaryIO, at: int) -> int | None:
+    """Where the first byte other than zero is from `at` on, or None when only zeros follow (read a MiB at a
+    time, never whole)."""
+    handle.seek(at)
+    while chunk := handle.read(1 << 20):
+        stripped = chunk.lstrip(b"\0")
+        if stripped:
+            return at + len(chunk) - len(stripped)
+        at += len(chunk)
+    return None
 
 
 def open_rotated(path: Path) -> BinaryIO:

@@ -11,24 +11,27 @@ from __future__ import annotations
 
 import heapq
 import os
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 import orjson
 
-from argwatch.server.decisions.packing import DAMAGED, Unpacked, open_current, open_rotated, rotated_oldest_first
+from argwatch.server.decisions.packing import (
+    DAMAGED,
+    Unpacked,
+    open_current,
+    open_rotated,
+    rotated_oldest_first,
+    worker_folders,
+)
 from argwatch.server.decisions.record import MAX_TEXT
 from argwatch.server.decisions.writer import CURRENT, PLAIN_CURRENT
 
 Line = dict[str, Any]
-# A worker's own folder under the log's (`serve --workers`).
-WORKER_FOLDER = re.compile(r"w[0-9]{1,3}")
 _CURRENT = (CURRENT, PLAIN_CURRENT)
 # Longer than any line the writer makes (its arguments, problems and clear values are capped): a longer one is
 # skipped and counted, read a piece at a time, never held whole.
@@ -85,13 +88,7 @@ def log_files(directory: Path) -> list[Path]:
 def log_folders(directory: Path) -> list[Path]:
     """The folder and its workers' folders: `serve --workers N` gives each worker its own (w0, w1, ...), since
     a file has one writer."""
-    found = [directory]
-    with suppress(OSError):
-        found += sorted(
-            (path for path in directory.iterdir() if WORKER_FOLDER.fullmatch(path.name) and path.is_dir()),
-            key=lambda path: int(path.name[1:]),
-        )
-    return found
+    return [directory, *worker_folders(directory)]
 
 
 def read_lines(directory: Path, wanted: LineFilter, counts: ReadCounts) -> Iterator[Line]:
@@ -182,28 +179,34 @@ def follow(
 ) -> Iterator[Line]:
     """Lines appended to the current files (the folder's, and its workers') from this call on, across rotations
     (a new file is read from its start). The files are opened here, not at the first line asked for: "from now
-    on" means now."""
-    followers = [_Follower(folder, directory, counts) for folder in log_folders(directory)]
-    return _followed(followers, wanted, poll_seconds, keep_going, sleep)
+    on" means now. A worker's folder made later (the gateway started, or restarted with more workers) is read
+    from its start."""
+    followers = {folder: _Follower(folder, directory, counts) for folder in log_folders(directory)}
+    return _followed(directory, followers, wanted, counts, poll_seconds, keep_going, sleep)
 
 
 def _followed(
-    followers: list[_Follower],
+    directory: Path,
+    followers: dict[Path, _Follower],
     wanted: LineFilter,
+    counts: ReadCounts,
     poll_seconds: float,
     keep_going: Callable[[], bool],
     sleep: Callable[[float], None],
 ) -> Iterator[Line]:
     try:
         while keep_going():
+            for folder in log_folders(directory):
+                if folder not in followers:
+                    followers[folder] = _Follower(folder, directory, counts, skip_written=False)
             busy = False
-            for follower in followers:
+            for follower in followers.values():
                 yield from follower.new_lines(wanted)
                 busy = busy or follower.moved_on
             if not busy:
                 sleep(poll_seconds)
     finally:
-        for follower in followers:
+        for follower in followers.values():
             follower.close()
 
 
@@ -212,14 +215,14 @@ class _Follower:
     end, then the next one from its start. A packed file cannot be read from its middle, so what the file holds
     when followed is unpacked and passed over."""
 
-    def __init__(self, folder: Path, top: Path, counts: ReadCounts) -> None:
+    def __init__(self, folder: Path, top: Path, counts: ReadCounts, *, skip_written: bool = True) -> None:
         self._path = folder / CURRENT
         self._shown = self._path.relative_to(top)
         self._counts = counts
         self.moved_on = False  # the last read ended a file: the next one is read without waiting
         self._damaged_file = (0, 0)  # a file that could not be read on: not opened again
         self._handle, self._identity = _open(self._path)
-        if self._handle is not None:
+        if self._handle is not None and skip_written:
             try:
                 while self._handle.readline(MAX_LINE_BYTES + 1):
                     pass

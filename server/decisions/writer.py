@@ -30,11 +30,14 @@ import zstandard
 from argwatch.common.files import SMALL_FILE_BYTES, read_file
 from argwatch.server.decisions.packing import (
     PACKED_SUFFIX,
+    WORKER_FOLDER,
     pack,
     packed_bound,
     packer,
+    rotated_files,
     rotated_oldest_first,
     seal,
+    worker_folders,
 )
 from argwatch.server.decisions.record import LineBuilder, ValueHasher
 from argwatch.server.decisions.value_plan import ValuePlan
@@ -189,6 +192,7 @@ class DecisionLogWriter:
             if lines:
                 self._write_lines(lines, size)
             self._guarded(self._flush_block)
+            self._guarded(self._check_still_there)
         finally:
             # Counted out only once handed to the OS or dropped: a write that hangs (a stuck disk) still holds
             # these lines, so the loop must not queue another QUEUE_BYTES beside them.
@@ -295,6 +299,18 @@ class DecisionLogWriter:
             view = view[self._file.write(view) :]
         self._size += len(packed)
 
+    def _check_still_there(self) -> None:
+        """Whether the file written is still in the folder: one removed under the writer (the folder deleted, a
+        lost mount, an operator's clean-up) takes every write without an error, into a file no one can read.
+        Once a batch: this batch's lines are then counted lost, and the next batch opens a new file."""
+        if self._file is None or os.fstat(self._file.fileno()).st_nlink > 0:
+            return
+        lost, self._handed = self._handed, 0
+        for _ in range(lost):
+            self._dropped(WRITE_ERROR)
+        self._warn(OSError(f"{self._dir / CURRENT} was removed while it was written"))
+        self._abandon_file()
+
     def _flush_block(self) -> None:
         """Hands what the frame holds to the OS as a block ended, so that every line of it can be read."""
         if self._file is None or self._packer is None or not self._unflushed:
@@ -396,14 +412,51 @@ def open_decision_log(
         raise ValueError(
             f"--decision-log {directory}: the directory cannot be written: {error.strerror or error}"
         ) from None
-    return DecisionLogWriter(path, limits, ValueHasher(_key(path, key_file)), dropped, clock=clock, forward=forward)
+    hasher = ValueHasher(_key(path, key_file))
+    adopt_files(path, worker_folders(path))  # an earlier `serve --workers` on this folder: now this process's
+    return DecisionLogWriter(path, limits, hasher, dropped, clock=clock, forward=forward)
+
+
+def adopt_files(target: Path, sources: list[Path]) -> None:
+    """Moves the decision-log files of folders no writer has any more into `target`, whose writer then ages them
+    out within its budget with its own: a folder split among workers (`serve --workers`), or workers fewer than
+    before, would otherwise keep files that no budget counts. A current file is sealed first, a plain one
+    packed; a worker's folder left empty is removed. Raises OSError when the files cannot be moved."""
+    for source in sources:
+        for rotated in rotated_files(source):
+            os.replace(rotated, _free_name(target, rotated.name))
+        plain = source / PLAIN_CURRENT
+        if plain.exists():
+            partial = _free_name(target, "decisions-adopted.jsonl.zst.partial")
+            pack(plain, partial)
+            os.replace(partial, _free_name(target, "decisions-adopted" + PACKED_SUFFIX))
+            plain.unlink()
+        current = source / CURRENT
+        if current.exists():
+            seal(current)
+            os.replace(current, _free_name(target, "decisions-adopted" + PACKED_SUFFIX))
+        if WORKER_FOLDER.fullmatch(source.name):
+            with suppress(OSError):  # a worker's folder: gone once empty (the key is the log's, above it)
+                source.rmdir()
+
+
+def _free_name(folder: Path, name: str) -> Path:
+    """`name` in `folder`, or with a number added before its suffix when that is taken: never replaced."""
+    stem, dot, suffix = name.partition(".")
+    path, number = folder / name, 0
+    while path.exists():
+        number += 1
+        path = folder / f"{stem}-{number}{dot}{suffix}"
+    return path
 
 
 def _key(directory: Path, key_file: str | None) -> bytes:
     """The deployment's MAC key: from `key_file` (a mounted Secret), else one made on first start and kept in
     the directory (0600), so that digests stay comparable across restarts."""
-    path = key_file or str(kept_key(directory))
+    path = key_file or str(directory / KEY_FILE)
     try:
+        if not key_file:
+            kept_key(directory)
         return read_file(path, SMALL_FILE_BYTES).strip()
     except OSError as error:
         raise ValueError(f"--decision-log-key {path}: {error.strerror or error}") from None
@@ -415,14 +468,23 @@ def kept_key(directory: Path) -> Path:
     kept = directory / KEY_FILE
     if kept.exists():
         return kept
+    key = secrets.token_hex(32).encode()
     descriptor, aside = tempfile.mkstemp(dir=directory, prefix=KEY_FILE + ".")  # 0600
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(secrets.token_hex(32).encode())
+            handle.write(key)
             handle.flush()
             os.fsync(handle.fileno())
-        with suppress(FileExistsError):  # another process made it first: theirs is the key
+        try:
             os.link(aside, kept)
+        except FileExistsError:  # another process made it first: theirs is the key
+            pass
+        except OSError:  # a filesystem without hard links (vfat, some network shares): created in place
+            with (
+                suppress(FileExistsError),
+                os.fdopen(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as made,
+            ):
+                made.write(key)
     finally:
         os.unlink(aside)
     return kept

@@ -112,8 +112,10 @@ class Settings:
         if self.stream_idle_seconds <= 0:
             raise ValueError("--stream-idle-seconds must be above zero")
 
-        if self.decision_log_rotate_bytes > self.decision_log_max_bytes:
-            raise ValueError("--decision-log-rotate-bytes must be at most --decision-log-max-bytes")
+        if 2 * self.decision_log_rotate_bytes > self.decision_log_max_bytes:
+            # The budget keeps a whole current file's room: with less than two files' worth, each rotated file
+            # would be deleted as it rotates.
+            raise ValueError("--decision-log-rotate-bytes must be at most half of --decision-log-max-bytes")
         if self.decision_log_otlp and (self.otlp_endpoint is None or self.decision_log is None):
             raise ValueError("--decision-log-otlp needs --otlp-endpoint (where to send) and --decision-log (what)")
 

@@ -34,7 +34,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from argwatch.server.decisions.writer import KEY_FILE, kept_key
+from argwatch.server.decisions.packing import worker_folders
+from argwatch.server.decisions.writer import KEY_FILE, adopt_files, kept_key
 from argwatch.server.process.settings import Settings
 
 log = logging.getLogger("argwatch.workers")
@@ -53,11 +54,14 @@ def check_workers(settings: Settings) -> None:
     if settings.mode_state:
         raise ValueError("--workers above 1 cannot use --mode-state (one file, several writers): modes live in Redis")
     if settings.decision_log is not None:
+        # Each worker keeps its share less a whole current file of rotated ones: under two files, it would delete
+        # each file as it rotates it.
         share = settings.decision_log_max_bytes // settings.workers
-        if settings.decision_log_rotate_bytes > share:
+        if 2 * settings.decision_log_rotate_bytes > share:
             raise ValueError(
-                f"--decision-log-rotate-bytes {settings.decision_log_rotate_bytes}: more than each of the "
-                f"{settings.workers} workers' share of --decision-log-max-bytes ({share}); each keeps its own log"
+                f"--decision-log-rotate-bytes {settings.decision_log_rotate_bytes}: more than half of each of the "
+                f"{settings.workers} workers' share of --decision-log-max-bytes ({share}): each worker keeps its "
+                "own log, a current file and at least one rotated one"
             )
     for flag, address in (("--listen", settings.listen), ("--admin-listen", settings.admin_listen),
                           ("--metrics-listen", settings.metrics_listen)):  # fmt: skip
@@ -95,8 +99,8 @@ def _decision_log_arguments(settings: Settings, index: int) -> list[str]:
 def run_workers(argv: Sequence[str], settings: Settings) -> int:
     """Starts the workers and waits; SIGTERM, SIGINT and SIGHUP (reload) are passed to every worker."""
     command = [sys.executable, "-m", "argwatch.server.cli", *argv]
-    if settings.decision_log is not None and settings.decision_log_key is None:
-        _make_shared_key(Path(settings.decision_log))
+    if settings.decision_log is not None:
+        _prepare_decision_log(settings)
     workers = [subprocess.Popen(worker_arguments(command, settings, index)) for index in range(settings.workers)]
     log.info("started %d workers: pids %s", len(workers), ", ".join(str(w.pid) for w in workers))
     stopping = False
@@ -129,12 +133,19 @@ def run_workers(argv: Sequence[str], settings: Settings) -> int:
     return failed or next((code for code in codes if code not in (0, -signal.SIGTERM, -signal.SIGINT)), 0)
 
 
-def _make_shared_key(folder: Path) -> None:
-    """The key the workers' lines are hashed with, made before any starts: equal values give equal digests
-    whichever worker judged the call."""
+def _prepare_decision_log(settings: Settings) -> None:
+    """Before any worker starts: the key they all hash with (unless one is given), and the files no worker will
+    write any more (the folder's own, of a single process before; those of workers beyond N) handed to the first
+    worker's folder, whose budget ages them out."""
+    assert settings.decision_log is not None
+    folder = Path(settings.decision_log)
+    first = folder / "w0"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        kept_key(folder)
+        first.mkdir(parents=True, exist_ok=True)
+        if settings.decision_log_key is None:
+            kept_key(folder)
+        beyond = [path for path in worker_folders(folder) if int(path.name[1:]) >= settings.workers]
+        adopt_files(first, [folder, *beyond])
     except OSError as error:
         why = error.strerror or error
         raise ValueError(f"--decision-log {folder}: the directory cannot be written: {why}") from None

@@ -162,19 +162,6 @@ def test_workers_without_redis_are_refused_with_the_reason(policy: str) -> None:
     assert "--workers above 1 needs --redis" in refused.stderr
 
 
-def test_workers_whose_log_share_is_smaller_than_a_file_are_refused(policy: str, tmp_path: Path) -> None:
-    from argwatch.server.process.workers import check_workers
-
-    settings = Settings(
-        policy=policy, workers=4, redis="redis://127.0.0.1:1", listen="127.0.0.1:50999",
-        admin_listen="127.0.0.1:51000", metrics_listen="127.0.0.1:51010", decision_log=str(tmp_path / "d"),
-        decision_log_max_bytes=100 << 20, decision_log_rotate_bytes=64 << 20,
-    )  # fmt: skip
-    with pytest.raises(ValueError, match="more than each of the 4 workers' share"):
-        check_workers(settings)
-    check_workers(replace(settings, decision_log_rotate_bytes=16 << 20))  # 25 MiB each: room for a file
-
-
 async def test_a_lone_gateway_refuses_a_port_another_gateway_holds(policy: str) -> None:
     """Without --workers, SO_REUSEPORT is off: a second gateway on the port fails instead of taking half the calls."""
     settings = Settings(policy=policy, listen="127.0.0.1:0", admin_listen="127.0.0.1:0", metrics_listen="127.0.0.1:0")
