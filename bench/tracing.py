@@ -202,8 +202,9 @@ def parts(calls: int = 5000) -> dict[str, float]:
 
     from argwatch.server.policy.model import Mode
     from argwatch.server.tracing import otlp_encoding
+    from argwatch.server.tracing._otlp import traceparent as native_traceparent
     from argwatch.server.tracing.span_export import Pending, _encoded, new_span_id
-    from argwatch.server.tracing.trace_context import parse_parent
+    from argwatch.server.tracing.trace_context import Parent, parse_parent
     from argwatch.server.tracing.traced_gateway import _VALIDATE, verdict_attributes
     from argwatch.server.verdict.decision import Decision, Verdict
     from argwatch.server.verdict.tool_call import ToolCall
@@ -255,6 +256,7 @@ def parts(calls: int = 5000) -> dict[str, float]:
 
     found = {
         "read_traceparent_us": best(lambda: parse_parent(traceparent), calls),
+        "native_read_traceparent_us": best(lambda: Parent(*native_traceparent(traceparent, "", 512)), calls),  # type: ignore[misc]
         "loop_share_us": best(loop_share, calls),
     }
     resource, scope = otlp_encoding.request_head({"service.name": "argwatch"}, "argwatch.server")

@@ -1,4 +1,5 @@
-/* A span as OTLP protobuf bytes in one native call: what otlp_encoding.span writes, byte for byte.
+/* A span as OTLP protobuf bytes in one native call: what otlp_encoding.span writes, byte for byte; and the
+   caller's traceparent read (trace_context.parse_parent's reading).
 
    The export thread encodes every span of every traced call; in Python (a few byte strings joined per
    attribute) that cost more than the whole per-call budget of tracing (docs/performance.md, tracing.py).
@@ -159,9 +160,76 @@ done:
     return result;
 }
 
+/* Whether `text[at:at+count]` is lowercase hex digits, and not all zeros when `nonzero` is asked. */
+static int lower_hex(PyObject *text, Py_ssize_t at, Py_ssize_t count, int *all_zero) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    *all_zero = 1;
+    for (Py_ssize_t i = at; i < at + count; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+        if (c != '0') *all_zero = 0;
+    }
+    return 1;
+}
+
+/* traceparent(traceparent, tracestate, max_tracestate) -> (trace_id, span_id, sampled, trace_state) | None:
+   trace_context.parse_parent's reading, which stays the definition (a test compares the two): W3C Trace
+   Context level 1, surrounding whitespace allowed, a later version's extra fields ignored. The regular
+   expression it replaces cost more than the rest of a span's share of the event loop. */
+static PyObject *traceparent(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "traceparent(traceparent: str, tracestate: str, max_tracestate: int)");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), at = 0;
+    while (at < size && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) at++;  /* \s* */
+    int zero_version, zero_trace, zero_span, zero_flags;
+    if (size - at < 55 || PyUnicode_READ(kind, data, at + 2) != '-' || PyUnicode_READ(kind, data, at + 35) != '-' ||
+        PyUnicode_READ(kind, data, at + 52) != '-' || !lower_hex(text, at, 2, &zero_version) ||
+        !lower_hex(text, at + 3, 32, &zero_trace) || !lower_hex(text, at + 36, 16, &zero_span) ||
+        !lower_hex(text, at + 53, 2, &zero_flags))
+        Py_RETURN_NONE;
+    /* What follows the flags: whitespace only, or "-" and anything up to a line's end, then whitespace only
+       ((-.*)?\s* : the dot takes no newline). */
+    Py_ssize_t tail = at + 55;
+    int rest = 0;
+    if (tail < size && PyUnicode_READ(kind, data, tail) == '-') {
+        rest = 1;
+        tail++;
+        while (tail < size && PyUnicode_READ(kind, data, tail) != '\n') tail++;
+    }
+    for (; tail < size; tail++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, tail))) Py_RETURN_NONE;
+    Py_UCS4 v0 = PyUnicode_READ(kind, data, at), v1 = PyUnicode_READ(kind, data, at + 1);
+    if ((v0 == 'f' && v1 == 'f') || (zero_version && rest) || zero_trace || zero_span) Py_RETURN_NONE;
+    Py_UCS4 f1 = PyUnicode_READ(kind, data, at + 54);
+    int sampled = (f1 >= 'a' ? f1 - 'a' + 10 : f1 - '0') & 1;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    PyObject *state = PyUnicode_GET_LENGTH(args[1]) <= limit ? PyObject_CallMethod(args[1], "strip", NULL)
+                                                            : PyUnicode_FromStringAndSize("", 0);
+    if (state == NULL) return NULL;
+    PyObject *trace_id = PyUnicode_Substring(text, at + 3, at + 35);
+    PyObject *span_id = PyUnicode_Substring(text, at + 36, at + 52);
+    PyObject *found = NULL;
+    if (trace_id != NULL && span_id != NULL)
+        found = PyTuple_Pack(4, trace_id, span_id, sampled ? Py_True : Py_False, state);
+    Py_XDECREF(trace_id);
+    Py_XDECREF(span_id);
+    Py_DECREF(state);
+    return found;
+}
+
 static PyMethodDef methods[] = {
     {"span", (PyCFunction)(void (*)(void))span, METH_FASTCALL,
      "span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, own, error) -> bytes"},
+    {"traceparent", (PyCFunction)(void (*)(void))traceparent, METH_FASTCALL,
+     "traceparent(traceparent, tracestate, max_tracestate) -> (trace_id, span_id, sampled, trace_state) | None"},
     {NULL, NULL, 0, NULL},
 };
 

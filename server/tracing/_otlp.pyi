@@ -1,4 +1,5 @@
-"""Types of the C extension built from _otlp.c (a span as OTLP protobuf bytes, as otlp_encoding.span writes it)."""
+"""Types of the C extension built from _otlp.c (a span as OTLP protobuf bytes, as otlp_encoding.span writes it;
+the caller's traceparent, as trace_context.parse_parent reads it)."""
 
 from collections.abc import Mapping
 
@@ -15,3 +16,4 @@ def span(
     own: Mapping[str, AttributeValue],
     error: str,
 ) -> bytes: ...
+def traceparent(traceparent: str, tracestate: str, max_tracestate: int) -> tuple[str, str, bool, str] | None: ...

@@ -12,8 +12,9 @@ from opentelemetry.util.types import AttributeValue
 
 from argwatch.server.tracing import otlp_encoding
 from argwatch.server.tracing._otlp import span as native_span
+from argwatch.server.tracing._otlp import traceparent as native_traceparent
 from argwatch.server.tracing.otlp_encoding import varint
-from argwatch.server.tracing.trace_context import Parent, parse_parent
+from argwatch.server.tracing.trace_context import MAX_TRACESTATE, Parent, parse_parent
 from tests.service.otlp_receiver import attributes
 
 TRACE = bytes(range(1, 17))
@@ -97,6 +98,29 @@ def test_a_traceparent_is_read_as_w3c_trace_context_says(traceparent: str, expec
 def test_an_overlong_tracestate_is_dropped_not_cut() -> None:
     found = parse_parent(f"00-{TRACE_HEX}-{SPAN_HEX}-01", "k=" + "v" * 600)
     assert found is not None and found.trace_state == ""
+
+
+_pieces = st.sampled_from(
+    ["00", "01", "ff", "fe", "0", "-", "--", TRACE_HEX, TRACE_HEX.upper(), "0" * 32, SPAN_HEX, "0" * 16, "01", "03",
+     "0g", " ", "\t", "\n", "\u2003", "\x85", "\r", "-later", "x", "é"]
+)  # fmt: skip
+traceparents = st.lists(_pieces, max_size=9).map("".join) | st.builds(
+    lambda before, version, trace, span, flags, after: f"{before}{version}-{trace}-{span}-{flags}{after}",
+    st.sampled_from(["", " ", "\t\n", "\u2003"]),
+    st.sampled_from(["00", "01", "ff", "0a", "0A"]),
+    st.sampled_from([TRACE_HEX, "0" * 32, TRACE_HEX[:-1] + "g"]),
+    st.sampled_from([SPAN_HEX, "0" * 16]),
+    st.sampled_from(["00", "01", "0f", "ff", "1"]),
+    st.sampled_from(["", " ", "-", "-x y", "-x\n ", "-x\ny", "\n", "\u2003", "x", " -x"]),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(traceparent=traceparents, tracestate=st.sampled_from(["", " k=v ", "k=" + "v" * 600, "\u2003k=v\n"]))
+def test_the_native_traceparent_reads_as_the_defined_one(traceparent: str, tracestate: str) -> None:
+    """The call's traceparent is read in C (trace_context.caller_parent); parse_parent is its definition."""
+    found = native_traceparent(traceparent, tracestate, MAX_TRACESTATE)
+    assert (Parent(*found) if found is not None else None) == parse_parent(traceparent, tracestate)
 
 
 scalars = st.text(max_size=40) | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
