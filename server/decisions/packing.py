@@ -64,9 +64,13 @@ def rotated_oldest_first(directory: Path) -> list[tuple[Path, int]]:
     return [(path, size) for _, _, size, path in found]
 
 
+def _compressor() -> zstandard.ZstdCompressor:
+    return zstandard.ZstdCompressor(level=LEVEL, write_content_size=False)
+
+
 def packer() -> zstandard.ZstdCompressionObj:
     """A frame's compressor: fed lines, flushed a block at a time, finished at rotation."""
-    return zstandard.ZstdCompressor(level=LEVEL, write_content_size=False).compressobj()
+    return _compressor().compressobj()
 
 
 def packed_bound(plain: int) -> int:
@@ -78,9 +82,8 @@ def packed_bound(plain: int) -> int:
 def pack(source: Path, target: Path) -> None:
     """Writes `source` packed to `target` and fsyncs it (the caller renames it into place): a plain current file
     an earlier release left."""
-    compressor = zstandard.ZstdCompressor(level=LEVEL, write_content_size=False)
     with open(source, "rb") as plain, open(target, "wb") as packed:
-        compressor.copy_stream(plain, packed)
+        _compressor().copy_stream(plain, packed)
         packed.flush()
         os.fsync(packed.fileno())
 

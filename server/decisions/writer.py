@@ -279,17 +279,8 @@ class DecisionLogWriter:
         self._opened_at = self._clock()
 
     def _retire_leftovers(self) -> None:
-        plain = self._dir / PLAIN_CURRENT
-        if plain.exists():  # an earlier release's: packed now, as it would have been at its rotation
-            target = self._rotated_name()
-            partial = target.with_name(target.name + ".partial")
-            pack(plain, partial)
-            os.replace(partial, target)
-            plain.unlink()
-        current = self._dir / CURRENT
-        if current.exists():
-            seal(current)
-            self._rotate_current()
+        if retire_current_files(self._dir, self._rotated_name):
+            self._keep_budget()
 
     def _write_all(self, packed: bytes) -> None:
         """Writes `packed` to the current file (a short write is continued: a disk nearly full)."""
@@ -351,17 +342,8 @@ class DecisionLogWriter:
             self._retire_leftovers()
             return
         self._close_file()
-        self._rotate_current()
-
-    def _rotate_current(self) -> None:
-        current = self._dir / CURRENT
-        if not current.exists():
-            return
-        if current.stat().st_size == 0:
-            current.unlink()
-            return
-        os.replace(current, self._rotated_name())
-        self._keep_budget()
+        if retire_current_files(self._dir, self._rotated_name, ended=True):
+            self._keep_budget()
 
     def _rotated_name(self) -> Path:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))
@@ -417,6 +399,31 @@ def open_decision_log(
     return DecisionLogWriter(path, limits, hasher, dropped, clock=clock, forward=forward)
 
 
+def retire_current_files(folder: Path, rotated_name: Callable[[], Path], *, ended: bool = False) -> bool:
+    """Turns the folder's current files, which no writer has open, into rotated ones named by `rotated_name`: an
+    earlier release's plain one packed, this release's frame sealed where its writer stopped (unless `ended`:
+    the writer closed it itself), an empty one removed. Returns whether a file was added."""
+    added = False
+    plain = folder / PLAIN_CURRENT
+    if plain.exists():
+        target = rotated_name()
+        partial = target.with_name(target.name + ".partial")
+        pack(plain, partial)
+        os.replace(partial, target)
+        plain.unlink()
+        added = True
+    current = folder / CURRENT
+    if not current.exists():
+        return added
+    if current.stat().st_size == 0:  # opened, never written (a stop right after a rotation)
+        current.unlink()
+        return added
+    if not ended:
+        seal(current)
+    os.replace(current, rotated_name())
+    return True
+
+
 def adopt_files(target: Path, sources: list[Path]) -> None:
     """Moves the decision-log files of folders no writer has any more into `target`, whose writer then ages them
     out within its budget with its own: a folder split among workers (`serve --workers`), or workers fewer than
@@ -425,16 +432,7 @@ def adopt_files(target: Path, sources: list[Path]) -> None:
     for source in sources:
         for rotated in rotated_files(source):
             os.replace(rotated, _free_name(target, rotated.name))
-        plain = source / PLAIN_CURRENT
-        if plain.exists():
-            partial = _free_name(target, "decisions-adopted.jsonl.zst.partial")
-            pack(plain, partial)
-            os.replace(partial, _free_name(target, "decisions-adopted" + PACKED_SUFFIX))
-            plain.unlink()
-        current = source / CURRENT
-        if current.exists():
-            seal(current)
-            os.replace(current, _free_name(target, "decisions-adopted" + PACKED_SUFFIX))
+        retire_current_files(source, lambda: _free_name(target, "decisions-adopted" + PACKED_SUFFIX))
         if WORKER_FOLDER.fullmatch(source.name):
             with suppress(OSError):  # a worker's folder: gone once empty (the key is the log's, above it)
                 source.rmdir()

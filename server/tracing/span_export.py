@@ -108,7 +108,7 @@ class SpanExport:
             # each export's own cost was then paid per few spans (docs/performance.md, tracing.py).
             while len(self._queue) >= BATCH:
                 self._send([self._queue.popleft() for _ in range(BATCH)])
-            if (not woken or self._closing) and self._queue:
+            if not woken or self._closing:
                 while self._queue:
                     self._send([self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))])
             if self._closing:

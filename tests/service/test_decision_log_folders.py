@@ -169,3 +169,14 @@ def test_follow_reads_a_workers_folder_made_after_it_started(tmp_path: Path) -> 
         assert [line["call_id"] for line in seen] == ["c0", "c1", "c2"]
     finally:
         worker.close()
+
+
+def test_an_empty_current_file_is_removed_not_handed_on_as_a_damaged_one(tmp_path: Path) -> None:
+    """A writer stopped right after a rotation leaves an empty current file: it holds no frame, and handed to
+    another folder as a rotated file it would read as cut short."""
+    (tmp_path / "w1").mkdir()
+    (tmp_path / "w1" / writer_module.CURRENT).write_bytes(b"")
+    writer_module.adopt_files(tmp_path, [tmp_path / "w1"])
+    counts = ReadCounts()
+    assert list(read_lines(tmp_path, LineFilter(), counts)) == [] and counts.unreadable_files == []
+    assert not rotated_files(tmp_path) and not (tmp_path / "w1").exists()
