@@ -1,11 +1,12 @@
-/* A span as OTLP protobuf bytes in one native call: what otlp_encoding.span writes, byte for byte; and the
-   caller's traceparent read (trace_context.parse_parent's reading).
+/* Spans as OTLP protobuf bytes in one native call each: a span (otlp_encoding.span, byte for byte), a judged
+   call's span from its fields (with traced_gateway.verdict_attributes' attributes), and an export request of
+   many; and the caller's traceparent read (trace_context.parse_parent's reading).
 
-   The export thread encodes every span of every traced call; in Python (a few byte strings joined per
-   attribute) that cost more than the whole per-call budget of tracing (docs/performance.md, tracing.py).
-   otlp_encoding.py stays the definition: the tests compare what this writes with it, and parse both with
-   opentelemetry-proto's own messages. Attribute values are str, bool, int (int64), float, or a list or tuple
-   of those, as OpenTelemetry's AttributeValue allows; anything else raises TypeError. */
+   Every traced call's span is encoded; in Python (a few byte strings joined per attribute, a field per span
+   in the request) that cost more than the whole per-call budget of tracing (docs/performance.md, tracing.py).
+   The Python functions stay the definitions: the tests compare what this writes with them, and parse both
+   with opentelemetry-proto's own messages. Attribute values are str, bool, int (int64), float, or a list or
+   tuple of those, as OpenTelemetry's AttributeValue allows; anything else raises TypeError. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,6 +24,15 @@ static size_t varint_into(uint8_t *out, uint64_t value) {
         value >>= 7;
     }
     out[n++] = (uint8_t)value;
+    return n;
+}
+
+static size_t varint_size(uint64_t value) {
+    size_t n = 1;
+    while (value > 0x7F) {
+        value >>= 7;
+        n++;
+    }
     return n;
 }
 
@@ -160,16 +170,281 @@ done:
     return result;
 }
 
-/* Whether `text[at:at+count]` is lowercase hex digits, and not all zeros when `nonzero` is asked. */
+/* A character's hex digit: 0-15 for 0-9 and a-f, 16-31 (the digit plus 16) for A-F, -1 for anything else.
+   Filled at import; read through hex_digit, which takes any character. */
+static int8_t HEX_DIGITS[256];
+
+static void fill_hex_digits(void) {
+    memset(HEX_DIGITS, -1, sizeof HEX_DIGITS);
+    for (int i = 0; i < 10; i++) HEX_DIGITS['0' + i] = (int8_t)i;
+    for (int i = 0; i < 6; i++) {
+        HEX_DIGITS['a' + i] = (int8_t)(10 + i);
+        HEX_DIGITS['A' + i] = (int8_t)(26 + i);
+    }
+}
+
+static inline int hex_digit(Py_UCS4 c) { return c < 256 ? HEX_DIGITS[c] : -1; }
+
+/* One attribute of a judged call's span, its sizes reckoned before anything is written: the key, and its
+   AnyValue as a head (tag, and length or number) and a body (a str's UTF-8, or an ArrayValue written apart). */
+typedef struct {
+    const char *key;
+    size_t key_size;
+    uint8_t head[11];
+    size_t head_size;
+    const char *body;
+    size_t body_size;
+    PyObject *owned; /* a cut str, released when the span is written */
+} Attribute;
+
+/* `value` (a str or an int) as attribute `key`: a str cut to `cut` characters when cut >= 0, as text[:cut]
+   cuts it. Returns -1 with an exception set. */
+static int attribute(Attribute *a, const char *key, PyObject *value, Py_ssize_t cut) {
+    a->key = key;
+    a->key_size = strlen(key);
+    a->owned = NULL;
+    a->body = NULL;
+    a->body_size = 0;
+    if (PyUnicode_Check(value)) {
+        if (cut >= 0 && PyUnicode_GET_LENGTH(value) > cut) {
+            a->owned = value = PyUnicode_Substring(value, 0, cut);
+            if (value == NULL) return -1;
+        }
+        Py_ssize_t size;
+        a->body = PyUnicode_AsUTF8AndSize(value, &size); /* surrogates raise, as str.encode() does */
+        if (a->body == NULL) return -1;
+        a->body_size = (size_t)size;
+        a->head[0] = 1 << 3 | 2;
+        a->head_size = 1 + varint_into(a->head + 1, a->body_size);
+        return 0;
+    }
+    if (!PyLong_Check(value) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str or an int", key);
+        return -1;
+    }
+    long long number = PyLong_AsLongLong(value);
+    if (number == -1 && PyErr_Occurred()) return -1;
+    a->head[0] = 3 << 3;
+    a->head_size = 1 + varint_into(a->head + 1, (uint64_t)number);
+    return 0;
+}
+
+static size_t attribute_size(const Attribute *a) {
+    size_t any = a->head_size + a->body_size;
+    size_t pair = 1 + varint_size(a->key_size) + a->key_size + 1 + varint_size(any) + any;
+    return 1 + varint_size(pair) + pair;
+}
+
+static uint8_t *write_bytes(uint8_t *out, const void *data, size_t size) {
+    memcpy(out, data, size);
+    return out + size;
+}
+
+static uint8_t *write_length(uint8_t *out, uint8_t tag, size_t size) {
+    *out++ = tag;
+    return out + varint_into(out, size);
+}
+
+static uint8_t *write_attribute(uint8_t *out, const Attribute *a) {
+    size_t any = a->head_size + a->body_size;
+    size_t pair = 1 + varint_size(a->key_size) + a->key_size + 1 + varint_size(any) + any;
+    out = write_length(out, 9 << 3 | 2, pair);
+    out = write_bytes(write_length(out, 1 << 3 | 2, a->key_size), a->key, a->key_size);
+    out = write_bytes(write_length(out, 2 << 3 | 2, any), a->head, a->head_size);
+    return write_bytes(out, a->body, a->body_size);
+}
+
+/* `hex` (2 * count hex digits, either case) into `out`; -1 with ValueError when it is not that. */
+static int hex_id(uint8_t *out, PyObject *hex, Py_ssize_t count) {
+    if (!PyUnicode_Check(hex) || PyUnicode_GET_LENGTH(hex) != 2 * count ||
+        PyUnicode_KIND(hex) != PyUnicode_1BYTE_KIND) {
+        PyErr_Format(PyExc_ValueError, "an id must be %zd hex digits", 2 * count);
+        return -1;
+    }
+    const Py_UCS1 *digits = PyUnicode_1BYTE_DATA(hex);
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int high = HEX_DIGITS[digits[2 * i]], low = HEX_DIGITS[digits[2 * i + 1]];
+        bad |= high | low; /* negative when either is not a digit */
+        out[i] = (uint8_t)((high & 15) << 4 | (low & 15));
+    }
+    if (bad < 0) {
+        PyErr_SetString(PyExc_ValueError, "an id must be hex digits");
+        return -1;
+    }
+    return 0;
+}
+
+static int is_empty(PyObject *value) {
+    return (PyUnicode_Check(value) && PyUnicode_GET_LENGTH(value) == 0) ||
+           ((PyList_Check(value) || PyTuple_Check(value)) && PySequence_Fast_GET_SIZE(value) == 0);
+}
+
+/* An int in [0, 2**64) as a uint64, as PyLong_AsUnsignedLongLong reads it (OverflowError outside), without the
+   byte array that function goes through for every int past 2**30. */
+static int fixed64(PyObject *number, uint64_t *out) {
+    if (!PyLong_Check(number)) {
+        PyErr_SetString(PyExc_TypeError, "an id or a time must be an int");
+        return -1;
+    }
+    if (_PyLong_Sign(number) < 0 || _PyLong_NumBits(number) > 64) {
+        PyErr_SetString(PyExc_OverflowError, "an id or a time must be in [0, 2**64)");
+        return -1;
+    }
+    *out = PyLong_AsUnsignedLongLongMask(number);
+    return 0;
+}
+
+/* verdict_span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, call_id, conversation_id,
+   tool, model, decision, mode, problem_count, problem_codes, policy_version, max_text) -> bytes: the span of
+   one judged call, as otlp_encoding.span writes it with traced_gateway.verdict_attributes' attributes (the
+   definitions: a test compares the two), from the call's and the verdict's fields rather than a dict made for
+   it. The ids are hex (the trace's 32 digits, the parent's 16 or None), the span's own an int. Every size is
+   reckoned first and the bytes written once, into the result. Encoded on the event loop in this one call, a
+   span is queued as bytes: a queued object that held the call and the verdict cost more, in its making and
+   in the garbage collector's passes over it, than the encoding does. */
+static PyObject *verdict_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 17 || !PyBytes_Check(args[0]) || !PyUnicode_Check(args[4]) || !PyLong_Check(args[16])) {
+        PyErr_SetString(PyExc_TypeError, "verdict_span takes 17 arguments (head: bytes, ..., max_text: int)");
+        return NULL;
+    }
+    Py_ssize_t cut = PyLong_AsSsize_t(args[16]);
+    if (cut < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "max_text must not be negative");
+        return NULL;
+    }
+    uint8_t trace_id[16], parent_id[8];
+    uint64_t span_id, start, end;
+    int parent = args[3] != Py_None;
+    if (hex_id(trace_id, args[1], 16) || (parent && hex_id(parent_id, args[3], 8)) || fixed64(args[2], &span_id) ||
+        fixed64(args[5], &start) || fixed64(args[6], &end))
+        return NULL;
+    Py_ssize_t state_size = 0;
+    const char *state = PyUnicode_AsUTF8AndSize(args[4], &state_size);
+    if (state == NULL) return NULL;
+
+    /* verdict_attributes' attributes, in its order; those it leaves out when empty, left out. */
+    Attribute found[9];
+    int count = 0, failed = 0;
+    Bytes array;
+    bytes_init(&array);
+    static const struct {
+        const char *key;
+        int arg, cut, optional;
+    } named[9] = {
+        {"gen_ai.tool.call.id", 7, 1, 0},    {"gen_ai.conversation.id", 8, 1, 1},
+        {"gen_ai.tool.name", 9, 1, 0},       {"gen_ai.request.model", 10, 1, 1},
+        {"argwatch.decision", 11, 0, 0},     {"argwatch.mode", 12, 0, 0},
+        {"argwatch.problem_count", 13, 0, 0}, {"argwatch.problem_codes", 14, 0, 1},
+        {"argwatch.policy_version", 15, 0, 0},
+    };
+    /* The array is written before any attribute points into it: only problem codes make one, and its buffer
+       must not move once an attribute holds its address. */
+    if (!is_empty(args[14]) && put_any_value(&array, args[14], 0)) failed = 1;
+    for (int i = 0; i < 9 && !failed; i++) {
+        PyObject *value = args[named[i].arg];
+        if (named[i].optional && is_empty(value)) continue;
+        if (named[i].arg == 14) {
+            Attribute *a = &found[count++];
+            a->key = named[i].key;
+            a->key_size = strlen(a->key);
+            a->owned = NULL;
+            a->head_size = 0;
+            a->body = array.data;
+            a->body_size = array.len;
+            continue;
+        }
+        if (attribute(&found[count], named[i].key, value, named[i].cut ? cut : -1)) {
+            Py_XDECREF(found[count].owned);
+            failed = 1;
+            break;
+        }
+        count++;
+    }
+    PyObject *result = NULL;
+    if (!failed) {
+        size_t head = (size_t)PyBytes_GET_SIZE(args[0]);
+        size_t size = 18 + 10 + (state_size > 0 ? 1 + varint_size((uint64_t)state_size) + (size_t)state_size : 0) +
+                      (parent ? 10 : 0) + head + 9 + 9;
+        for (int i = 0; i < count; i++) size += attribute_size(&found[i]);
+        result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+        if (result != NULL) {
+            uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+            out = write_bytes(write_length(out, 1 << 3 | 2, 16), trace_id, 16);
+            out = write_length(out, 2 << 3 | 2, 8);
+            for (int i = 0; i < 8; i++) *out++ = (uint8_t)(span_id >> (56 - 8 * i)); /* to_bytes(8, "big") */
+            if (state_size > 0)
+                out = write_bytes(write_length(out, 3 << 3 | 2, (size_t)state_size), state, (size_t)state_size);
+            if (parent) out = write_bytes(write_length(out, 4 << 3 | 2, 8), parent_id, 8);
+            out = write_bytes(out, PyBytes_AS_STRING(args[0]), head);
+            *out++ = 0x39;
+            for (int i = 0; i < 8; i++) *out++ = (uint8_t)(start >> (8 * i)); /* fixed64: little-endian */
+            *out++ = 0x41;
+            for (int i = 0; i < 8; i++) *out++ = (uint8_t)(end >> (8 * i));
+            for (int i = 0; i < count; i++) out = write_attribute(out, &found[i]);
+        }
+    }
+    for (int i = 0; i < count; i++) Py_XDECREF(found[i].owned);
+    bytes_free(&array);
+    return result;
+}
+
+/* export_request(resource, scope, spans) -> bytes: otlp_encoding.export_request in one pass, its size reckoned
+   first (the definition joined a field per span in Python, which cost as much again as encoding the span). */
+static PyObject *export_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "export_request(resource: bytes, scope: bytes, spans: list[bytes])");
+        return NULL;
+    }
+    PyObject *spans = args[2];
+    Py_ssize_t count = PyList_GET_SIZE(spans);
+    uint64_t scope_spans = (uint64_t)PyBytes_GET_SIZE(args[1]);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *one = PyList_GET_ITEM(spans, i);
+        if (!PyBytes_Check(one)) {
+            PyErr_SetString(PyExc_TypeError, "a span must be bytes");
+            return NULL;
+        }
+        uint64_t size = (uint64_t)PyBytes_GET_SIZE(one);
+        scope_spans += 1 + varint_size(size) + size;
+    }
+    uint64_t resource_spans = (uint64_t)PyBytes_GET_SIZE(args[0]) + 1 + varint_size(scope_spans) + scope_spans;
+    uint64_t total = 1 + varint_size(resource_spans) + resource_spans;
+    if (total > PY_SSIZE_T_MAX) return PyErr_NoMemory();
+    PyObject *request = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (request == NULL) return NULL;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(request);
+    *out++ = 1 << 3 | 2; /* ResourceSpans, field 1 */
+    out += varint_into(out, resource_spans);
+    memcpy(out, PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]));
+    out += PyBytes_GET_SIZE(args[0]);
+    *out++ = 2 << 3 | 2; /* ScopeSpans, field 2 */
+    out += varint_into(out, scope_spans);
+    memcpy(out, PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]));
+    out += PyBytes_GET_SIZE(args[1]);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *one = PyList_GET_ITEM(spans, i);
+        *out++ = 2 << 3 | 2; /* a Span, field 2 */
+        out += varint_into(out, (uint64_t)PyBytes_GET_SIZE(one));
+        memcpy(out, PyBytes_AS_STRING(one), (size_t)PyBytes_GET_SIZE(one));
+        out += PyBytes_GET_SIZE(one);
+    }
+    return request;
+}
+
+/* Whether `text[at:at+count]` is lowercase hex digits; `all_zero` set to whether all of them are 0. */
 static int lower_hex(PyObject *text, Py_ssize_t at, Py_ssize_t count, int *all_zero) {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    *all_zero = 1;
+    unsigned seen = 0;
     for (Py_ssize_t i = at; i < at + count; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
-        if (c != '0') *all_zero = 0;
+        int digit = hex_digit(PyUnicode_READ(kind, data, i));
+        if (digit < 0 || digit > 15) return 0;
+        seen |= (unsigned)digit;
     }
+    *all_zero = seen == 0;
     return 1;
 }
 
@@ -228,6 +503,11 @@ static PyObject *traceparent(PyObject *module, PyObject *const *args, Py_ssize_t
 static PyMethodDef methods[] = {
     {"span", (PyCFunction)(void (*)(void))span, METH_FASTCALL,
      "span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, own, error) -> bytes"},
+    {"verdict_span", (PyCFunction)(void (*)(void))verdict_span, METH_FASTCALL,
+     "verdict_span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, call_id, "
+     "conversation_id, tool, model, decision, mode, problem_count, problem_codes, policy_version, max_text) -> bytes"},
+    {"export_request", (PyCFunction)(void (*)(void))export_request, METH_FASTCALL,
+     "export_request(resource, scope, spans) -> bytes"},
     {"traceparent", (PyCFunction)(void (*)(void))traceparent, METH_FASTCALL,
      "traceparent(traceparent, tracestate, max_tracestate) -> (trace_id, span_id, sampled, trace_state) | None"},
     {NULL, NULL, 0, NULL},
@@ -236,9 +516,12 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_otlp",
-    .m_doc = "A span as OTLP protobuf bytes, in C (otlp_encoding.span is the definition).",
+    .m_doc = "Spans as OTLP protobuf bytes, in C (otlp_encoding is the definition).",
     .m_size = -1,
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__otlp(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__otlp(void) {
+    fill_hex_digits();
+    return PyModule_Create(&module);
+}

@@ -1,11 +1,14 @@
-"""Spans of the Gateway's calls: kept as one tuple each on the event loop, encoded and sent over OTLP/gRPC by a
-thread of their own.
+"""Spans of the Gateway's calls: encoded on the event loop, one native call each, and sent over OTLP/gRPC in
+batches by a thread of their own.
 
-The loop's share of a span is two clock readings, a random id and a deque
-append; its attributes are made, and it is encoded (in C, `_otlp.c`, as
-otlp_encoding.py defines it) and sent, on the export thread, in batches. The queue is bounded: past `queue` spans
-waiting, a span is dropped and counted (`full`); a batch the collector did
-not take is dropped and counted (`export_error`), and logged once a minute.
+The loop's share of a span is two clock readings, a random id, its encoding
+(in C, `_otlp.c`, as otlp_encoding.py defines it) and a deque append: a span
+waits as bytes, which the garbage collector never visits. The export thread
+joins a batch into a request (in C too) and sends it. The queue is bounded:
+past `queue` spans waiting, a span is dropped and counted (`full`); a batch the
+collector did not take is dropped and counted (`export_error`), and logged once
+a minute; a span that could not be encoded (text that is not UTF-8) is dropped
+and counted (`unencodable`), and the call is answered all the same.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping
 
 import grpc
 from opentelemetry.util.types import AttributeValue
 
 from argwatch.server.tracing import otlp_encoding
-from argwatch.server.tracing._otlp import span as encoded_span
+from argwatch.server.tracing._otlp import export_request
+from argwatch.server.tracing._otlp import span as native_span
 from argwatch.server.tracing.trace_context import Parent
 
 log = logging.getLogger("argwatch.tracing")
@@ -30,20 +33,6 @@ log = logging.getLogger("argwatch.tracing")
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 BATCH = 512
 EXPORT_TIMEOUT_SECONDS = 10.0
-
-
-class Pending(NamedTuple):
-    """One finished span, as the loop leaves it: its attributes are made from `attributes` on the export thread."""
-
-    head: bytes  # otlp_encoding.span_head of its kind
-    parent: Parent | None
-    trace_id: str  # hex: the caller's, or a new one
-    span_id: int
-    start_ns: int
-    end_ns: int
-    attributes: Callable[..., Mapping[str, AttributeValue]]
-    of: tuple[Any, ...]  # `attributes`' arguments: immutable values, read on the export thread
-    error: str
 
 
 def new_trace_id() -> str:
@@ -72,19 +61,27 @@ class SpanExport:
         self._export: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(EXPORT_METHOD)
         self._channel = channel
         self._resource, self._scope = otlp_encoding.request_head(resource, scope)
-        self._queue: collections.deque[Pending] = collections.deque()
+        self._queue: collections.deque[bytes] = collections.deque()
         self._limit = queue
         self._delay = delay_seconds
         self._wake = threading.Event()
         self._closing = False
-        self.dropped = {"full": 0, "export_error": 0}
+        self.dropped = {"full": 0, "export_error": 0, "unencodable": 0}
         self.sent = 0
         self._warned_at = 0.0
         self._thread = threading.Thread(target=self._run, name="argwatch-span-export", daemon=True)
         self._thread.start()
 
-    def offer(self, span: Pending) -> None:
-        """Queues a finished span; drops and counts it when `queue` spans already wait."""
+    def has_room(self) -> bool:
+        """Whether `offer` would queue a span now; when not, counts the span as dropped (`full`), so that the
+        loop need not encode it."""
+        if len(self._queue) < self._limit:
+            return True
+        self.dropped["full"] += 1
+        return False
+
+    def offer(self, span: bytes) -> None:
+        """Queues a finished, encoded span; drops and counts it when `queue` spans already wait."""
         if len(self._queue) >= self._limit:
             self.dropped["full"] += 1
             return
@@ -114,12 +111,16 @@ class SpanExport:
             if self._closing:
                 return
 
-    def _send(self, batch: list[Pending]) -> None:
+    def unencodable(self) -> None:
+        """Counts a span that could not be encoded (`_otlp` raised on text that is not UTF-8): dropped."""
+        self.dropped["unencodable"] += 1
+
+    def _send(self, batch: list[bytes]) -> None:
         try:
-            body = otlp_encoding.export_request(self._resource, self._scope, (_encoded(one) for one in batch))
+            body = export_request(self._resource, self._scope, batch)
             self._export(body, timeout=EXPORT_TIMEOUT_SECONDS)
             self.sent += len(batch)
-        except Exception as error:  # the collector down or refusing, or a span that cannot be encoded
+        except Exception as error:  # the collector down or refusing
             self.dropped["export_error"] += len(batch)
             now = time.monotonic()
             if now - self._warned_at > 60:
@@ -127,18 +128,28 @@ class SpanExport:
                 log.warning("tracing: %d spans not exported: %s", len(batch), _reason(error))
 
 
-def _encoded(pending: Pending) -> bytes:
-    parent = pending.parent
-    return encoded_span(
-        pending.head,
-        bytes.fromhex(pending.trace_id),
-        pending.span_id.to_bytes(8, "big"),
+def encoded_span(
+    head: bytes,
+    parent: Parent | None,
+    trace_id: str,
+    span_id: int,
+    start_ns: int,
+    end_ns: int,
+    attributes: Mapping[str, AttributeValue],
+    error: str,
+) -> bytes:
+    """A span with any attributes (otlp_encoding.span, in C): for what is not a judged call, which
+    `_otlp.verdict_span` encodes from its fields."""
+    return native_span(
+        head,
+        bytes.fromhex(trace_id),
+        span_id.to_bytes(8, "big"),
         bytes.fromhex(parent.span_id) if parent is not None else b"",
         parent.trace_state if parent is not None else "",
-        pending.start_ns,
-        pending.end_ns,
-        pending.attributes(*pending.of),
-        pending.error,
+        start_ns,
+        end_ns,
+        attributes,
+        error,
     )
 
 

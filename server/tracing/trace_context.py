@@ -20,6 +20,7 @@ from argwatch.server.tracing._otlp import traceparent as native_traceparent
 _TRACEPARENT = re.compile(r"\s*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\s*")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
+_new_tuple = tuple.__new__
 # A tracestate longer than the specification allows is dropped rather than cut (a cut one would be malformed).
 MAX_TRACESTATE = 512
 
@@ -44,7 +45,8 @@ def caller_parent(context: grpc.aio.ServicerContext[Any, Any]) -> Parent | None:
     if not traceparent:
         return None
     found = native_traceparent(traceparent, tracestate, MAX_TRACESTATE)  # parse_parent, in one native call
-    return Parent(*found) if found is not None else None
+    # Made as NamedTuple's own _make makes one, without the Python __new__ that Parent(*found) runs.
+    return _new_tuple(Parent, found) if found is not None else None
 
 
 def parse_parent(traceparent: str, tracestate: str = "") -> Parent | None:

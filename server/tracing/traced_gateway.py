@@ -8,7 +8,7 @@ names are fixed: what a caller wrote goes in attributes, cut to MAX_TEXT.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from random import random
 from time import perf_counter, time_ns
 from typing import Any
@@ -21,8 +21,9 @@ from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission
 from argwatch.server.edge.gateway_service import SERVICE, GatewayServicer, checked_request
 from argwatch.server.edge.request_limits import TooLong
+from argwatch.server.tracing._otlp import verdict_span
 from argwatch.server.tracing.otlp_encoding import span_head
-from argwatch.server.tracing.span_export import Pending, SpanExport, new_span_id, new_trace_id
+from argwatch.server.tracing.span_export import SpanExport, encoded_span, new_span_id, new_trace_id
 from argwatch.server.tracing.trace_context import Parent, caller_parent
 from argwatch.server.validator import Validator
 from argwatch.server.verdict.decision import Verdict
@@ -43,6 +44,42 @@ def _rpc(method: str) -> dict[str, AttributeValue]:
 _VALIDATE = span_head(VALIDATE_SPAN, _rpc("Validate"))
 _STREAM = span_head(STREAM_SPAN, _rpc("ValidateStream"))
 _REPAIR = span_head(REPAIR_SPAN, _rpc("Repair"))
+
+
+_Method = Callable[[Any, bytes, grpc.aio.ServicerContext[Any, Any]], Coroutine[Any, Any, bytes]]
+
+
+def _traced_method(head: bytes, untraced: _Method, *, deadline: bool) -> _Method:
+    """A servicer method that judges a call as `untraced` does, in a span of kind `head`. Made once per method
+    rather than called from one: a call through a shared coroutine would be a coroutine more on every call."""
+
+    async def traced(self: TracedGatewayServicer, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        parent = caller_parent(context)
+        if not self._sampled(parent):
+            return await untraced(self, body, context)
+        started, start_ns = perf_counter(), time_ns()
+        trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
+        try:
+            try:
+                request = checked_request(body)
+            except (DecodeError, TooLong) as error:
+                await self._refuse(context, error)
+            call = wire.call_from_request(request)
+            verdict = await self._validator.validate(call, context.time_remaining() if deadline else None)
+            response = wire.verdict_to_wire(verdict)
+        except BaseException as error:
+            self._offer(head, parent, trace_id, span_id, start_ns, {}, _named(error))
+            raise
+        spans = self._spans
+        if spans.has_room():
+            try:
+                spans.offer(judged_span(head, parent, trace_id, span_id, start_ns, time_ns(), call, verdict))
+            except UnicodeError:  # text that is not UTF-8: the span is dropped and counted, the call answered
+                spans.unencodable()
+        self._observe_traced(perf_counter() - started, trace_id)
+        return response
+
+    return traced
 
 
 class TracedGatewayServicer(GatewayServicer):
@@ -72,42 +109,10 @@ class TracedGatewayServicer(GatewayServicer):
             return parent.sampled
         return self._ratio >= 1.0 or random() < self._ratio
 
-    async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
-        return await self._traced(_VALIDATE, body, context, context.time_remaining(), GatewayServicer.Validate)
-
-    async def _judge(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
-        # Each message its own span, each a child of the context the stream was opened with.
-        return await self._traced(_STREAM, body, context, None, GatewayServicer._judge)
-
-    async def _traced(
-        self,
-        head: bytes,
-        body: bytes,
-        context: grpc.aio.ServicerContext[Any, Any],
-        deadline: float | None,
-        untraced: Callable[[GatewayServicer, bytes, grpc.aio.ServicerContext[Any, Any]], Any],
-    ) -> bytes:
-        parent = caller_parent(context)
-        if not self._sampled(parent):
-            return await untraced(self, body, context)  # type: ignore[no-any-return]
-        started, start_ns = perf_counter(), time_ns()
-        trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
-        try:
-            try:
-                request = checked_request(body)
-            except (DecodeError, TooLong) as error:
-                await self._refuse(context, error)
-            call = wire.call_from_request(request)
-            verdict = await self._validator.validate(call, deadline)
-            response = wire.verdict_to_wire(verdict)
-        except BaseException as error:
-            self._spans.offer(Pending(head, parent, trace_id, span_id, start_ns, time_ns(), _none, (), _named(error)))
-            raise
-        self._spans.offer(
-            Pending(head, parent, trace_id, span_id, start_ns, time_ns(), verdict_attributes, (call, verdict), "")
-        )
-        self._observe_traced(perf_counter() - started, trace_id)
-        return response
+    # Each ValidateStream message its own span, each a child of the context the stream was opened with. (mypy
+    # sees a callable made at run time, whose parameters it cannot name, where the base has methods.)
+    Validate = _traced_method(_VALIDATE, GatewayServicer.Validate, deadline=True)  # type: ignore[assignment]
+    _judge = _traced_method(_STREAM, GatewayServicer._judge, deadline=False)  # type: ignore[assignment]
 
     async def Repair(
         self,
@@ -119,21 +124,73 @@ class TracedGatewayServicer(GatewayServicer):
             return await super().Repair(request, context)
         start_ns = time_ns()
         trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
-        asked = (request.call_id, request.conversation_id)
         try:
             response = await super().Repair(request, context)
         except BaseException as error:
-            self._spans.offer(
-                Pending(_REPAIR, parent, trace_id, span_id, start_ns, time_ns(), _ids, asked, _named(error))
-            )
+            asked = _ids(request.call_id, request.conversation_id)
+            self._offer(_REPAIR, parent, trace_id, span_id, start_ns, asked, _named(error))
             raise
-        told = (*asked, len(response.problems), response.attempt, response.give_up)
-        self._spans.offer(Pending(_REPAIR, parent, trace_id, span_id, start_ns, time_ns(), repair_attributes, told, ""))
+        told = repair_attributes(
+            request.call_id, request.conversation_id, len(response.problems), response.attempt, response.give_up
+        )
+        self._offer(_REPAIR, parent, trace_id, span_id, start_ns, told, "")
         return response
+
+    def _offer(
+        self,
+        head: bytes,
+        parent: Parent | None,
+        trace_id: str,
+        span_id: int,
+        start_ns: int,
+        attributes: dict[str, AttributeValue],
+        error: str,
+    ) -> None:
+        """Queues a span ended now, with any attributes: a repair's, or a call answered with an error."""
+        if not self._spans.has_room():
+            return
+        try:
+            self._spans.offer(encoded_span(head, parent, trace_id, span_id, start_ns, time_ns(), attributes, error))
+        except UnicodeError:  # text that is not UTF-8
+            self._spans.unencodable()
+
+
+def judged_span(
+    head: bytes,
+    parent: Parent | None,
+    trace_id: str,
+    span_id: int,
+    start_ns: int,
+    end_ns: int,
+    call: ToolCall,
+    verdict: Verdict,
+) -> bytes:
+    """A judged call's span, with verdict_attributes' attributes: encoded from the call's and the
+    verdict's fields in one native call, without the dict (a test holds the two to the same bytes)."""
+    return verdict_span(
+        head,
+        trace_id,
+        span_id,
+        parent.span_id if parent is not None else None,
+        parent.trace_state if parent is not None else "",
+        start_ns,
+        end_ns,
+        call.call_id,
+        call.conversation_id,
+        call.tool,
+        call.model,
+        verdict.decision._value_,  # the plain attribute: `.value` is a property, and slower
+        verdict.mode._value_,
+        len(verdict.problems),
+        sorted({problem.code.value for problem in verdict.problems}) if verdict.problems else (),
+        verdict.policy_version,
+        MAX_TEXT,
+    )
 
 
 def verdict_attributes(call: ToolCall, verdict: Verdict) -> dict[str, AttributeValue]:
-    """What a span tells of one judged call: whose call it was, and what was decided."""
+    """What a span tells of one judged call: whose call it was, and what was decided. The definition, which
+    `judged_span` writes without making this dict."""
     attributes = _ids(call.call_id, call.conversation_id)
     attributes["gen_ai.tool.name"] = call.tool[:MAX_TEXT]
     if call.model:
@@ -163,10 +220,6 @@ def repair_attributes(
     attributes["argwatch.repair.attempt"] = attempt
     attributes["argwatch.repair.give_up"] = give_up
     return attributes
-
-
-def _none() -> dict[str, AttributeValue]:
-    return {}
 
 
 def _named(error: BaseException) -> str:

@@ -147,8 +147,8 @@ async def test_validate_and_repair_are_spans_in_the_callers_trace_with_the_verdi
 async def test_spans_go_out_in_full_batches_while_calls_keep_coming(receiver: OtlpReceiver) -> None:
     """Spans queued while an export is under way wait for a full batch (or the delay, or the stop): sending them
     as they came made ever smaller exports under load, and each export's cost was then paid per few spans."""
-    from argwatch.server.tracing.span_export import BATCH, Pending, SpanExport, new_span_id
-    from argwatch.server.tracing.traced_gateway import _VALIDATE, verdict_attributes
+    from argwatch.server.tracing.span_export import BATCH, SpanExport, new_span_id
+    from argwatch.server.tracing.traced_gateway import _VALIDATE, judged_span
 
     parent = parse_parent(f"00-{'1' * 32}-{'2' * 16}-01")
     assert parent is not None
@@ -157,11 +157,7 @@ async def test_spans_go_out_in_full_batches_while_calls_keep_coming(receiver: Ot
 
     def offer(export: SpanExport, count: int) -> None:
         for _ in range(count):
-            export.offer(
-                Pending(
-                    _VALIDATE, parent, parent.trace_id, new_span_id(), 1, 2, verdict_attributes, (call, verdict), ""
-                )
-            )
+            export.offer(judged_span(_VALIDATE, parent, parent.trace_id, new_span_id(), 1, 2, call, verdict))
 
     export = SpanExport(grpc.insecure_channel(receiver.endpoint), {"service.name": "t"}, "t", delay_seconds=60)
     try:
@@ -250,6 +246,31 @@ async def test_with_no_collector_listening_calls_are_answered_spans_counted_as_l
         await eventually(lambda: gateway.registry.get_sample_value("argwatch_trace_spans_dropped_total", lost) == 3)
     finally:
         await asyncio.wait_for(gateway.stop(), 30)
+
+
+async def test_past_the_queue_spans_are_dropped_and_counted_and_every_call_is_answered(
+    tmp_path: Path, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two spans may wait and the export waits a minute: the other three calls' spans are counted as dropped
+    (`full`) before they are encoded, and the two that waited go out at the stop."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
+    gateway = await _traced_gateway(tmp_path, receiver)
+    try:
+        channel, stub = gateway_stub(gateway)
+        async with channel:
+            for n in range(5):
+                good = request("transfer_stock", {"warehouse_code": "AMS-1"}, call_id=f"q-{n}")
+                assert (await stub.Validate(good, timeout=5)).call_id == f"q-{n}"
+        full = {"reason": "full"}
+        assert gateway.registry.get_sample_value("argwatch_trace_spans_dropped_total", full) == 3
+        assert receiver.named("argwatch.Validate") == []
+    finally:
+        await gateway.stop()
+    assert sorted(attributes(span)["gen_ai.tool.call.id"] for span in receiver.named("argwatch.Validate")) == [
+        "q-0",
+        "q-1",
+    ]
 
 
 async def test_a_sample_ratio_of_zero_traces_no_call_without_a_traceparent_and_every_sampled_callers(

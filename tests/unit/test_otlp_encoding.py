@@ -10,11 +10,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.util.types import AttributeValue
 
+from argwatch.server.policy.model import Mode
 from argwatch.server.tracing import otlp_encoding
+from argwatch.server.tracing._otlp import export_request as native_export_request
 from argwatch.server.tracing._otlp import span as native_span
 from argwatch.server.tracing._otlp import traceparent as native_traceparent
 from argwatch.server.tracing.otlp_encoding import varint
+from argwatch.server.tracing.span_export import encoded_span
 from argwatch.server.tracing.trace_context import MAX_TRACESTATE, Parent, parse_parent
+from argwatch.server.tracing.traced_gateway import _VALIDATE, MAX_TEXT, judged_span, verdict_attributes
+from argwatch.server.verdict.decision import Decision, Verdict
+from argwatch.server.verdict.findings import Problem, ProblemCode
+from argwatch.server.verdict.tool_call import ToolCall
 from tests.service.otlp_receiver import attributes
 
 TRACE = bytes(range(1, 17))
@@ -149,3 +156,68 @@ def test_the_native_span_is_the_defined_one_byte_for_byte(
 def test_a_value_no_attribute_can_hold_is_refused_not_written(value: object) -> None:
     with pytest.raises((TypeError, OverflowError)):
         native_span(b"", TRACE, SPAN, b"", "", 1, 2, {"bad": value}, "")  # type: ignore[dict-item]
+
+
+# Text as a caller may write it: empty, short, past MAX_TEXT, and past it in characters that take several bytes.
+caller_text = st.text(max_size=40) | st.text(min_size=MAX_TEXT - 2, max_size=MAX_TEXT + 40) | st.just("é" * 400)
+hex_ids = st.binary(min_size=16, max_size=16).filter(any).map(bytes.hex)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.tuples(caller_text, caller_text, caller_text, caller_text, st.text(max_size=20)),
+    codes=st.lists(st.sampled_from(ProblemCode), max_size=5),
+    decision=st.sampled_from(Decision),
+    mode=st.sampled_from(Mode),
+    parent=st.none() | st.tuples(hex_ids, hex_ids.map(lambda text: text[:16]), st.sampled_from(["", "a=b"])),
+    ids=st.tuples(hex_ids, st.integers(1, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)),
+)
+def test_a_judged_calls_span_is_verdict_attributes_span_byte_for_byte(
+    texts: tuple[str, str, str, str, str],
+    codes: list[ProblemCode],
+    decision: Decision,
+    mode: Mode,
+    parent: tuple[str, str, str] | None,
+    ids: tuple[str, int, int, int],
+) -> None:
+    """judged_span (one native call from the fields, on the event loop) writes what the definitions write: the
+    span of verdict_attributes' dict, cut text, empty fields left out, the codes sorted, in the same order."""
+    tool, call_id, conversation, model, version = texts
+    call = ToolCall(tool, {}, call_id, conversation_id=conversation, model=model)
+    problems = tuple(Problem(code=code, message="m", argument=f"a{n}") for n, code in enumerate(codes))
+    verdict = Verdict(call_id, decision, mode, problems, (), (), version)
+    caller = Parent(parent[0], parent[1], True, parent[2]) if parent is not None else None
+    trace_id, span_id, start, end = ids
+    defined = encoded_span(_VALIDATE, caller, trace_id, span_id, start, end, verdict_attributes(call, verdict), "")
+    assert judged_span(_VALIDATE, caller, trace_id, span_id, start, end, call, verdict) == defined
+
+
+def test_a_judged_span_of_text_that_is_not_utf8_raises_what_the_servicer_counts() -> None:
+    """A lone surrogate cannot be written as UTF-8: the servicer catches UnicodeError, counts the span as
+    `unencodable` and answers the call."""
+    call = ToolCall("refund_\udcff", {}, "c1")
+    verdict = Verdict("c1", Decision.ALLOW, Mode.OBSERVE, (), (), (), "v1")
+    with pytest.raises(UnicodeError):
+        judged_span(_VALIDATE, None, "1" * 32, 1, 1, 2, call, verdict)
+
+
+@pytest.mark.parametrize("trace_id", ["1" * 31, "1" * 33, "g" * 32, "1" * 30 + "é1", 7])
+def test_a_trace_id_that_is_not_32_hex_digits_is_refused(trace_id: object) -> None:
+    verdict = Verdict("c1", Decision.ALLOW, Mode.OBSERVE, (), (), (), "v1")
+    with pytest.raises(ValueError):
+        judged_span(_VALIDATE, None, trace_id, 1, 1, 2, ToolCall("t", {}, "c1"), verdict)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(spans=st.lists(st.binary(max_size=300), max_size=20), resource=st.binary(max_size=200))
+def test_the_native_request_is_the_defined_one_byte_for_byte(spans: list[bytes], resource: bytes) -> None:
+    """The export thread's request (_otlp.c, sizes reckoned first) is otlp_encoding.export_request's."""
+    scope = otlp_encoding.field(1, b"argwatch.server")
+    assert native_export_request(resource, scope, spans) == otlp_encoding.export_request(resource, scope, spans)
+
+
+@pytest.mark.parametrize("span_id", [-1, 2**64, 1.5])
+def test_a_span_id_that_is_not_64_bits_is_refused(span_id: object) -> None:
+    verdict = Verdict("c1", Decision.ALLOW, Mode.OBSERVE, (), (), (), "v1")
+    with pytest.raises((OverflowError, TypeError)):
+        judged_span(_VALIDATE, None, "1" * 32, span_id, 1, 2, ToolCall("t", {}, "c1"), verdict)  # type: ignore[arg-type]
