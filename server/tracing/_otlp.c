@@ -203,7 +203,7 @@ static int attribute(Attribute *a, const char *key, PyObject *value, Py_ssize_t 
     a->key = key;
     a->key_size = strlen(key);
     a->owned = NULL;
-    a->body = NULL;
+    a->body = ""; /* an int's body: nothing (memcpy's source is never NULL) */
     a->body_size = 0;
     if (PyUnicode_Check(value)) {
         if (cut >= 0 && PyUnicode_GET_LENGTH(value) > cut) {
@@ -280,19 +280,25 @@ static int is_empty(PyObject *value) {
            ((PyList_Check(value) || PyTuple_Check(value)) && PySequence_Fast_GET_SIZE(value) == 0);
 }
 
-/* An int in [0, 2**64) as a uint64, as PyLong_AsUnsignedLongLong reads it (OverflowError outside), without the
-   byte array that function goes through for every int past 2**30. */
+/* An int in [0, 2**64) as a uint64, as PyLong_AsUnsignedLongLong reads it (OverflowError outside). On 3.11 and
+   3.12 without the byte array that function goes through for every int past 2**30; their private functions
+   for the sign and the width are not in later versions' headers, which take the public path. */
 static int fixed64(PyObject *number, uint64_t *out) {
     if (!PyLong_Check(number)) {
         PyErr_SetString(PyExc_TypeError, "an id or a time must be an int");
         return -1;
     }
+#if PY_VERSION_HEX < 0x030D0000
     if (_PyLong_Sign(number) < 0 || _PyLong_NumBits(number) > 64) {
         PyErr_SetString(PyExc_OverflowError, "an id or a time must be in [0, 2**64)");
         return -1;
     }
     *out = PyLong_AsUnsignedLongLongMask(number);
     return 0;
+#else
+    *out = PyLong_AsUnsignedLongLong(number);
+    return *out == (uint64_t)-1 && PyErr_Occurred() ? -1 : 0;
+#endif
 }
 
 /* verdict_span(head, trace_id, span_id, parent_span_id, trace_state, start_ns, end_ns, call_id, conversation_id,

@@ -1,7 +1,7 @@
 """Types of the C extension built from _otlp.c (spans and export requests as OTLP protobuf bytes, as
 otlp_encoding writes them; the caller's traceparent, as trace_context.parse_parent reads it)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
 
@@ -32,7 +32,7 @@ def verdict_span(
     decision: str,
     mode: str,
     problem_count: int,
-    problem_codes: Sequence[str],
+    problem_codes: list[str] | tuple[str, ...],
     policy_version: str,
     max_text: int,
 ) -> bytes: ...

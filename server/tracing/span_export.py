@@ -7,8 +7,10 @@ waits as bytes, which the garbage collector never visits. The export thread
 joins a batch into a request (in C too) and sends it. The queue is bounded:
 past `queue` spans waiting, a span is dropped and counted (`full`); a batch the
 collector did not take is dropped and counted (`export_error`), and logged once
-a minute; a span that could not be encoded (text that is not UTF-8) is dropped
-and counted (`unencodable`), and the call is answered all the same.
+a minute; a span that could not be encoded is dropped and counted
+(`unencodable`), and the call is answered all the same. (No caller can send
+one: gRPC refuses a string that is not UTF-8 before the handler runs. The count
+is there so that a defect of ours shows rather than failing decided calls.)
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class SpanExport:
                 return
 
     def unencodable(self) -> None:
-        """Counts a span that could not be encoded (`_otlp` raised on text that is not UTF-8): dropped."""
+        """Counts a span that could not be encoded (`_otlp` raised): dropped."""
         self.dropped["unencodable"] += 1
 
     def _send(self, batch: list[bytes]) -> None:

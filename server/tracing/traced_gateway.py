@@ -74,7 +74,7 @@ def _traced_method(head: bytes, untraced: _Method, *, deadline: bool) -> _Method
         if spans.has_room():
             try:
                 spans.offer(judged_span(head, parent, trace_id, span_id, start_ns, time_ns(), call, verdict))
-            except UnicodeError:  # text that is not UTF-8: the span is dropped and counted, the call answered
+            except Exception:  # the call is decided and answered whatever its span's fate: dropped, counted
                 spans.unencodable()
         self._observe_traced(perf_counter() - started, trace_id)
         return response
@@ -151,7 +151,7 @@ class TracedGatewayServicer(GatewayServicer):
             return
         try:
             self._spans.offer(encoded_span(head, parent, trace_id, span_id, start_ns, time_ns(), attributes, error))
-        except UnicodeError:  # text that is not UTF-8
+        except Exception:  # as for a judged call's span: dropped and counted, never the call's failure
             self._spans.unencodable()
 
 
