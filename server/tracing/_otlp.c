@@ -197,14 +197,21 @@ typedef struct {
     PyObject *owned; /* a cut str, released when the span is written */
 } Attribute;
 
-/* `value` (a str or an int) as attribute `key`: a str cut to `cut` characters when cut >= 0, as text[:cut]
-   cuts it. Returns -1 with an exception set. */
-static int attribute(Attribute *a, const char *key, PyObject *value, Py_ssize_t cut) {
+/* `value` as attribute `key`: a str, cut to `cut` characters when cut >= 0 as text[:cut] cuts it; an int; or
+   the span's one list (the problem codes), whose ArrayValue is already written in `array`. Returns -1 with an
+   exception set. */
+static int attribute(Attribute *a, const char *key, PyObject *value, Py_ssize_t cut, const Bytes *array) {
     a->key = key;
     a->key_size = strlen(key);
     a->owned = NULL;
     a->body = ""; /* an int's body: nothing (memcpy's source is never NULL) */
     a->body_size = 0;
+    if (PyList_Check(value) || PyTuple_Check(value)) {
+        a->head_size = 0;
+        a->body = array->data;
+        a->body_size = array->len;
+        return 0;
+    }
     if (PyUnicode_Check(value)) {
         if (cut >= 0 && PyUnicode_GET_LENGTH(value) > cut) {
             a->owned = value = PyUnicode_Substring(value, 0, cut);
@@ -345,23 +352,13 @@ static PyObject *verdict_span(PyObject *module, PyObject *const *args, Py_ssize_
         {"argwatch.problem_count", 13, 0, 0}, {"argwatch.problem_codes", 14, 0, 1},
         {"argwatch.policy_version", 15, 0, 0},
     };
-    /* The array is written before any attribute points into it: only problem codes make one, and its buffer
-       must not move once an attribute holds its address. */
+    /* The array is written before any attribute points into it: only the problem codes (the one list) make
+       one, and its buffer must not move once an attribute holds its address. */
     if (!is_empty(args[14]) && put_any_value(&array, args[14], 0)) failed = 1;
     for (int i = 0; i < 9 && !failed; i++) {
         PyObject *value = args[named[i].arg];
         if (named[i].optional && is_empty(value)) continue;
-        if (named[i].arg == 14) {
-            Attribute *a = &found[count++];
-            a->key = named[i].key;
-            a->key_size = strlen(a->key);
-            a->owned = NULL;
-            a->head_size = 0;
-            a->body = array.data;
-            a->body_size = array.len;
-            continue;
-        }
-        if (attribute(&found[count], named[i].key, value, named[i].cut ? cut : -1)) {
+        if (attribute(&found[count], named[i].key, value, named[i].cut ? cut : -1, &array)) {
             Py_XDECREF(found[count].owned);
             failed = 1;
             break;
@@ -422,20 +419,14 @@ static PyObject *export_request(PyObject *module, PyObject *const *args, Py_ssiz
     PyObject *request = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (request == NULL) return NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(request);
-    *out++ = 1 << 3 | 2; /* ResourceSpans, field 1 */
-    out += varint_into(out, resource_spans);
-    memcpy(out, PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]));
-    out += PyBytes_GET_SIZE(args[0]);
-    *out++ = 2 << 3 | 2; /* ScopeSpans, field 2 */
-    out += varint_into(out, scope_spans);
-    memcpy(out, PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]));
-    out += PyBytes_GET_SIZE(args[1]);
+    out = write_length(out, 1 << 3 | 2, resource_spans); /* ResourceSpans, field 1 */
+    out = write_bytes(out, PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]));
+    out = write_length(out, 2 << 3 | 2, scope_spans); /* ScopeSpans, field 2 */
+    out = write_bytes(out, PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]));
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *one = PyList_GET_ITEM(spans, i);
-        *out++ = 2 << 3 | 2; /* a Span, field 2 */
-        out += varint_into(out, (uint64_t)PyBytes_GET_SIZE(one));
-        memcpy(out, PyBytes_AS_STRING(one), (size_t)PyBytes_GET_SIZE(one));
-        out += PyBytes_GET_SIZE(one);
+        size_t size = (size_t)PyBytes_GET_SIZE(one);
+        out = write_bytes(write_length(out, 2 << 3 | 2, size), PyBytes_AS_STRING(one), size); /* a Span, field 2 */
     }
     return request;
 }

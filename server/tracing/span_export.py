@@ -83,10 +83,8 @@ class SpanExport:
         return False
 
     def offer(self, span: bytes) -> None:
-        """Queues a finished, encoded span; drops and counts it when `queue` spans already wait."""
-        if len(self._queue) >= self._limit:
-            self.dropped["full"] += 1
-            return
+        """Queues a finished, encoded span, once `has_room` said there is room: the bound is checked there, once,
+        and holds because only the loop appends (the export thread only takes)."""
         self._queue.append(span)
         if len(self._queue) >= BATCH and not self._wake.is_set():
             self._wake.set()
