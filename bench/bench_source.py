@@ -3,13 +3,19 @@
 Prints its port, then reads lines:
     publish NAME COUNT        replace NAME with COUNT generated members (a snapshot to watchers)
     add NAME VALUE            add one member (a delta to watchers)
+    churn NAME RATE SECONDS PATH
+                              RATE deltas a second for SECONDS, each adding a new member or removing the
+                              oldest generated one in turn; then writes [version, monotonic seconds] of
+                              each to PATH (JSON)
 Each command is acknowledged with "ok" once published. EOF stops the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+import time
 
 import grpc
 
@@ -19,6 +25,26 @@ from argwatch.v1 import sources_pb2_grpc
 
 def members(count: int) -> list[str]:
     return [f"component-{i:07d}" for i in range(count)]
+
+
+async def churn(catalog: ValueSetCatalog, name: str, rate: float, seconds: float, path: str) -> None:
+    """`rate` deltas a second on `name` for `seconds`, on a fixed schedule; each one's version and time."""
+    published: list[tuple[int, float]] = []
+    period, started = 1 / rate, time.monotonic()
+    for step in range(int(rate * seconds)):
+        await asyncio.sleep(max(0.0, started + step * period - time.monotonic()))
+        if step % 2 == 0:
+            version = catalog.add(name, [f"churn-{step:09d}"]).version
+        else:
+            version = catalog.remove(name, [f"component-{step // 2:07d}"]).version
+        published.append((version, time.monotonic()))
+    await asyncio.sleep(0.5)  # the last deltas go out before the file is written, not after
+    await asyncio.to_thread(_write, path, published)
+
+
+def _write(path: str, published: list[tuple[int, float]]) -> None:
+    with open(path, "w") as handle:
+        json.dump(published, handle)
 
 
 async def main() -> None:
@@ -33,12 +59,13 @@ async def main() -> None:
     print(port, flush=True)
     loop = asyncio.get_running_loop()
     while line := await loop.run_in_executor(None, sys.stdin.readline):
-        command, name, argument = line.split()
-        current = catalog.get(name)
+        command, name, argument, *more = line.split()
         if command == "publish":
             catalog.publish(name, members(int(argument)))
         elif command == "add":
-            catalog.publish(name, [*(current.members if current else ()), argument])
+            catalog.add(name, [argument])
+        elif command == "churn":
+            await churn(catalog, name, float(argument), float(more[0]), more[1])
         print("ok", flush=True)
     await server.stop(0)
 

@@ -37,8 +37,8 @@ async def churn(catalog: ValueSetCatalog, every: float) -> None:
         current = catalog.get("identity.active_handles")
         assert current is not None
         joined += 1
-        handles = [*sorted(current.members)[1:], f"new.hire{joined}"]
-        published = catalog.publish("identity.active_handles", handles)
+        catalog.remove("identity.active_handles", [min(current.members)])
+        published = catalog.add("identity.active_handles", [f"new.hire{joined}"])
         logging.info("identity.active_handles: version %d (new.hire%d joined)", published.version, joined)
 
 

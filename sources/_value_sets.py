@@ -2,7 +2,9 @@
 
 The bundled demo owning service and the tests run it. `publish` replaces a set,
 bumps its version and pushes a delta (added, removed, what replaced the removed) to every watcher;
-watchers get a snapshot of each set first and a heartbeat when nothing changes.
+`add`, `remove` and `retire` change a few values of a set of any size in proportion to the change
+(the members are sharded and copied on write: _sharded_members.py). Watchers get a snapshot of each
+set first, its parts made as the stream sends them, and a heartbeat when nothing changes.
 """
 
 from __future__ import annotations
@@ -10,15 +12,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from itertools import islice
 from types import MappingProxyType
-from typing import Any
 
 import grpc
 from google.protobuf import timestamp_pb2
 
 from argwatch.sources._scoped_sets import ScopedMembers, changed, retired_values, scope_parts
+from argwatch.sources._sharded_members import ShardedMembers
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
 
@@ -29,8 +32,8 @@ class PublishedSet:
     Attributes:
         name: The set's name, "<owner>.<set>" by convention.
         version: Counts from 1 in each catalog, one more with every publish.
-        members: The legal values.
-        retired: Values the set held once and no longer does.
+        members: The legal values (a frozen set, sharded so that the next version shares what it keeps).
+        retired: Values the set held once and no longer does (frozen the same way).
         updated_at: When it was published, in seconds since the epoch.
         incarnation: The catalog's incarnation (see ValueSetCatalog).
         replaced_by: For retired values that were replaced: the retired value -> the legal value that replaced it.
@@ -41,13 +44,31 @@ class PublishedSet:
 
     name: str
     version: int
-    members: frozenset[str]
-    retired: frozenset[str]
+    members: Set[str]
+    retired: Set[str]
     updated_at: float
     incarnation: str = ""
     # A read-only view: the dataclass is frozen, and the mapping must not change under it.
     replaced_by: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     scoped: ScopedMembers | None = field(default=None, hash=False)
+
+
+_NONE = ShardedMembers()
+
+
+def _sharded(values: Set[str]) -> ShardedMembers:
+    """A global set's members or retired values, as the catalog made them."""
+    assert isinstance(values, ShardedMembers)
+    return values
+
+
+def _once(values: Iterable[str]) -> Iterator[str]:
+    """Each value once, in the order given."""
+    return iter(dict.fromkeys(values))
+
+
+# What a watcher is queued: a delta (or a scoped set's delta) as its message, or a new set to stream whole.
+Announcement = sources_pb2.WatchValueSetsResponse | PublishedSet
 
 
 class ValueSetCatalog:
@@ -68,7 +89,7 @@ class ValueSetCatalog:
         """
         self.incarnation = uuid.uuid4().hex[:16] if incarnation is None else incarnation
         self._sets: dict[str, PublishedSet] = {}
-        self._watchers: set[asyncio.Queue[sources_pb2.WatchValueSetsResponse]] = set()
+        self._watchers: set[asyncio.Queue[Announcement]] = set()
 
     def publish(
         self,
@@ -107,45 +128,162 @@ class ValueSetCatalog:
             if members or retired or replaced_by:
                 raise ValueError("members_by_scope replaces the whole set: pass no members, retired or replaced_by")
             return self._publish_scoped(name, members_by_scope, {}, whole=True)
+        previous = self._global(name)
+        member_set = ShardedMembers(members)
+        if previous is None:
+            replacements = {old: new for old, new in (replaced_by or {}).items() if old not in member_set}
+            retired_set = ShardedMembers(value for value in (*retired, *replacements) if value not in member_set)
+            published = self._next(name, None, member_set, retired_set, replacements)
+            self._announce(published)
+            return published
+        added = member_set.minus(_sharded(previous.members))
+        removed = _sharded(previous.members).minus(member_set)
+        return self._change(previous, added, removed, retired, replaced_by or {})
+
+    def add(self, name: str, values: Iterable[str]) -> PublishedSet:
+        """Adds members to a set (creating it if it is new), and pushes them to every watching gateway as a
+        delta: O(values), whatever the set's size. Values already members are no change; a retired value
+        added again is a member, no longer retired.
+
+        Args:
+            name: The set's name ("billing.invoice_ids").
+            values: The values to add.
+
+        Returns:
+            The new version of the set (the same version when nothing changed).
+
+        Raises:
+            ValueError: The set is published per scope.
+        """
+        previous = self._global(name)
+        if previous is None:
+            return self.publish(name, values)
+        return self._change(previous, [value for value in _once(values) if value not in previous.members], (), (), {})
+
+    def remove(self, name: str, values: Iterable[str], *, replaced_by: Mapping[str, str] | None = None) -> PublishedSet:
+        """Takes members out of a set, and pushes their removal to every watching gateway as a delta:
+        O(values), whatever the set's size. A removed member retires: a model that sends it is told it is
+        retired (and what replaced it), not that it was invented. Values that are not members are no change.
+
+        Args:
+            name: The set's name.
+            values: The members to take out.
+            replaced_by: Removed value -> the member that replaced it; repair messages name it.
+
+        Returns:
+            The new version of the set (the same version when nothing changed).
+
+        Raises:
+            ValueError: The set was never published, or is published per scope.
+        """
+        previous = self._existing(name)
+        removed = [value for value in _once(values) if value in previous.members]
+        replacements = {old: new for old, new in (replaced_by or {}).items() if old in removed}
+        return self._change(previous, (), removed, (), replacements)
+
+    def retire(self, name: str, values: Iterable[str], *, replaced_by: Mapping[str, str] | None = None) -> PublishedSet:
+        """Declares values retired, members or not (a value the set held before this catalog existed, say),
+        or names what replaced a retired value; members among them are taken out. Pushed to every watching
+        gateway as a delta: O(values), whatever the set's size.
+
+        Args:
+            name: The set's name.
+            values: The values that are retired.
+            replaced_by: Retired value -> the member that replaced it (a value named here is retired too).
+
+        Returns:
+            The new version of the set.
+
+        Raises:
+            ValueError: The set was never published, or is published per scope.
+        """
+        previous = self._existing(name)
+        retiring = list(_once([*values, *(replaced_by or {})]))
+        removed = [value for value in retiring if value in previous.members]
+        return self._change(previous, (), removed, retiring, replaced_by or {})
+
+    def _global(self, name: str) -> PublishedSet | None:
         previous = self._sets.get(name)
         if previous is not None and previous.scoped is not None:
             raise ValueError(f"{name} is published per scope: use members_by_scope or publish_scope")
-        member_set = frozenset(members)
-        replacements = {**(previous.replaced_by if previous else {}), **(replaced_by or {})}
-        retired_set = frozenset(retired) | replacements.keys()
-        if previous is not None:
-            retired_set |= previous.retired | (previous.members - member_set)
+        return previous
+
+    def _existing(self, name: str) -> PublishedSet:
+        previous = self._global(name)
+        if previous is None:
+            raise ValueError(f"{name} was never published: publish or add its members first")
+        return previous
+
+    def _change(
+        self,
+        previous: PublishedSet,
+        added: Sequence[str],
+        removed: Sequence[str],
+        retiring: Iterable[str],
+        replaced_by: Mapping[str, str],
+    ) -> PublishedSet:
+        """The version after adding `added` (not members), removing `removed` (members: they retire) and
+        retiring `retiring` (members or not), with `replaced_by` merged into the replacements; pushed as one
+        delta. O(change): the members and retired values are copied only where the change touches them."""
+        added_now, removed_now = set(added), set(removed)
+
+        def member_after(value: str) -> bool:
+            return value in added_now or (value in previous.members and value not in removed_now)
+
+        retiring = [value for value in _once([*removed, *retiring, *replaced_by]) if not member_after(value)]
+        replaced_by = {old: new for old, new in replaced_by.items() if not member_after(old)}
+        # What watchers are told retires: members removed, values not retired before, and new replacements.
+        told = [
+            value for value in retiring if value in removed_now or value not in previous.retired or value in replaced_by
+        ]
+        if not added and not told:
+            return previous
+        members = _sharded(previous.members).changed(added, removed)
+        # Values added again are members, no longer retired, and keep no replacement.
+        retired = _sharded(previous.retired).changed(retiring, added)
+        replacements: Mapping[str, str] = previous.replaced_by
+        if replaced_by or any(value in replacements for value in added):
+            replacements = {**replacements, **replaced_by}
+            for value in added:
+                replacements.pop(value, None)
+        published = self._next(previous.name, previous, members, retired, replacements)
+        delta = sources_pb2.ValueSetDelta(
+            name=published.name,
+            from_version=previous.version,
+            to_version=published.version,
+            added=sorted(added),
+            removed=sorted(told),
+            replaced_by={old: published.replaced_by[old] for old in told if old in published.replaced_by},
+            incarnation=self.incarnation,
+        )
+        self._announce(sources_pb2.WatchValueSetsResponse(delta=delta))
+        return published
+
+    def _next(
+        self,
+        name: str,
+        previous: PublishedSet | None,
+        members: ShardedMembers,
+        retired: ShardedMembers,
+        replaced_by: Mapping[str, str],
+    ) -> PublishedSet:
         published = PublishedSet(
             name=name,
             version=(previous.version + 1) if previous else 1,
-            members=member_set,
-            retired=retired_set - member_set,
+            members=members,
+            retired=retired,
             updated_at=time.time(),
             incarnation=self.incarnation,
-            replaced_by=MappingProxyType({old: new for old, new in replacements.items() if old not in member_set}),
+            replaced_by=replaced_by if isinstance(replaced_by, MappingProxyType) else MappingProxyType(replaced_by),
         )
         self._sets[name] = published
-        if previous is None:
-            updates = snapshot_messages(published)
-        else:
-            removed = previous.members - member_set
-            updates = [
-                sources_pb2.WatchValueSetsResponse(
-                    delta=sources_pb2.ValueSetDelta(
-                        name=name,
-                        from_version=previous.version,
-                        to_version=published.version,
-                        added=sorted(member_set - previous.members),
-                        removed=sorted(removed),
-                        replaced_by={old: new for old, new in published.replaced_by.items() if old in removed},
-                        incarnation=self.incarnation,
-                    )
-                )
-            ]
-        for queue in self._watchers:
-            for update in updates:  # a snapshot's parts go in a row: publish() does not yield
-                queue.put_nowait(update)
         return published
+
+    def _announce(self, update: sources_pb2.WatchValueSetsResponse | PublishedSet) -> None:
+        """Queues an update for every watcher: a delta, or a set to stream whole (its parts are made as the
+        watcher sends them)."""
+        for queue in self._watchers:
+            queue.put_nowait(update)
 
     def publish_scope(
         self, name: str, scope: str, members: Iterable[str], *, replaced_by: Mapping[str, str] | None = None
@@ -185,22 +323,19 @@ class ValueSetCatalog:
         published = PublishedSet(
             name=name,
             version=(previous.version + 1) if previous else 1,
-            members=frozenset(),
-            retired=frozenset(),
+            members=_NONE,
+            retired=_NONE,
             updated_at=time.time(),
             incarnation=self.incarnation,
             scoped=content,
         )
         self._sets[name] = published
         if previous is None:
-            updates = snapshot_messages(published)
+            self._announce(published)
         else:
             delta.name, delta.from_version, delta.to_version = name, previous.version, published.version
             delta.incarnation = self.incarnation
-            updates = [sources_pb2.WatchValueSetsResponse(delta=delta)]
-        for queue in self._watchers:
-            for update in updates:
-                queue.put_nowait(update)
+            self._announce(sources_pb2.WatchValueSetsResponse(delta=delta))
         return published
 
     def get(self, name: str) -> PublishedSet | None:
@@ -215,13 +350,14 @@ class ValueSetCatalog:
         """Every set published so far."""
         return list(self._sets)
 
-    def subscribe(self) -> asyncio.Queue[sources_pb2.WatchValueSetsResponse]:
-        """A queue that gets every change from now on, as watch messages (the servicer's side)."""
-        queue: asyncio.Queue[sources_pb2.WatchValueSetsResponse] = asyncio.Queue()
+    def subscribe(self) -> asyncio.Queue[Announcement]:
+        """A queue that gets every change from now on (the servicer's side): a delta as its watch message, a
+        new set as its first version (`snapshot_messages` makes its parts)."""
+        queue: asyncio.Queue[Announcement] = asyncio.Queue()
         self._watchers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[sources_pb2.WatchValueSetsResponse]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[Announcement]) -> None:
         """Stops `queue` getting changes.
 
         Args:
@@ -232,9 +368,17 @@ class ValueSetCatalog:
 
 # Members per snapshot message on a watch stream: ~1 MB, a few ms to decode.
 PART_MEMBERS = 50_000
+# Sets up to this size go out sorted (repeatable messages); larger ones in the order they are held, since
+# sorting a million strings is one long C call on the owner's event loop.
+SORT_UP_TO = 10_000
+
+
+def _in_order(values: Collection[str]) -> Iterable[str]:
+    return sorted(values) if len(values) <= SORT_UP_TO else values
 
 
 def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
+    """The whole set in one message (GetValueSet)."""
     if published.scoped is not None:
         return sources_pb2.ValueSet(
             name=published.name,
@@ -247,8 +391,8 @@ def to_wire(published: PublishedSet) -> sources_pb2.ValueSet:
     return sources_pb2.ValueSet(
         name=published.name,
         version=published.version,
-        members=sorted(published.members),
-        retired=sorted(published.retired),
+        members=_in_order(published.members),
+        retired=_in_order(published.retired),
         retired_values=_retired_values(published),
         updated_at=_timestamp(published.updated_at),
         incarnation=published.incarnation,
@@ -259,55 +403,49 @@ def _retired_values(published: PublishedSet) -> list[sources_pb2.RetiredValue]:
     return [sources_pb2.RetiredValue(value=old, replaced_by=new) for old, new in sorted(published.replaced_by.items())]
 
 
-def snapshot_messages(published: PublishedSet) -> list[sources_pb2.WatchValueSetsResponse]:
-    """A snapshot as watch messages: one for a small set, parts of PART_MEMBERS for a large one."""
+def snapshot_messages(published: PublishedSet) -> Iterator[sources_pb2.WatchValueSetsResponse]:
+    """A snapshot as watch messages: one for a small set, parts of PART_MEMBERS for a large one. Each part is
+    made when it is asked for, so a stream that sends them in turn never holds the loop for the whole set; the
+    version is frozen, so parts made apart in time still add up to it."""
     if published.scoped is not None:
-        return _scoped_messages(published, published.scoped)
-    members = sorted(published.members)
-    if len(members) <= PART_MEMBERS:
-        return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
-    slices = [members[start : start + PART_MEMBERS] for start in range(0, len(members), PART_MEMBERS)]
+        yield from _scoped_messages(published, published.scoped)
+        return
+    if len(published.members) <= PART_MEMBERS:
+        yield sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))
+        return
+    parts = -(-len(published.members) // PART_MEMBERS)
+    values = iter(_in_order(published.members))
+    for index in range(parts):
+        value_set = _part(published, index, parts)
+        value_set.members.extend(islice(values, PART_MEMBERS))
+        if index == 0:
+            value_set.retired.extend(_in_order(published.retired))
+            value_set.retired_values.extend(_retired_values(published))
+        yield sources_pb2.WatchValueSetsResponse(snapshot=value_set)
 
-    def first(value_set: sources_pb2.ValueSet) -> None:
-        value_set.retired.extend(sorted(published.retired))
-        value_set.retired_values.extend(_retired_values(published))
 
-    return _in_parts(published, [{"members": part} for part in slices], first)
-
-
-def _scoped_messages(published: PublishedSet, content: ScopedMembers) -> list[sources_pb2.WatchValueSetsResponse]:
+def _scoped_messages(published: PublishedSet, content: ScopedMembers) -> Iterator[sources_pb2.WatchValueSetsResponse]:
     parts = scope_parts(content, PART_MEMBERS)
     if len(parts) == 1:
-        return [sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))]
-
-    def first(value_set: sources_pb2.ValueSet) -> None:
-        value_set.retired_values.extend(retired_values(content))
-
-    return _in_parts(published, [{"scopes": part} for part in parts], first)
-
-
-def _in_parts(
-    published: PublishedSet,
-    parts: list[dict[str, Any]],
-    first: Callable[[sources_pb2.ValueSet], None],
-) -> list[sources_pb2.WatchValueSetsResponse]:
-    """A snapshot in these parts (each its slice of the members, or of the scopes): every part carries the
-    name, version and incarnation; part 0 also what `first` adds (the retired values) and the update time."""
-    messages = []
+        yield sources_pb2.WatchValueSetsResponse(snapshot=to_wire(published))
+        return
     for index, part in enumerate(parts):
-        value_set = sources_pb2.ValueSet(
-            name=published.name,
-            version=published.version,
-            part=index,
-            parts=len(parts),
-            incarnation=published.incarnation,
-            **part,
-        )
+        value_set = _part(published, index, len(parts))
+        value_set.scopes.extend(part)
         if index == 0:
-            first(value_set)
-            value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
-        messages.append(sources_pb2.WatchValueSetsResponse(snapshot=value_set))
-    return messages
+            value_set.retired_values.extend(retired_values(content))
+        yield sources_pb2.WatchValueSetsResponse(snapshot=value_set)
+
+
+def _part(published: PublishedSet, index: int, parts: int) -> sources_pb2.ValueSet:
+    """Part `index` of a snapshot in `parts`, without its share of the set: every part carries the name,
+    version and incarnation; part 0 also the update time (and the caller adds the retired values)."""
+    value_set = sources_pb2.ValueSet(
+        name=published.name, version=published.version, part=index, parts=parts, incarnation=published.incarnation
+    )
+    if index == 0:
+        value_set.updated_at.CopyFrom(_timestamp(published.updated_at))
+    return value_set
 
 
 class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
@@ -353,20 +491,26 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         """
         wanted = set(request.names) or set(self._catalog.names())
         queue = self._catalog.subscribe()
+        # The versions held now, taken together with the subscription: every change queued from here follows
+        # them, however long their snapshots take to send.
+        held = [found for name in sorted(wanted) if (found := self._catalog.get(name)) is not None]
         try:
-            for name in sorted(wanted):
-                published = self._catalog.get(name)
-                if published is not None:
-                    for message in snapshot_messages(published):
-                        yield message
+            for published in held:
+                for message in snapshot_messages(published):
+                    yield message
             while True:
                 try:
                     update = await asyncio.wait_for(queue.get(), timeout=self._heartbeat)
                 except TimeoutError:
                     yield self._heartbeat_message(wanted)
                     continue
-                name = update.snapshot.name if update.HasField("snapshot") else update.delta.name
-                if name in wanted or not request.names:
+                name = update.name if isinstance(update, PublishedSet) else update.delta.name
+                if name not in wanted and request.names:
+                    continue
+                if isinstance(update, PublishedSet):
+                    for message in snapshot_messages(update):
+                        yield message
+                else:
                     yield update
         finally:
             self._catalog.unsubscribe(queue)

@@ -40,6 +40,11 @@ class CompactIndex(Mapping[str, str]):
         self._slots = array("i" if capacity < 2**31 else "q", [_EMPTY]) * size
         self._count = 0
 
+    @property
+    def members(self) -> Sequence[str]:
+        """The member list the index points into (shared by every index of the set)."""
+        return self._members
+
     def add(self, position: int) -> None:
         """Indexes members[position] under its normalised form, unless an earlier member holds that form."""
         members, apply, hashes, slots, mask = self._members, self._apply, self._hashes, self._slots, self._mask

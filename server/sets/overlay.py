@@ -3,12 +3,16 @@
 A version produced by a delta keeps the base tables (members and indexes, which
 may hold a million entries) and layers small `added` and `removed` sets on top,
 so a one-value change costs one value, not a re-index of the whole set. When the
-layers grow past max(COMPACT_MIN, base/COMPACT_RATIO), the next delta rebuilds
-the set in full instead (in chunks, on the loop), and the layers start again.
+layers grow past max(COMPACT_MIN, base/COMPACT_RATIO), the set is due to be
+compacted: the table rebuilds it in full in the background (in chunks, on the
+loop) while deltas keep being layered, then replays those deltas over the new
+base (set_table.py). Only layers HARD_FACTOR times that size, which a
+compaction that keeps up never reaches, make the next delta wait for a rebuild.
 
 One simplification: when a removed member shared a loose form with a member
 that remains, the loose look-up for that form finds nothing until the next full
-rebuild (a shape may then read `invented` where `separator` was due).
+rebuild or compaction (a shape may then read `invented` where `separator` was
+due).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from argwatch.server.sets.updates import retired_after
 
 COMPACT_MIN = 4096
 COMPACT_RATIO = 64
+HARD_FACTOR = 4
 
 
 class OverlaySet(Set[str]):
@@ -84,25 +89,32 @@ def with_delta(
     now: float,
     rules: tuple[Normalisation, ...],
     keep: RetiredKeep = KEEP_ALL,
+    min_base: int = SHARD_ABOVE,
 ) -> ValueSetSnapshot | None:
-    """The next version as layers over `current`'s tables, in O(delta); None when a full rebuild is due."""
+    """The next version as layers over `current`'s tables, in O(delta); None when the set must be rebuilt
+    first: a set of at most `min_base` members (small sets rebuild quickly enough, and keep their sorted
+    list), or layers past HARD_FACTOR times what makes a compaction due."""
     if isinstance(current.members, OverlaySet):
         base, added, removed = current.members.base, set(current.members.added), set(current.members.removed)
-    elif current.size > SHARD_ABOVE:
+    elif current.size > min_base:
         base, added, removed = current.members, set(), set()
     else:
-        return None  # small sets rebuild quickly enough, and keep their sorted list
+        return None
+    gained: list[str] = []  # values this delta puts in the added layer
+    lost: list[str] = []  # and those it takes out of it
     for value in delta.removed:
         if value in added:
             added.discard(value)
+            lost.append(value)
         elif value in base:
             removed.add(value)
     for value in delta.added:
         if value in removed:
             removed.discard(value)
-        elif value not in base:
+        elif value not in base and value not in added:
             added.add(value)
-    if len(added) + len(removed) > max(COMPACT_MIN, len(base) // COMPACT_RATIO):
+            gained.append(value)
+    if len(added) + len(removed) > HARD_FACTOR * _due_at(base):
         return None
     # The history, as apply_delta keeps it: O(history), which the policy's retired_keep bounds (once, every
     # member a delta removed stayed retired for ever, and each delta cost more than the one before).
@@ -119,10 +131,12 @@ def with_delta(
         retired=retired,
         retirements=history,
         received_at=now,
-        loose_index=_layered(current.loose_index, within_scope(loose) if scoped else loose, members),
+        loose_index=_layered(current.loose_index, within_scope(loose) if scoped else loose, members, gained, lost),
         by_rule=MappingProxyType(
             {
-                rule: _layered(index, within_scope(normaliser(rule)) if scoped else normaliser(rule), members)
+                rule: _layered(
+                    index, within_scope(normaliser(rule)) if scoped else normaliser(rule), members, gained, lost
+                )
                 for rule, index in current.by_rule.items()
             }
         ),
@@ -130,15 +144,39 @@ def with_delta(
         scoped=scoped,
         # A scoped set's listing and value index, layered the same way (the same simplification applies to the
         # value index: a value removed from one scope and held by another may read `invented` until a rebuild).
-        by_scope=OverlayListing(current.by_scope, members.added, members.removed) if scoped else current.by_scope,
-        holders=_layered(current.holders, value_of, members) if scoped else current.holders,
+        by_scope=(
+            OverlayListing.layered(current.by_scope, gained, lost, members.removed) if scoped else current.by_scope
+        ),
+        holders=_layered(current.holders, value_of, members, gained, lost) if scoped else current.holders,
     )
 
 
-def _layered(index: Mapping[str, str], apply: Callable[[str], str], members: OverlaySet) -> OverlayIndex:
-    """The base of `index` (unwrapping a previous layer) with the members' removals and an index of its additions."""
-    base = index.base if isinstance(index, OverlayIndex) else index
-    added: dict[str, str] = {}
-    for member in members.added:
+def compaction_due(snapshot: ValueSetSnapshot) -> bool:
+    """Whether the snapshot's layers have grown enough to rebuild its base (in the background)."""
+    members = snapshot.members
+    return isinstance(members, OverlaySet) and len(members.added) + len(members.removed) > _due_at(members.base)
+
+
+def _due_at(base: Set[str]) -> int:
+    return max(COMPACT_MIN, len(base) // COMPACT_RATIO)
+
+
+def _layered(
+    index: Mapping[str, str], apply: Callable[[str], str], members: OverlaySet, gained: list[str], lost: list[str]
+) -> OverlayIndex:
+    """The base of `index` (unwrapping a previous layer) with the members' removals, and the previous layer's
+    index of additions changed by this delta's: a C-level copy and O(delta) normalisations, not one per value
+    the layers hold (which made each delta cost the layers, and a busy large set fall behind its owner)."""
+    if isinstance(index, OverlayIndex):
+        base, added = index.base, dict(index.added)
+    else:
+        base, added = index, {}
+    for member in lost:
+        form = apply(member)
+        if added.get(form) == member:
+            # Another added member of the same form is found again only after the next compaction (the
+            # simplification in the module docstring).
+            del added[form]
+    for member in gained:
         added.setdefault(apply(member), member)
     return OverlayIndex(base, added, members.removed)

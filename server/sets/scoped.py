@@ -110,13 +110,32 @@ class OverlayListing(Mapping[str, Sequence[str]]):
 
     __slots__ = ("added", "base", "removed")
 
-    def __init__(self, base: Mapping[str, Sequence[str]], added: Set[str], removed: Set[str]) -> None:
-        self.base: Mapping[str, Sequence[str]] = base.base if isinstance(base, OverlayListing) else base
-        self.removed = removed
-        grouped: dict[str, list[str]] = {}
-        for key in added:
-            grouped.setdefault(split_key(key)[0], []).append(key)
-        self.added = {scope: tuple(sorted(keys)) for scope, keys in grouped.items()}
+    def __init__(
+        self, base: Mapping[str, Sequence[str]], added: Mapping[str, tuple[str, ...]], removed: Set[str]
+    ) -> None:
+        self.base, self.added, self.removed = base, added, removed
+
+    @classmethod
+    def layered(
+        cls, previous: Mapping[str, Sequence[str]], gained: Iterable[str], lost: Iterable[str], removed: Set[str]
+    ) -> OverlayListing:
+        """The listing after a delta that put `gained` keys in the added layer and took `lost` ones out of it:
+        the previous layer's scopes copied (C-level), only the scopes the delta touches listed again."""
+        if isinstance(previous, OverlayListing):
+            base, added = previous.base, dict(previous.added)
+        else:
+            base, added = previous, {}
+        touched: dict[str, tuple[set[str], set[str]]] = {}
+        for keys, side in ((gained, 0), (lost, 1)):
+            for key in keys:
+                touched.setdefault(split_key(key)[0], (set(), set()))[side].add(key)
+        for scope, (put, taken) in touched.items():
+            keys = (set(added.get(scope, ())) - taken) | put
+            if keys:
+                added[scope] = tuple(sorted(keys))
+            else:
+                added.pop(scope, None)
+        return cls(base, added, removed)
 
     def __getitem__(self, scope: str) -> Sequence[str]:
         base = self.base.get(scope, ())

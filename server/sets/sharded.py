@@ -41,6 +41,13 @@ class ShardedSet(Set[str]):
             self._shards[index] = set(shard)
             yield
 
+    def empty_steps(self) -> Iterator[None]:
+        """Empties the set one shard a step, so that freeing it never holds the loop for the whole set. Only
+        for a set nothing reads any more (let_go.py)."""
+        for index in range(SHARDS):
+            self._shards[index] = set()
+            yield
+
     def __contains__(self, value: object) -> bool:
         return value in self._shards[hash(value) & _MASK]
 

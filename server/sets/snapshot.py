@@ -15,8 +15,11 @@ chunk size, and why CHUNK is what it is.
 from __future__ import annotations
 
 import asyncio
+import gc
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -140,7 +143,7 @@ class SetReading(NamedTuple):
 async def make_snapshot_async(
     name: str,
     version: int,
-    members: Sequence[str],
+    members: Sequence[str] | Set[str],
     retired: Iterable[str] = (),
     *,
     received_at: float,
@@ -149,16 +152,22 @@ async def make_snapshot_async(
     excluded: Set[str] = frozenset(),
     keep: RetiredKeep = KEEP_ALL,
     scoped: bool = False,
+    background: bool = False,
 ) -> ValueSetSnapshot:
     """Builds a snapshot CHUNK members (and retired values) at a time, letting the event loop run between.
-    `scoped`: the members are scope keys (scoped.py); a key with no usable scope raises MalformedScope."""
+    `scoped`: the members are scope keys (scoped.py); a key with no usable scope raises MalformedScope.
+    `background`: after each chunk, rest as long as it took, so that the loop is idle half the time. A chunk
+    between every two loop turns taxes each turn, and a message on a stream takes several turns to arrive: a
+    compaction that only yielded slowed a large set's deltas below their owner's rate."""
     steps = snapshot_steps(name, version, members, retired, received_at, rules, retirements, excluded, keep, scoped)
+    clock = time.perf_counter
     while True:
+        started = clock()
         try:
             next(steps)
         except StopIteration as built:
             return built.value  # type: ignore[no-any-return]
-        await asyncio.sleep(0)
+        await asyncio.sleep(clock() - started if background else 0)
 
 
 def _read_only(index: dict[str, str] | CompactIndex) -> Mapping[str, str]:
@@ -168,7 +177,7 @@ def _read_only(index: dict[str, str] | CompactIndex) -> Mapping[str, str]:
 def snapshot_steps(
     name: str,
     version: int,
-    members: Sequence[str],
+    members: Sequence[str] | Set[str],
     retired: Iterable[str],
     received_at: float,
     rules: Iterable[Normalisation],
@@ -209,7 +218,7 @@ def snapshot_steps(
 def _build_large(
     name: str,
     version: int,
-    members: Sequence[str],
+    members: Sequence[str] | Set[str],
     retired: Iterable[str],
     received_at: float,
     other_rules: list[Normalisation],
@@ -228,6 +237,11 @@ def _build_large(
     if scopes is not None:  # its value index points into this list too: no second list of a million keys
         scopes.holders = CompactIndex(value_of, ordered, len(members))
         indexes.append(scopes.holders)
+    # Out of the cycle collector's sight from the start, not only once installed (table.swap_in): filled
+    # with few allocations of tracked objects, these tables would otherwise sit in the youngest generation,
+    # and the first young collection meanwhile would traverse every member they hold so far, a stall of tens
+    # of milliseconds at a million. They hold no cycles; reference counting frees them.
+    gc.freeze()
     for chunk in _chunks(name, members, excluded):
         if scopes is not None:
             scopes.listing.add_all(chunk)  # raises MalformedScope before anything of the chunk is indexed
@@ -238,7 +252,9 @@ def _build_large(
             for position in range(start, len(ordered)):
                 index.add(position)
         yield
-    yield from member_set.compact_steps()
+    for _ in member_set.compact_steps():
+        gc.freeze()  # each shard's copy too, for the same reason
+        yield
     history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
     built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
     return (yield from scopes.finish(built)) if scopes is not None else built
@@ -265,11 +281,15 @@ class _Scopes:
         return replace(built, sorted_members=(), scoped=True, by_scope=self.listing.mapping(), holders=self.holders)
 
 
-def _chunks(name: str, members: Sequence[str], excluded: Set[str]) -> Iterator[list[str]]:
+def _chunks(name: str, members: Sequence[str] | Set[str], excluded: Set[str]) -> Iterator[list[str]]:
     """The members CHUNK at a time, as str, without the excluded ones; refuses an over-long member."""
-    for start in range(0, len(members), CHUNK):
+    if isinstance(members, Set):  # a frozen set (a layered version being compacted): read in turn, never copied
+        values = iter(members)
+        slices: Iterator[list[str]] = iter(lambda: list(islice(values, CHUNK)), [])
+    else:
         # Slicing also converts a protobuf repeated field to str objects a chunk at a time.
-        chunk = list(members[start : start + CHUNK])
+        slices = (list(members[start : start + CHUNK]) for start in range(0, len(members), CHUNK))
+    for chunk in slices:
         if excluded:
             chunk = [member for member in chunk if member not in excluded]
         if max(map(len, chunk), default=0) > MAX_VALUE_CHARS:

@@ -60,8 +60,9 @@ def judge_delta(
         return Judgement(UpdateAction.REJECT, "empty_name")
     if delta.to_version <= delta.from_version:
         return Judgement(UpdateAction.REJECT, "version_order")
-    if any(len(value) > MAX_VALUE_CHARS for value in (*delta.added, *delta.replaced_by.values())):
-        return Judgement(UpdateAction.REJECT, "value_too_long")  # what the gateway would keep: members, replacements
+    if any(len(value) > MAX_VALUE_CHARS for value in (*delta.added, *delta.removed, *delta.replaced_by.values())):
+        # What the gateway would keep: members, retired values, replacements.
+        return Judgement(UpdateAction.REJECT, "value_too_long")
     if current is None:
         return Judgement(UpdateAction.RESYNC, "unknown_base")
     if (delta.added or delta.removed) and delta.scoped is not current.scoped:
@@ -116,12 +117,12 @@ def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> Se
 
 
 def retired_after(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> RetiredHistory:
-    """The history after `delta`: the members it removes appended (retired now), the values it adds again
-    dropped. O(history + delta): the history is bounded by retired_keep."""
+    """The history after `delta`: the values it removes appended (retired now: members it takes out, and
+    values its owner retires without their being members), the values it adds again dropped.
+    O(history + delta): the history is bounded by retired_keep."""
     history = current.retirements.copy()
     for value in delta.removed:
-        if value in current.members:
-            history.retire(value, Retirement(now, delta.replaced_by.get(value, "")))
+        history.retire(value, Retirement(now, delta.replaced_by.get(value, "")))
     for value in delta.added:
         history.restore(value)
     return history

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from argwatch.server.policy.model import Normalisation, Policy, ValueSetConfig
+from argwatch.server.sets.payload import DeltaUpdate
 from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot
 from argwatch.server.valuesets.freshness import Refusal, StaleCause
 
@@ -30,6 +31,9 @@ class SetState:
     transport_error_mono: float = -math.inf  # the same, monotonic: was it before the source came back?
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     resyncing: bool = False
+    # While the set's layers are compacted in the background (set_table.py): the deltas layered since the
+    # compaction began, to replay over the new base. None when no compaction runs.
+    replay: list[DeltaUpdate] | None = None
     save_pending: bool = False
     saved_mono: float = -math.inf
     # The reading handed to the checker, rebuilt only when the snapshot, the

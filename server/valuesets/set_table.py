@@ -19,11 +19,13 @@ import gc
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from argwatch.common.tasks import TaskSet
 from argwatch.server.policy.model import Policy
-from argwatch.server.sets.overlay import OverlaySet
-from argwatch.server.sets.payload import SetPayload
+from argwatch.server.sets.let_go import base_tables, let_go_steps
+from argwatch.server.sets.overlay import OverlaySet, with_delta
+from argwatch.server.sets.payload import DeltaUpdate, SetPayload
 from argwatch.server.sets.retired import RetiredKeep, ValueTooLong
 from argwatch.server.sets.scoped import MalformedScope
 from argwatch.server.sets.sharded import SHARD_ABOVE
@@ -42,6 +44,8 @@ SAVE_INTERVAL_SECONDS = 30.0
 # After a large set is installed, free memory goes back to the OS this much later: by then
 # the update that carried it has been dropped and readers of the replaced version are done.
 RELEASE_AFTER_SECONDS = 1.0
+# Deltas replayed over a compaction's new base per loop turn.
+REPLAY_STEP = 64
 # Refusals of a set too large to hold (its cause: TOO_LARGE, "serving the last copy until it publishes another").
 _TOO_LARGE = frozenset({"oversized", "too_many_retired", "parts_oversized"})
 
@@ -192,13 +196,107 @@ class SetTable:
         ):
             return True  # a newer copy (of the same run of versions) was installed while this one was built
         state.incarnation = payload.incarnation
+        state.replay = None  # a compaction under way was of the copy this one replaces: it is dropped
         self.swap_in(state, snapshot, confirmed_at, save)
         return True
+
+    def compact_soon(self, state: SetState) -> None:
+        """Rebuilds the set's layered copy (overlay.py) on a new base in the background; deltas keep being
+        layered meanwhile (the caller adds each to `state.replay`) and are replayed over the new base."""
+        if state.replay is None and state.snapshot is not None:
+            state.replay = []
+            self._tasks.spawn(self._compact(state, state.snapshot, state.replay))
+
+    async def _compact(self, state: SetState, layered: ValueSetSnapshot, replay: list[DeltaUpdate]) -> None:
+        try:
+            # The layered version is frozen, so it is read a chunk at a time while later deltas layer over it.
+            built = await make_snapshot_async(
+                layered.name,
+                layered.version,
+                layered.members,
+                received_at=layered.received_at,
+                rules=state.rules,
+                scoped=layered.scoped,
+                background=True,
+            )
+        except (ValueTooLong, MalformedScope):  # its members were each checked once already: cannot happen
+            log.exception("value set %s: compaction failed; the layers stay", layered.name)
+            built = None
+        if built is None:
+            if state.replay is replay:
+                state.replay = None
+            return
+        keep = self.keep(state)
+        replayed = 0
+        while True:
+            if state.replay is not replay:
+                return  # a whole copy came meanwhile: this compaction was of the copy it replaced
+            if replayed == len(replay):
+                break
+            # A step at a time, the loop running between steps (and the deltas that come meanwhile joining
+            # the list): thousands of deltas arrive while a million members are rebuilt.
+            for delta in replay[replayed : replayed + REPLAY_STEP]:
+                following = with_delta(built, delta, now=self._clock(), rules=state.rules, keep=keep, min_base=0)
+                if following is None:
+                    state.replay = None
+                    return  # layers grown past the hard bound meanwhile: the next delta rebuilds in full
+                built = following
+                replayed += 1
+            await asyncio.sleep(0)
+        state.replay = None
+        current = state.snapshot
+        if current is None or built.version != current.version:
+            return
+        # What the deltas retired, and when, is the current copy's (retired_after, in the order they came).
+        self._freeze_large(built)
+        self._replace(
+            state,
+            replace(
+                built,
+                retired=current.retired,
+                retirements=current.retirements,
+                loose_retired=current.loose_retired,
+                received_at=current.received_at,
+            ),
+        )
+        log.info("value set %s: version %d compacted (%d members)", built.name, built.version, built.size)
 
     def swap_in(
         self, state: SetState, snapshot: ValueSetSnapshot, confirmed_at: float | None = None, save: bool = True
     ) -> None:
         """Makes a built snapshot the set's copy: one reference, then confirmed."""
+        self._freeze_large(snapshot)
+        self._replace(state, snapshot)
+        log.info("value set %s: version %d, %d members", snapshot.name, snapshot.version, snapshot.size)
+        self._metrics.value_set_refreshed(snapshot.name, snapshot.size)
+        self.confirm(state, confirmed_at)
+        state.loaded.set()
+        if save and self._snapshot_dir is not None and not state.save_pending:
+            state.save_pending = True
+            self._tasks.spawn(self._save_soon(state, self._snapshot_dir))
+
+    def _replace(self, state: SetState, snapshot: ValueSetSnapshot) -> None:
+        """Makes `snapshot` the set's copy; the large tables only the replaced copy held are let go of later,
+        a piece at a time (let_go.py), not all at once here."""
+        old = state.snapshot
+        state.snapshot = snapshot
+        state.reading = None  # it held the old copy: the next read makes a new one
+        if old is None or old.size <= SHARD_ABOVE:
+            return
+        kept = {id(table) for table in base_tables(snapshot)}
+        tables = [table for table in base_tables(old) if id(table) not in kept]
+        del old
+        if tables:
+            self._tasks.spawn(self._let_go(tables))
+
+    async def _let_go(self, tables: list[object]) -> None:
+        # By then the calls and the update that held the old copy are done with it.
+        await asyncio.sleep(RELEASE_AFTER_SECONDS)
+        for _ in let_go_steps(tables):
+            await asyncio.sleep(0)
+        await asyncio.to_thread(release_free_memory)
+
+    def _freeze_large(self, snapshot: ValueSetSnapshot) -> None:
         if snapshot.size > SHARD_ABOVE and not isinstance(snapshot.members, OverlaySet):
             # A freshly built large set is millions of tracked objects (set and dict tables) that
             # every full collection would traverse again, stalling the loop at random (see
@@ -208,14 +306,6 @@ class SetTable:
             if not self._release_pending:
                 self._release_pending = True
                 self._tasks.spawn(self._release_memory_soon())
-        state.snapshot = snapshot
-        log.info("value set %s: version %d, %d members", snapshot.name, snapshot.version, snapshot.size)
-        self._metrics.value_set_refreshed(snapshot.name, snapshot.size)
-        self.confirm(state, confirmed_at)
-        state.loaded.set()
-        if save and self._snapshot_dir is not None and not state.save_pending:
-            state.save_pending = True
-            self._tasks.spawn(self._save_soon(state, self._snapshot_dir))
 
     async def _release_memory_soon(self) -> None:
         """Once the wire copy and the replaced version are gone, gives the memory they held back to the OS."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from argwatch.server.sets.overlay import with_delta
+from argwatch.server.sets.overlay import compaction_due, with_delta
 from argwatch.server.sets.payload import (
     DeltaUpdate,
     HeartbeatUpdate,
@@ -82,8 +82,12 @@ class SetUpdates:
             table = self._table
             layered = with_delta(state.snapshot, delta, now=self._clock(), rules=state.rules, keep=table.keep(state))
             if layered is not None:  # O(delta): layers over the current tables
+                if state.replay is not None:
+                    state.replay.append(delta)  # a compaction runs: it replays this over its new base
                 table.swap_in(state, layered)
-            else:  # a small set, or layers grown large: re-index in full (in chunks)
+                if compaction_due(layered):
+                    table.compact_soon(state)
+            else:  # a small set, or layers past their hard bound: re-index in full (in chunks)
                 await table.install(state, apply_delta(state.snapshot, delta, self._clock()))
         elif judged.action is UpdateAction.RESYNC:
             self._resync(state, judged.reason)

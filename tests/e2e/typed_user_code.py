@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from mcp import ClientSession
 from mcp.types import CallToolResult
 from openai.types.chat import ChatCompletionMessageToolCall
@@ -57,7 +59,7 @@ async def gated(client_session: ClientSession, gateway: Gateway) -> bool:
     return result.is_error
 
 
-def publish() -> frozenset[str]:
+def publish() -> AbstractSet[str]:
     catalog = ValueSetCatalog()
     replaced = {"CUSTOMER_UNHAPPY": "OTHER"}
     published: PublishedSet = catalog.publish("refunds.reason_codes", ["DAMAGED_ITEM", "OTHER"], replaced_by=replaced)

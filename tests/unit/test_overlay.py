@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import pytest
 
-from argwatch.server.sets.overlay import COMPACT_MIN, OverlaySet, with_delta
+from argwatch.server.sets.overlay import COMPACT_MIN, HARD_FACTOR, OverlaySet, compaction_due, with_delta
 from argwatch.server.sets.payload import DeltaUpdate
 from argwatch.server.sets.sharded import SHARD_ABOVE
 from tests.snapshots import make_snapshot
@@ -90,11 +90,38 @@ def test_layers_stack_and_undo_each_other(large) -> None:
     assert v3.members.base is large.members  # shared, never copied
 
 
-def test_layers_grown_too_large_ask_for_a_full_rebuild(large) -> None:
-    many = [f"new_{i}" for i in range(COMPACT_MIN + 1)]
+def test_layers_past_the_due_size_ask_for_a_compaction_and_past_the_hard_bound_for_a_rebuild(large) -> None:
+    due = with_delta(large, delta(1, added=[f"new_{i}" for i in range(COMPACT_MIN + 1)]), now=0.0, rules=())
+    assert due is not None and compaction_due(due)
+    below = with_delta(large, delta(1, added=[f"new_{i}" for i in range(COMPACT_MIN)]), now=0.0, rules=())
+    assert below is not None and not compaction_due(below) and not compaction_due(large)
+    many = [f"new_{i}" for i in range(HARD_FACTOR * COMPACT_MIN + 1)]
     assert with_delta(large, delta(1, added=many), now=0.0, rules=()) is None
 
 
 def test_small_sets_are_rebuilt_not_layered() -> None:
     small = make_snapshot("s", 1, ["A", "B"], received_at=0.0)
     assert with_delta(small, DeltaUpdate("s", 1, 2, ("C",), (), MappingProxyType({})), now=0.0, rules=()) is None
+
+
+def test_layered_indexes_after_many_deltas_find_what_a_rebuild_finds(large) -> None:
+    """Each delta changes the previous layer's index by its own values only: after adds, removals of added and
+    of base members, and re-adds, every member's loose form finds it and no gone value's does."""
+    snapshot, version, model = large, 1, set(large.members)
+    steps = [
+        (["Added-A", "Added-B", "Added-C"], []),
+        (["Added-D"], ["Added-B", "handle_000003"]),
+        (["Added-B", "handle_000003"], ["Added-A", "handle_000004"]),
+        ([], ["Added-D", "Added-C"]),
+        (["Added-E"], []),
+    ]
+    for added, removed in steps:
+        layered = with_delta(snapshot, delta(version, added, removed), now=float(version), rules=())
+        assert layered is not None
+        snapshot, version = layered, version + 1
+        model = (model - set(removed)) | set(added)
+    assert set(snapshot.members) == model
+    for member in ("Added-B", "Added-E", "handle_000003", "handle_000005"):
+        assert snapshot.loose_index.get(member.lower().replace("_", "-")) == member
+    for gone in ("Added-A", "Added-C", "Added-D", "handle_000004"):
+        assert snapshot.loose_index.get(gone.lower().replace("_", "-")) is None

@@ -107,6 +107,21 @@ def test_a_large_scoped_set_is_built_on_the_compact_tables_and_layers_deltas_per
     assert layered.holders.get("pm_00007_3") is None
     assert layered.within("cus_00007").retirements["pm_00007_3"].replaced_by == "pm_new"
     assert layered.within("cus_00008").size == 5
+    # The next delta lists only the scopes it touches again, over the previous layer.
+    following = DeltaUpdate(
+        snapshot.name,
+        2,
+        3,
+        (scope_key("cus_00008", "pm_8_new"), scope_key("cus_00007", "pm_more")),
+        (scope_key("cus_00007", "pm_new"),),
+        MappingProxyType({}),
+        scoped=True,
+    )
+    again = with_delta(layered, following, now=6.0, rules=())
+    assert again is not None
+    assert set(again.within("cus_00007").members) == {f"pm_00007_{j}" for j in (0, 1, 2, 4)} | {"pm_more"}
+    assert set(again.within("cus_00008").members) == {f"pm_00008_{j}" for j in range(5)} | {"pm_8_new"}
+    assert again.holders.get("pm_new") is None and again.holders.get("pm_more") == scope_key("cus_00007", "pm_more")
 
 
 def test_a_delta_to_a_small_scoped_set_rebuilds_it_scoped() -> None:

@@ -97,7 +97,9 @@ def test_an_owner_publishes_per_scope_and_each_change_is_a_delta_of_that_scope_a
     published = catalog.publish_scope("s", "cus_a", ["pm_3"], replaced_by={"pm_1": "pm_3"})
     assert published.version == 2 and published.scoped is not None
     assert dict(published.scoped.members) == {"cus_a": frozenset({"pm_3"}), "cus_b": frozenset({"pm_2"})}
-    delta = queue.get_nowait().delta
+    announced = queue.get_nowait()
+    assert isinstance(announced, sources_pb2.WatchValueSetsResponse)
+    delta = announced.delta
     assert [(e.scope, list(e.members)) for e in delta.scoped_added] == [("cus_a", ["pm_3"])]
     assert [(e.scope, list(e.members), dict(e.replaced_by)) for e in delta.scoped_removed] == [
         ("cus_a", ["pm_1"], {"pm_1": "pm_3"})
@@ -106,7 +108,9 @@ def test_an_owner_publishes_per_scope_and_each_change_is_a_delta_of_that_scope_a
     assert [(v.scope, v.value, v.replaced_by) for v in wire.retired_values] == [("cus_a", "pm_1", "pm_3")]
     whole = catalog.publish("s", members_by_scope={"cus_b": ["pm_2"]})  # cus_a left out: emptied
     assert whole.scoped is not None and set(whole.scoped.members) == {"cus_b"}
-    assert [(e.scope, list(e.members)) for e in queue.get_nowait().delta.scoped_removed] == [("cus_a", ["pm_3"])]
+    announced = queue.get_nowait()
+    assert isinstance(announced, sources_pb2.WatchValueSetsResponse)
+    assert [(e.scope, list(e.members)) for e in announced.delta.scoped_removed] == [("cus_a", ["pm_3"])]
 
 
 @pytest.mark.parametrize("scope", ["", "a\x00b", "c" * 257])
