@@ -51,13 +51,13 @@ $(VENV)/typecheck/argwatch: $(BIN)/python Makefile
 	touch $@
 
 # System packages the tests use as real parts, installed with apt when missing (CI and
-# developers run as root): redis-server (started by the tests on a free loopback port) and
+# developers run as root): redis-server and redis-sentinel (started by the tests on free loopback ports) and
 # promtool (Debian's prometheus package) for the alert rules, kubectl (Debian's
 # kubernetes-client) to render the kustomize manifests, Node.js and npm (nodejs, npm) for the
 # TypeScript client test, and Debian's Go and Java gRPC stacks for the Go and Java clients
 # (below). Each entry is what shows that a package is there, then the package: a command on
 # PATH, or for a library package (no command) a file that it installs.
-APT_DEPS := redis-server:redis-server promtool:prometheus kubectl:kubernetes-client node:nodejs npm:npm
+APT_DEPS := redis-server:redis-server redis-sentinel:redis-sentinel promtool:prometheus kubectl:kubernetes-client node:nodejs npm:npm
 
 # protoc 3.21, with the well-known types (struct.proto, timestamp.proto), for both clients.
 APT_DEPS += protoc:protobuf-compiler /usr/include/google/protobuf/struct.proto:libprotobuf-dev

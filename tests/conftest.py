@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -17,6 +17,7 @@ from argwatch.server.process.app import RunningGateway, build_gateway
 from argwatch.server.process.settings import Settings
 from argwatch.sources import ValueSetCatalog, ValueSetSourceServicer
 from argwatch.v1 import sources_pb2_grpc
+from tests.redis_server import RedisCluster, start_cluster
 
 REASON_CODES = ("DAMAGED_ITEM", "NOT_RECEIVED", "WRONG_ITEM", "LATE_DELIVERY")
 WAREHOUSES = ("AMS-1", "BER-1", "LHR-3")
@@ -185,3 +186,12 @@ async def gateway_factory(tmp_path: os.PathLike[str], source: SourceServer) -> A
     yield start
     for gateway in started:
         await gateway.stop(0)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A Redis Cluster of 3 primaries on loopback, one for the whole run (started when a test first asks for
+    it); each test empties it first (RedisCluster.flushall)."""
+    started = start_cluster(str(tmp_path_factory.mktemp("redis-cluster")))
+    yield started
+    started.stop()

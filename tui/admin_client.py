@@ -57,7 +57,7 @@ class AdminApi(Protocol):
         self, tool: str, mode: gateway_pb2.Mode, reason: str, expires_in_seconds: int
     ) -> admin_pb2.ModeChange: ...
 
-    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.ModeChange: ...
+    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.SetModeResponse: ...
 
     async def preview(self, change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse: ...
 
@@ -147,12 +147,13 @@ class AdminClient:
         )
         return response.change
 
-    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.ModeChange:
-        """Any SetMode: one check of a tool (request.check), or a failure override (request.failure)."""
+    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.SetModeResponse:
+        """Any SetMode: one check of a tool (request.check), or a failure override (request.failure). The whole
+        answer: the audit entry, and a durability warning when Redis's replicas did not confirm the change."""
         response: admin_pb2.SetModeResponse = await self._stub.SetMode(
             request, timeout=self._timeout, metadata=self._metadata
         )
-        return response.change
+        return response
 
     async def preview(self, change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse:
         """What `change` would have done over the last 1 and 15 minutes; changes nothing (the read role may ask)."""

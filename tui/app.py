@@ -446,14 +446,17 @@ class ArgwatchApp(App[None]):
         if request is None:
             return
         try:
-            change = await self.api.change_override(request)
+            answer = await self.api.change_override(request)
         except grpc.aio.AioRpcError as error:
             self.notify(
                 f"{error.code().name}: {error.details()}", title="mode not changed", severity="error", timeout=10
             )
             return
+        change = answer.change
         target = " ".join(part for part in (change.tool, change.check) if part) or "global override"
         self.notify(f"{target}: {change.old_mode or 'none'} -> {change.new_mode or 'none'} ({change.outcome})")
+        if answer.durability_warning:  # in force, but a Redis failover now would undo it
+            self.notify(answer.durability_warning, title="made, not yet safe", severity="warning", timeout=30)
 
     async def action_refresh_set(self) -> None:
         row = self.selected_row()

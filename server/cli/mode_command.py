@@ -242,15 +242,18 @@ def _apply(
         if not args.yes:
             confirm(question)
 
-        async def change(client: AdminClient) -> admin_pb2.ModeChange:
+        async def change(client: AdminClient) -> admin_pb2.SetModeResponse:
             return await client.change_override(request)
 
-        made = call(reach, change)
+        answer = call(reach, change)
+        made = answer.change
     except Failed as stopped:
         return failed(name, stopped)
     if made.outcome.startswith("refused"):  # the contract refuses by status code; an audit entry may say so too
         return failed(name, Failed(REFUSED, made.outcome))
     print(json.dumps(as_json(made), indent=2) if args.json else mode_view.result_line(made))
+    if answer.durability_warning:  # the change is made: the warning goes to stderr, the exit code stays APPLIED
+        print(f"{name}: warning: {answer.durability_warning}", file=sys.stderr)
     return APPLIED
 
 

@@ -342,7 +342,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         except ModeRefused as refused:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
             raise  # abort raises; this is for the type checker
-        return admin_pb2.SetModeResponse(change=_change_to_wire(change))
+        return admin_pb2.SetModeResponse(
+            change=_change_to_wire(change), durability_warning=self._control.durability_warning(change)
+        )
 
     async def RefreshValueSet(
         self,

@@ -34,6 +34,10 @@ class ModeControl(Protocol):
 
     async def expire_due(self) -> None: ...
 
+    def durability_warning(self, change: ModeChange) -> str:
+        """Why `change`, just made by set_mode, may not survive a failover of the store ("" when it will)."""
+        ...
+
     def status(self) -> tuple[bool, str]:
         """(whether the store is reachable, why not)."""
         ...
@@ -75,6 +79,9 @@ class LocalModes:
 
     async def expire_due(self) -> None:
         self._store.expire_due()
+
+    def durability_warning(self, change: ModeChange) -> str:
+        return ""  # memory or this replica's own file: nothing fails over
 
     def status(self) -> tuple[bool, str]:
         return True, ""

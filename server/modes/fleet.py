@@ -18,6 +18,17 @@ returns.
 Each replica also writes a short report (REPLICA_PREFIX + id, expiring after
 REPORT_TTL_SECONDS): policy version, modes, value-set versions, sources. The
 Admin API lists every replica that reported, and those that stopped.
+
+Redis that fails over (Sentinel, or a Cluster whose primaries have replicas):
+after EXEC, the connection that wrote the change asks for one replica's copy
+(WAIT). A change no replica confirmed is in force, but a failover before a
+replica copies it may undo it, and the Admin API's answer says so
+(durability_warning). The replicas follow a promoted primary by themselves (the
+Sentinel-aware client); at equal versions with different contents (two changes
+made on either side of a failover) Redis's state wins, so the fleet agrees.
+In a Cluster every key here carries the hash tag {argwatch:modes} (CLUSTER_KEYS),
+so the reports are read with one MGET; with one Redis or Sentinel the names are
+unchanged (KEYS), so replicas of earlier versions share the same state.
 """
 
 from __future__ import annotations
@@ -27,13 +38,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 import orjson
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import MovedError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from argwatch.common.backoff import backoff_delay
@@ -42,12 +53,23 @@ from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, OverrideRequest, Target
 from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
+from argwatch.server.state.redis_connect import (
+    STORE_ERRORS,
+    Commands,
+    RedisClient,
+    close_client,
+    describe_error,
+    pinned_connection,
+    redis_client,
+    subscription,
+)
+from argwatch.server.state.redis_url import RedisKind, parse_redis_url
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
 log = logging.getLogger("argwatch.modes.fleet")
 
 KEY = "argwatch:modes"
-CHANNEL = "argwatch:modes:changed"
+CHANNEL = "argwatch:modes:changed"  # a channel, not a key: the same name in a Cluster
 REPLICA_PREFIX = "argwatch:replica:"
 REREAD_SECONDS = 2.0
 REPORT_TTL_SECONDS = 10.0
@@ -56,6 +78,21 @@ SHARED_AUDIT_KEEP = 1000
 SHARED_REFUSED_KEEP = 100
 MAX_PENDING_REFUSALS = 64
 TIMEOUT_SECONDS = 0.5
+# How long a change waits for a replica of Redis to confirm its copy (WAIT), within TIMEOUT_SECONDS.
+REPLICA_WAIT_SECONDS = 0.25
+MAX_WARNINGS = 64  # answers not yet collected by the Admin API (each is collected at once)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetKeys:
+    """The Redis keys of the fleet's state."""
+
+    modes: str
+    replica_prefix: str
+
+
+KEYS = FleetKeys(KEY, REPLICA_PREFIX)
+CLUSTER_KEYS = FleetKeys("{argwatch:modes}", "{argwatch:modes}:replica:")
 
 T = TypeVar("T")
 CHANGE_FIELDS = frozenset(field.name for field in fields(ModeChange))
@@ -87,11 +124,17 @@ class SharedModes:
         self._report = report
         self._clock = clock
         self.kind = "redis"
-        self._redis = aioredis.Redis.from_url(
-            url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
-        )
+        target = parse_redis_url(url)
+        self._url = url  # for describe_error, which never shows its password
+        self._redis: RedisClient = redis_client(url, timeout=TIMEOUT_SECONDS, connect_timeout=TIMEOUT_SECONDS)
         # No read timeout on the subscriber: it waits for announcements.
-        self._subscriber = aioredis.Redis.from_url(url, socket_connect_timeout=TIMEOUT_SECONDS)
+        self._subscriber: RedisClient = redis_client(url, timeout=None, connect_timeout=TIMEOUT_SECONDS)
+        self._keys = CLUSTER_KEYS if target.kind is RedisKind.CLUSTER else KEYS
+        # A Sentinel deployment exists to fail over: every change waits for a replica's copy. A Cluster's
+        # primary is asked only when it has replicas (WAIT would otherwise always wait in vain).
+        self._sentinel = target.kind is RedisKind.SENTINEL
+        self._warnings: dict[ModeChange, str] = {}
+        self._unconfirmed = ""  # why the last transaction's change may not survive a failover ("" if it will)
         self._lock = asyncio.Lock()  # one transaction at a time from this replica
         self._subscribed = asyncio.Event()
         self._rereading = asyncio.Lock()
@@ -119,10 +162,10 @@ class SharedModes:
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)
-        with contextlib.suppress(RedisError, OSError):
-            await self._redis.delete(REPLICA_PREFIX + self._replica_id)  # leave the fleet view at once
-        await self._redis.aclose()
-        await self._subscriber.aclose()
+        with contextlib.suppress(*STORE_ERRORS):
+            await self._redis.delete(self._keys.replica_prefix + self._replica_id)  # leave the fleet view at once
+        await close_client(self._redis)
+        await close_client(self._subscriber)
 
     # ---- what the Admin API and the app call
 
@@ -144,9 +187,13 @@ class SharedModes:
             return document, [entry], entry
 
         try:
-            entry = await self._transact(change)
+            entry = await self._transact(change, confirm=True)
             if entry.refused:  # audited fleet-wide, like every refusal
                 raise ModeRefused(entry.outcome.removeprefix("refused: "))
+            if self._unconfirmed:  # read before any other await: it is this change's
+                while len(self._warnings) >= MAX_WARNINGS:
+                    del self._warnings[next(iter(self._warnings))]
+                self._warnings[entry] = self._unconfirmed
             return entry
         except UncertainCommit as error:
             self._down(error)
@@ -155,10 +202,11 @@ class SharedModes:
                 f"the shared mode store (Redis) did not confirm the change in time ({error}): it may have been "
                 "made; this replica reads the fleet's state again, and the audit will show it if it was"
             ) from None
-        except (RedisError, OSError) as error:
+        except STORE_ERRORS as error:
             self._down(error)
             refusal = (
-                f"the shared mode store (Redis) is unreachable, so the change would reach only this replica: {error}"
+                "the shared mode store (Redis) is unreachable, so the change would reach only this replica: "
+                + self.last_error
             )
             self._store.record_refusal(actor, refusal)
             raise ModeRefused(refusal) from None
@@ -175,7 +223,7 @@ class SharedModes:
     async def audit(self, change: ModeChange) -> None:
         try:
             await self._transact(lambda base: (doc.record(base, change), [change], None))
-        except (RedisError, OSError) as error:
+        except STORE_ERRORS as error:
             self._down(error)
             self._store.audit(change)  # on this replica at least; the fleet's copy catches up when Redis is back
 
@@ -188,9 +236,14 @@ class SharedModes:
 
         try:
             await self._transact(expire)
-        except (RedisError, OSError) as error:
+        except STORE_ERRORS as error:
             self._down(error)
             self._store.expire_due()  # time-based: every replica reverts the same override by itself
+
+    def durability_warning(self, change: ModeChange) -> str:
+        """Why `change` (just returned by set_mode) may not survive a failover of Redis; "" when a replica
+        of Redis confirmed its copy, or when nothing fails over (one Redis, a Cluster without replicas)."""
+        return self._warnings.pop(change, "")
 
     def status(self) -> tuple[bool, str]:
         return self.connected, self.last_error
@@ -219,12 +272,14 @@ class SharedModes:
             # Under the transaction lock: a change of this replica committed between the read and the
             # comparison would make Redis look behind ("wrote ours back" while Redis was healthy).
             async with self._lock:
-                raw = await self._redis.get(KEY)
+                raw = await self._redis.get(self._keys.modes)
                 shared = self._readable(raw)
                 shared_version = shared.version if shared else 0
                 uncertain, self._uncertain_from = self._uncertain_from, None
                 if shared is not None and (
-                    shared_version > self._store.version or (uncertain is not None and shared_version >= uncertain)
+                    shared_version > self._store.version
+                    or (uncertain is not None and shared_version >= uncertain)
+                    or (shared_version == self._store.version and self._differs(shared))
                 ):
                     self._store.adopt(shared)
                     log.info("modes: adopted the fleet's state, version %d", shared_version)
@@ -234,8 +289,14 @@ class SharedModes:
                     log.warning("modes: the shared store was behind (version %d); wrote ours back", shared_version)
             await self._publish_report()
             self._up()
-        except (RedisError, OSError) as error:
+        except STORE_ERRORS as error:
             self._down(error)
+
+    def _differs(self, shared: ModeDocument) -> bool:
+        """Whether Redis holds another state at this replica's version: a change Redis lost in a failover
+        (never copied to the replica promoted) and another made since on the new primary. Redis's wins."""
+        keep = (SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
+        return doc.to_json(shared, *keep) != doc.to_json(self._store.document, *keep)
 
     def _readable(self, raw: bytes | str | None) -> ModeDocument | None:
         """The fleet's state as stored, if it is one: anything else in the key (not JSON, another shape) is
@@ -256,37 +317,48 @@ class SharedModes:
             log.warning("modes: ignoring the shared state in Redis, which argwatch did not write (%s)", error)
             return None
 
-    async def _transact(self, change: Change[T]) -> T:
+    async def _transact(self, change: Change[T], *, confirm: bool = False) -> T:
         async with self._lock:
-            return await self._transact_locked(change)
+            return await self._transact_locked(change, confirm=confirm)
 
-    async def _transact_locked(self, change: Change[T]) -> T:
+    async def _transact_locked(self, change: Change[T], *, confirm: bool = False) -> T:
         """The body of _transact, run with self._lock held: the change is computed on the newest document
         (Redis' or ours), written back in one transaction, and only then put in force here. Nothing is
-        changed here before Redis has it, so nothing is rolled back."""
+        changed here before Redis has it, so nothing is rolled back. `confirm`: wait for a replica of Redis
+        (WAIT) and keep why it did not confirm in self._unconfirmed; only a change whose answer says so
+        waits, so an audit, a refusal or an expiry never holds the lock for it."""
+        key = self._keys.modes
         for _ in range(10):
-            async with self._redis.pipeline(transaction=True) as pipe:
-                await pipe.watch(KEY)
-                shared = self._readable(await pipe.get(KEY))
-                local = self._store.document
-                base = shared if shared is not None and shared.version >= local.version else local
-                document, entries, result = change(base)
-                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-                pipe.set(KEY, orjson.dumps(doc.to_json(document, SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)))
-                pipe.publish(CHANNEL, str(document.version))
-                try:
-                    await pipe.execute()
-                except WatchError as error:
-                    if isinstance(error.__context__, RedisConnectionError | RedisTimeoutError):
-                        # redis-py reports a connection lost mid-transaction as a WatchError. Retrying would
-                        # apply the change a second time if the first EXEC did reach Redis (a paused or slow
-                        # Redis): the next read takes whatever Redis holds.
+            try:
+                async with pinned_connection(self._redis, key) as send:
+                    _, raw = await send(("WATCH", key), ("GET", key))
+                    shared = self._readable(raw)
+                    local = self._store.document
+                    base = shared if shared is not None and shared.version >= local.version else local
+                    document, entries, result = change(base)
+                    payload = orjson.dumps(doc.to_json(document, SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP))
+                    try:
+                        *_, committed = await send(
+                            ("MULTI",), ("SET", key, payload), ("PUBLISH", CHANNEL, str(document.version)), ("EXEC",)
+                        )
+                    except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                        # EXEC may have reached Redis (a paused or slow Redis) and its reply not come back:
+                        # retrying would apply the change a second time. The next read takes whatever Redis holds.
                         self._uncertain_from = local.version
-                        raise UncertainCommit(str(error.__context__)) from None
-                    continue  # another replica changed it meanwhile: read again, compute again
-                except BaseException:
-                    self._uncertain_from = local.version  # not known to be shared: not in force here
-                    raise
+                        raise UncertainCommit(str(error) or type(error).__name__) from None
+                    except MovedError:
+                        raise  # refused at MULTI, so EXEC aborted: nothing was written
+                    except BaseException:
+                        self._uncertain_from = local.version  # not known to be shared: not in force here
+                        raise
+                    if committed is None:
+                        continue  # another replica changed it meanwhile (WATCH): read again, compute again
+                    self._unconfirmed = await self._confirmed_by_replica(send, key) if confirm else ""
+            except MovedError:
+                # The Cluster moved the key's slot (a failover or resharding) before anything was written (a
+                # command queued in MULTI and refused aborts EXEC): pinned_connection learnt the Cluster's
+                # layout again, so the next attempt reaches the slot's new primary.
+                continue
             # In force here: grown from ours, or from the fleet's newer document. What this replica audited
             # by itself while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on
             # top: Redis gets it at the next re-read, which finds this replica newer.
@@ -299,21 +371,46 @@ class SharedModes:
             return result
         raise RedisError("the shared mode state kept changing under us (10 attempts)")
 
+    async def _confirmed_by_replica(self, send: Commands, key: str) -> str:
+        """Asks for one replica's copy of what this connection just wrote (WAIT), where Redis fails over;
+        "" when a replica confirmed it or nothing fails over, else why the change may be lost."""
+        if not self._sentinel and not self._cluster_replicated(key):
+            return ""
+        try:
+            (copies,) = await send(("WAIT", 1, int(REPLICA_WAIT_SECONDS * 1000)))
+        except STORE_ERRORS as error:
+            copies, reason = 0, f"asking for it failed: {error or type(error).__name__}"
+        else:
+            reason = f"none answered within {REPLICA_WAIT_SECONDS:g}s"
+        if copies:
+            return ""
+        log.warning("modes: no replica of Redis confirmed the change (%s); a failover now would undo it", reason)
+        return (
+            f"the change is in force on every replica, but no replica of Redis confirmed its copy ({reason}): "
+            "a failover of Redis before one copies it would undo it; check the audit after any failover"
+        )
+
+    def _cluster_replicated(self, key: str) -> bool:
+        """Whether the Cluster primary that holds `key` has replicas (as the client last learnt)."""
+        client = self._redis
+        if not isinstance(client, RedisCluster):
+            return False
+        return len(client.nodes_manager.slots_cache.get(client.keyslot(key), [])) > 1
+
     async def _record_refusal(self, actor: str, reason: str) -> None:
         try:
             entry = refusal_entry(self._store.now(), actor, reason)
             await self._transact(lambda base: (doc.record(base, entry), [entry], None))
-        except (RedisError, OSError) as error:
+        except STORE_ERRORS as error:
             self._down(error)
             self._store.record_refusal(actor, reason)
 
     async def _publish_report(self) -> None:
         now = self._clock()
         report = {**self._report(), "replica_id": self._replica_id, "at": now}
-        await self._redis.set(
-            REPLICA_PREFIX + self._replica_id, orjson.dumps(report), px=int(REPORT_TTL_SECONDS * 1000)
-        )
-        keys = [key async for key in self._redis.scan_iter(match=REPLICA_PREFIX + "*", count=100)]
+        prefix = self._keys.replica_prefix
+        await self._redis.set(prefix + self._replica_id, orjson.dumps(report), px=int(REPORT_TTL_SECONDS * 1000))
+        keys = [key async for key in self._redis.scan_iter(match=prefix + "*", count=100)]
         values = await self._redis.mget(keys) if keys else []
         for value in values:
             try:
@@ -330,14 +427,14 @@ class SharedModes:
         attempt = 0
         while True:
             try:
-                async with self._subscriber.pubsub() as pubsub:
+                async with subscription(self._subscriber) as pubsub:
                     await pubsub.subscribe(CHANNEL)
                     self._subscribed.set()
                     attempt = 0
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             await self.reread()
-            except (RedisError, OSError) as error:
+            except STORE_ERRORS as error:
                 self._down(error)
             except Exception:  # a value in Redis argwatch did not write must not end the following
                 log.exception("modes: following the announcements failed; subscribing again")
@@ -360,9 +457,8 @@ class SharedModes:
         self._metrics.mode_store_connected(True)
 
     def _down(self, error: BaseException) -> None:
+        why = describe_error(error, self._url)
         if self.connected or not self.last_error:
-            log.warning(
-                "modes: the shared mode store (Redis) is unreachable; enforcing the last modes known: %s", error
-            )
-        self.connected, self.last_error = False, str(error) or type(error).__name__
+            log.warning("modes: the shared mode store (Redis) is unreachable; enforcing the last modes known: %s", why)
+        self.connected, self.last_error = False, why
         self._metrics.mode_store_connected(False)

@@ -11,6 +11,7 @@ from typing import Any
 
 from argwatch.common.durations import parse_duration, spoken
 from argwatch.server.policy.model import Mode
+from argwatch.server.state.redis_url import parse_redis_url
 
 
 def _default_replica_id() -> str:
@@ -36,7 +37,8 @@ class Settings:
     grace_seconds: float = 10.0
     # Health stays NOT_SERVING until every value set has loaded once, or this long.
     startup_timeout_seconds: float = 10.0
-    # redis://host:port/db shared by replicas (pulled value sets, repair state); None: memory only.
+    # The Redis shared by replicas (pulled value sets, repair state, modes): redis://host:port/db, Sentinel
+    # (redis+sentinel://host:port,.../service/db) or Cluster (redis+cluster://host:port,...); None: memory only.
     redis: str | None = None
     # YAML list of {name, role: read|admin, token} allowed on the Admin API; None: open,
     # which is allowed only when the Admin listener is on loopback.
@@ -166,8 +168,7 @@ def _mode_or_none(value: str) -> Mode | None:
 
 
 def _redis_url(value: str) -> str:
-    if not value.startswith(("redis://", "rediss://")):
-        raise ValueError(f"expected redis://host:port[/db], got {value!r}")
+    parse_redis_url(value)  # refused at start-up with what is wrong, not at the first Redis operation
     return value
 
 
@@ -225,7 +226,13 @@ SERVE_OPTIONS = (
     _Option("replica_id", "this replica's id in status and logs", str, "ID"),
     _Option("grace_seconds", "how long in-flight calls get on shutdown", parse_duration, "DURATION"),
     _Option("startup_timeout_seconds", "longest wait for every value set before serving", parse_duration, "DURATION"),
-    _Option("redis", "Redis shared by replicas (default: memory only)", _redis_url, "redis://HOST:PORT/DB"),
+    _Option(
+        "redis",
+        "Redis shared by replicas (default: memory only): one Redis, redis://HOST:PORT/DB; Sentinel, "
+        "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]; or Cluster, redis+cluster://HOST:PORT[,HOST:PORT...]",
+        _redis_url,
+        "URL",
+    ),
     _Option(
         "admin_tokens", "YAML file of Admin API tokens {name, role: read|admin, token} (default: open, loopback only)"
     ),

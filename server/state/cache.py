@@ -31,7 +31,13 @@ class Cache(Protocol):
     async def delete(self, key: str) -> None: ...
 
     async def add_then_set(self, key: str, value: Any, then_key: str, then_value: Any, ttl: float) -> bool:
-        """add(key, value), and only when that stored it, set(then_key, then_value); True when stored."""
+        """add(key, value), and only when that stored it, set(then_key, then_value); True when stored.
+        Both keys must carry the same keys_together() part."""
+        ...
+
+    def keys_together(self, group: str) -> str:
+        """What to put in the keys of `group` that add_then_set changes together: a hash tag that keeps
+        them in one slot of a Redis Cluster; empty elsewhere (key names unchanged)."""
         ...
 
     async def publish(self, channel: str, message: str) -> None: ...

@@ -118,19 +118,18 @@ class OperationLog:
         retry = Retry.NO
         # The operation, and the call id ReportOutcome will name, in one round trip; the call id only if
         # this is the first call (a refused repeat must never be reportable).
-        call = _CALL + call_key(conversation_id, call_id)
-        if await self._cache.add_then_set(_OPERATION + key, first, call, key, ttl=window):
+        together = self._cache.keys_together(conversation_id)  # one Cluster slot for the script's two keys
+        operation, succeeded = _OPERATION + together + key, _SUCCEEDED + together + key
+        call = _CALL + together + call_key(conversation_id, call_id)
+        if await self._cache.add_then_set(operation, first, call, key, ttl=window):
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
-        earlier: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
+        earlier: OperationRecord | None = await self._cache.get(operation, OperationRecord)
         if earlier is None:  # it expired between the two reads: this is the first call after all
-            await self._cache.set(_OPERATION + key, first, ttl=window)
+            await self._cache.set(operation, first, ttl=window)
             await self._cache.set(call, key, ttl=window)
             return Sighting(key, None, retry, self._shared, side_effect.status_tool)
         earlier = replace(earlier, calls=earlier.calls + 1)
-        if (
-            earlier.outcome is not OperationOutcome.SUCCEEDED
-            and await self._cache.get(_SUCCEEDED + key, bool) is not None
-        ):
+        if earlier.outcome is not OperationOutcome.SUCCEEDED and await self._cache.get(succeeded, bool) is not None:
             # A success reported while another replica rewrote the record (a read, then a write) is kept here.
             earlier = replace(earlier, outcome=OperationOutcome.SUCCEEDED)
         if earlier.outcome is OperationOutcome.FAILED:
@@ -140,9 +139,9 @@ class OperationLog:
             if checked is not None and checked >= earlier.seen_at:
                 retry = Retry.AFTER_STATUS_CHECK
         if retry is not Retry.NO:  # a genuine retry: it is now the call that may do it
-            await self._cache.set(_OPERATION + key, replace(first, calls=earlier.calls), ttl=window)
+            await self._cache.set(operation, replace(first, calls=earlier.calls), ttl=window)
         else:  # the earlier call stays the one that may have done it; the window runs from now
-            await self._cache.set(_OPERATION + key, earlier, ttl=window)
+            await self._cache.set(operation, earlier, ttl=window)
         if retry is not Retry.NO or runs:
             await self._cache.set(call, key, ttl=window)
         return Sighting(key, earlier, retry, self._shared, side_effect.status_tool)
@@ -154,22 +153,21 @@ class OperationLog:
         A success stays: a later report of failure (or of an unknown outcome) for the same operation
         must not let a second refund through.
         """
-        key: str | None = await self._cache.get(_CALL + call_key(scope, call_id), str)
+        together = self._cache.keys_together(scope)
+        key: str | None = await self._cache.get(_CALL + together + call_key(scope, call_id), str)
         if key is None:
             return None
-        record: OperationRecord | None = await self._cache.get(_OPERATION + key, OperationRecord)
+        operation, succeeded = _OPERATION + together + key, _SUCCEEDED + together + key
+        record: OperationRecord | None = await self._cache.get(operation, OperationRecord)
         if record is None:
             return None
         if outcome is OperationOutcome.SUCCEEDED:
-            await self._cache.set(_SUCCEEDED + key, True, ttl=record.window)
-        elif (
-            record.outcome is not OperationOutcome.SUCCEEDED
-            and await self._cache.get(_SUCCEEDED + key, bool) is not None
-        ):
+            await self._cache.set(succeeded, True, ttl=record.window)
+        elif record.outcome is not OperationOutcome.SUCCEEDED and await self._cache.get(succeeded, bool) is not None:
             record = replace(record, outcome=OperationOutcome.SUCCEEDED)
         if record.outcome is not OperationOutcome.SUCCEEDED:
             record = replace(record, outcome=outcome)
-            await self._cache.set(_OPERATION + key, record, ttl=record.window)
+            await self._cache.set(operation, record, ttl=record.window)
         return record
 
     async def status_checked(self, conversation_id: str, tools: tuple[tuple[str, float], ...]) -> None:

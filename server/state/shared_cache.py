@@ -13,23 +13,28 @@ down a request pays a dictionary look-up, not a timeout.
 Values are JSON of shapes declared with @shared_value (codec.py), never
 pickle: a value read back that is not one of them is counted
 (argwatch_shared_cache_rejected_total{reason}) and treated as a miss.
-Without a Redis URL the cache is local memory only.
+Without a Redis URL the cache is local memory only. The URL may name one Redis, a
+primary watched by Sentinel, or a Cluster (redis_url.py); in a Cluster, the keys
+a script changes together carry one hash tag (keys_together), so the script
+runs on one slot; with one Redis or Sentinel no key has a tag, and key names
+are what they always were.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlparse
 
 from aiocache import RedisCache
 from aiocache.serializers import BaseSerializer
 from redis.asyncio.client import PubSub
 
 from argwatch.server.state.codec import Corrupt, decode, encode
+from argwatch.server.state.redis_connect import close_client, cluster_mode, redis_client, subscription
 from argwatch.server.state.ttl_store import TtlStore
 from argwatch.server.telemetry.metrics import GatewayMetrics
 
@@ -65,21 +70,16 @@ class SharedValueSerializer(BaseSerializer):  # type: ignore[misc]  # aiocache s
 
 
 def redis_from_url(url: str) -> Any:
-    """An aiocache RedisCache for redis://[:password@]host[:port][/db]; raises ValueError on a bad URL."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("redis", "rediss") or not parsed.hostname:
-        raise ValueError(f"expected redis://host:port[/db], got {url!r}")
-    db = int(parsed.path.lstrip("/") or 0)
-    return RedisCache(
-        serializer=SharedValueSerializer(),
-        endpoint=parsed.hostname,
-        port=parsed.port or 6379,
-        db=db,
-        password=parsed.password,
-        ssl=parsed.scheme == "rediss",
-        namespace="argwatch",
-        timeout=None,  # our own deadline below covers every operation
-    )
+    """An aiocache RedisCache for a `--redis` URL (redis_url.py: one Redis, Sentinel or Cluster); raises
+    ValueError on a bad URL."""
+    cache = RedisCache(serializer=SharedValueSerializer(), namespace="argwatch", timeout=None)
+    # aiocache 0.12 builds its client from a host, port and password only (no ACL user, the password taken
+    # as written, percent-escapes and all), and reaches Redis through its `client` attribute alone: the
+    # client the mode store uses, put in its place, serves every operation for all three kinds of URL. The
+    # pool aiocache made has opened no connection, so nothing is left open. Our own deadline covers every
+    # operation (no read timeout here).
+    cache.client = redis_client(url, timeout=None, connect_timeout=2.0)
+    return cache
 
 
 class SharedCache:
@@ -126,6 +126,14 @@ class SharedCache:
     @property
     def remote_configured(self) -> bool:
         return self._remote is not None
+
+    def keys_together(self, group: str) -> str:
+        """A Redis Cluster hash tag for `group` (a digest: a caller's text never chooses the slot's
+        braces), to put in every key a script changes together; empty otherwise, so key names stay as
+        replicas of earlier versions write them."""
+        if self._remote is None or not cluster_mode(self._remote.client):
+            return ""
+        return "{" + hashlib.blake2b(group.encode(), digest_size=8).hexdigest() + "}"
 
     async def delete(self, key: str) -> None:
         self._local.delete(key)
@@ -194,7 +202,7 @@ class SharedCache:
 
     def pubsub(self) -> PubSub | None:
         """A redis-py PubSub on the shared Redis (its own connection), or None without Redis."""
-        return self._remote.client.pubsub() if self._remote is not None else None
+        return subscription(self._remote.client) if self._remote is not None else None
 
     async def close(self) -> None:
         if self._remote is not None:
@@ -203,11 +211,12 @@ class SharedCache:
             client = self._remote.client
             try:
                 async with asyncio.timeout(1.0):
-                    await (getattr(client, "aclose", None) or client.close)()
+                    await close_client(client)
             except Exception as error:  # closing a dead connection must not fail shutdown
                 log.debug("closing the shared cache: %s", error)
             finally:
-                await client.connection_pool.disconnect()
+                if not cluster_mode(client):  # a Cluster client's aclose closes every node's connections
+                    await client.connection_pool.disconnect()
 
     async def _remote_call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         try:

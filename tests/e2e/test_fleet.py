@@ -1,5 +1,6 @@
 """Three gateway processes sharing a real redis-server: one flip is enforced by all; Redis killed and restarted loses
-no call and keeps the modes; a replica killed drops out of the fleet view."""
+no call and keeps the modes; a replica killed drops out of the fleet view. The fleet's tests also run with the
+three on a Redis Cluster of 3 primaries (--redis redis+cluster://...)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.e2e.test_serve_process import ARGWATCH, EXAMPLES, read_until
 from tests.e2e.waiting import until
-from tests.redis_server import RedisProcess, start_redis
+from tests.redis_server import RedisCluster, RedisProcess, start_redis
 
 pytestmark = pytest.mark.e2e
 
@@ -45,9 +46,9 @@ class Replica:
             self.process.stderr.close()
 
 
-def start_replica(folder: str, redis: RedisProcess, name: str) -> Replica:
+def start_replica(folder: str, redis_url: str, name: str) -> Replica:
     process = subprocess.Popen(
-        [ARGWATCH, "serve", "--policy", os.path.join(folder, "policy.yaml"), "--redis", redis.url,
+        [ARGWATCH, "serve", "--policy", os.path.join(folder, "policy.yaml"), "--redis", redis_url,
          "--replica-id", name, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
          "--metrics-listen", "127.0.0.1:0", "--grace-seconds", "1"],
         stderr=subprocess.PIPE,
@@ -76,29 +77,56 @@ def admin_call(target: str, method: str, message: object) -> object:
         return getattr(stub, method)(message, timeout=5, metadata=(("x-argwatch-actor", "ana@oncall"),))
 
 
-@pytest.fixture
-def fleet(tmp_path) -> Iterator[tuple[RedisProcess, list[Replica]]]:
+Fleet = tuple[RedisProcess | None, list[Replica]]  # the redis-server (None on the Cluster), the replicas
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def fleet(tmp_path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
     shutil.copy(os.path.join(EXAMPLES, "value_sets.yaml"), tmp_path / "value_sets.yaml")
     (tmp_path / "policy.yaml").write_text(
         "sources: {local: {file: value_sets.yaml}}\n"
         "value_sets: {wms.warehouses: {source: local}}\n"
         "tools: {transfer_stock: {mode: reject, arguments: {warehouse_code: {value_set: wms.warehouses}}}}\n"
     )
-    redis = start_redis(str(tmp_path))
+    redis: RedisProcess | None = None
+    if request.param == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        url = cluster.url
+    else:
+        redis = start_redis(str(tmp_path))
+        url = redis.url
     replicas: list[Replica] = []
     try:
-        replicas = [start_replica(str(tmp_path), redis, f"replica-{n}") for n in range(3)]
+        replicas = [start_replica(str(tmp_path), url, f"replica-{n}") for n in range(3)]
         yield redis, replicas
     finally:
         for replica in replicas:
             replica.stop()
-        redis.kill()
+        if redis is not None:
+            redis.kill()
 
 
-def test_one_flip_is_enforced_by_all_three_and_redis_restarts_cost_no_call(
-    fleet: tuple[RedisProcess, list[Replica]], tmp_path
-) -> None:
+@pytest.mark.parametrize("fleet", ["cluster"], indirect=True)  # on one redis-server: the test below
+def test_a_flip_through_one_replica_and_its_clear_through_another_reach_all_three(fleet: Fleet) -> None:
+    _, replicas = fleet
+    assert {validate(r.target).decision for r in replicas} == {pb.DECISION_REJECT}
+    admin_call(
+        replicas[0].admin,
+        "SetMode",
+        admin_pb2.SetModeRequest(tool="transfer_stock", mode=pb.MODE_OBSERVE, reason="INC-12: false rejects"),
+    )
+    until(lambda: all(validate(r.target).mode == pb.MODE_OBSERVE for r in replicas), 5, "the flip on every replica")
+    admin_call(replicas[2].admin, "SetMode", admin_pb2.SetModeRequest(tool="transfer_stock", reason="INC-12 over"))
+    until(lambda: all(validate(r.target).mode == pb.MODE_REJECT for r in replicas), 5, "the clear on every replica")
+    status = admin_call(replicas[1].admin, "GetStatus", admin_pb2.GetStatusRequest())
+    assert status.mode_store_connected  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("fleet", ["redis"], indirect=True)  # one redis-server, killed and started again
+def test_one_flip_is_enforced_by_all_three_and_redis_restarts_cost_no_call(fleet: Fleet, tmp_path) -> None:
     redis, replicas = fleet
+    assert redis is not None
     assert {validate(r.target).decision for r in replicas} == {pb.DECISION_REJECT}
     admin_call(
         replicas[0].admin,
@@ -153,7 +181,7 @@ def test_one_flip_is_enforced_by_all_three_and_redis_restarts_cost_no_call(
             server.kill()
 
 
-def test_a_killed_replica_drops_out_of_the_fleet_view(fleet: tuple[RedisProcess, list[Replica]]) -> None:
+def test_a_killed_replica_drops_out_of_the_fleet_view(fleet: Fleet) -> None:
     _, replicas = fleet
 
     def reporting() -> dict[str, bool]:

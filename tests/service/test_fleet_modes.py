@@ -1,22 +1,28 @@
 """Modes shared through a real Redis by gateways in one process: a flip anywhere reaches everyone; Redis down keeps
-the last modes and refuses changes; Redis back (empty) gets the fleet's state written back."""
+the last modes and refuses changes; Redis back (empty) gets the fleet's state written back. The fleet's tests run
+on one redis-server and again on a Cluster of 3 primaries (redis+cluster://)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from argwatch.server.modes.fleet import KEY
 from argwatch.server.policy.model import Mode
 from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import SourceServer, loopback_settings, make_policy
-from tests.redis_server import RedisProcess, start_redis
+from tests.redis_server import RedisCluster, RedisProcess, ask, start_redis
 from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, value
 
 Start = Callable[[str], Coroutine[Any, Any, RunningGateway]]
@@ -29,13 +35,24 @@ async def redis(tmp_path) -> AsyncIterator[RedisProcess]:
     server.kill()
 
 
+@pytest.fixture(params=["redis", "cluster"])
+def shared_url(request: pytest.FixtureRequest) -> str:
+    """The --redis of the test's gateways: one redis-server, or the module's Cluster emptied for the test."""
+    if request.param == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        return cluster.url
+    redis: RedisProcess = request.getfixturevalue("redis")
+    return redis.url
+
+
 @pytest.fixture
-async def start(tmp_path, source: SourceServer, redis: RedisProcess) -> AsyncIterator[Start]:
+async def start(tmp_path, source: SourceServer, shared_url: str) -> AsyncIterator[Start]:
     started: list[RunningGateway] = []
 
     async def start_one(replica_id: str) -> RunningGateway:
         policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
-        settings = replace(loopback_settings(policy.path), redis=redis.url, replica_id=replica_id)
+        settings = replace(loopback_settings(policy.path), redis=shared_url, replica_id=replica_id)
         gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
         started.append(gateway)
         return gateway
@@ -80,6 +97,74 @@ async def test_a_flip_through_one_replica_reaches_the_others_and_their_audit(sta
     assert value(second.registry, "argwatch_mode_store_connected") == 1
 
 
+async def test_concurrent_flips_through_every_replica_are_each_applied_once(start: Start) -> None:
+    """Each change is one transaction on the whole state (in a Cluster, on the slot of {argwatch:modes}):
+    changes racing through three replicas are all audited, none twice, and every replica ends on the same
+    state."""
+    fleet = [await start(f"replica-{name}") for name in "abc"]
+    modes = (pb.MODE_OBSERVE, pb.MODE_REJECT)
+    for round_ in range(3):
+        await asyncio.gather(
+            *(set_mode(g, modes[(i + round_) % 2], reason=f"INC-{round_}-{i}") for i, g in enumerate(fleet))
+        )
+    reasons = {f"INC-{r}-{i}" for r in range(3) for i in range(3)}
+
+    async def agreed() -> bool:
+        audits = [[c.reason for c in g.modes.changes()] for g in fleet]
+        return all(sorted(a) == sorted(reasons) for a in audits) and len({g.modes.version for g in fleet}) == 1
+
+    await eventually(agreed, seconds=10)
+    assert len({g.modes.mode_for("refund_order") for g in fleet}) == 1
+
+
+@pytest.mark.parametrize("shared_url", ["redis"], indirect=True)  # the state written into one redis-server
+async def test_another_state_at_the_same_version_in_redis_wins_on_every_replica(
+    start: Start, redis: RedisProcess
+) -> None:
+    """What a failover leaves: the change Redis lost, and another made on the new primary at the same version.
+    Every replica takes Redis's, so the fleet enforces one state (versions alone cannot tell them apart)."""
+    first, second = await start("replica-a"), await start("replica-b")
+    await set_mode(first, pb.MODE_OBSERVE, reason="INC-lost")
+
+    async def both_have_it() -> bool:
+        return all(g.modes.mode_for("refund_order") is Mode.OBSERVE for g in (first, second))
+
+    await eventually(both_have_it, seconds=5)
+    raw = ask(redis.port, "GET", KEY)
+    assert isinstance(raw, bytes)
+    other = orjson.loads(raw)
+    other["audit"][-1]["reason"] = "INC-made-on-the-new-primary"
+    ask(redis.port, "SET", KEY, orjson.dumps(other).decode())
+
+    async def both_take_redis() -> bool:
+        return all(g.modes.changes()[-1].reason == "INC-made-on-the-new-primary" for g in (first, second))
+
+    await eventually(both_take_redis, seconds=10)
+    assert first.modes.version == second.modes.version == other["version"]
+
+
+async def test_an_acl_user_and_an_escaped_password_reach_redis_for_modes_and_the_shared_cache(
+    tmp_path, source: SourceServer, redis: RedisProcess
+) -> None:
+    """redis://USER:PASSWORD@...: the password percent-decoded, the user named, for the shared cache too."""
+    ask(redis.port, "ACL", "SETUSER", "argwatch", "on", ">p@ss/w", "~*", "&*", "+@all")
+    ask(redis.port, "CONFIG", "SET", "requirepass", "not-the-one")  # the default user no longer lets anyone in
+    url = f"redis://argwatch:p%40ss%2Fw@127.0.0.1:{redis.port}/0"
+    cache = SharedCache(redis_from_url(url), GatewayMetrics(CollectorRegistry()), timeout=2.0)
+    try:
+        assert await cache.start()
+    finally:
+        await cache.close()
+    policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
+    gateway = await build_gateway(
+        replace(loopback_settings(policy.path), redis=url), policy=policy, registry=CollectorRegistry()
+    )
+    try:
+        assert (await admin_status(gateway)).mode_store_connected
+    finally:
+        await gateway.stop(0)
+
+
 async def test_the_fleet_view_lists_every_replica_and_what_it_enforces(start: Start) -> None:
     first, second = await start("replica-a"), await start("replica-b")
     await set_mode(first, pb.MODE_OBSERVE)
@@ -96,6 +181,7 @@ async def test_the_fleet_view_lists_every_replica_and_what_it_enforces(start: St
     assert b.value_set_versions["refunds.reason_codes"] == 1 and b.sources_connected["owners"]
 
 
+@pytest.mark.parametrize("shared_url", ["redis"], indirect=True)  # one redis-server, killed and started again
 async def test_redis_down_keeps_modes_refuses_changes_and_catches_up_when_back(
     start: Start, redis: RedisProcess, tmp_path
 ) -> None:

@@ -285,7 +285,7 @@ class RecordedAdmin:
     async def set_mode(self, tool: str, mode: pb.Mode, reason: str, expires_in_seconds: int) -> admin_pb2.ModeChange:
         raise AssertionError("the snapshot tests change nothing")
 
-    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.ModeChange:
+    async def change_override(self, request: admin_pb2.SetModeRequest) -> admin_pb2.SetModeResponse:
         raise AssertionError("the snapshot tests change nothing")
 
     async def preview(self, change: admin_pb2.SetModeRequest) -> admin_pb2.PreviewChangeResponse:

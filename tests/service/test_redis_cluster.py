@@ -1,0 +1,180 @@
+"""The shared cache on a real Redis Cluster of 3 primaries: the operations script's two keys share a slot
+(hash tags), repeats are caught across replicas, and announcements reach a subscriber on any node."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.modes.fleet import CLUSTER_KEYS
+from argwatch.server.policy.model import SideEffect
+from argwatch.server.process.app import build_gateway
+from argwatch.server.state.operations import OperationLog
+from argwatch.server.state.shared_cache import SharedCache, redis_from_url
+from argwatch.server.telemetry.metrics import GatewayMetrics
+from argwatch.server.verdict.repeats import OperationOutcome
+from argwatch.v1 import admin_pb2
+from argwatch.v1 import gateway_pb2 as pb
+from tests.conftest import SourceServer, loopback_settings, make_policy
+from tests.redis_server import RedisCluster, ask, free_port
+from tests.service.helpers import admin_status, admin_stub, value
+
+REFUND = SideEffect(("order_id",), 300.0, "get_refund_status")
+
+
+@pytest.fixture
+async def replicas(redis_cluster: RedisCluster) -> AsyncIterator[list[tuple[SharedCache, CollectorRegistry]]]:
+    """Two replicas' shared caches on the Cluster, each with its own metrics."""
+    redis_cluster.flushall()
+    made = []
+    for _ in range(2):
+        registry = CollectorRegistry()
+        cache = SharedCache(redis_from_url(redis_cluster.url), GatewayMetrics(registry), timeout=5.0)
+        assert await cache.start()
+        made.append((cache, registry))
+    yield made
+    for cache, _ in made:
+        await cache.close()
+
+
+def errors(registry: CollectorRegistry) -> float:
+    return sum(
+        sample.value
+        for family in registry.collect()
+        for sample in family.samples
+        if sample.name == "argwatch_shared_cache_errors_total"
+    )
+
+
+async def test_a_repeat_on_another_replica_is_caught_and_its_outcome_reported_anywhere(
+    redis_cluster: RedisCluster, replicas: list[tuple[SharedCache, CollectorRegistry]]
+) -> None:
+    (first, first_metrics), (second, second_metrics) = replicas
+    for conversation in ("c-1", "c-2", "c-3", "c-{4}"):  # several conversations: several slots
+        sighting = await OperationLog(first).sight("aw1_k", "refund_order", conversation, "call-1", REFUND, runs=True)
+        assert sighting.earlier is None and sighting.shared
+        repeat = await OperationLog(second).sight("aw1_k", "refund_order", conversation, "call-2", REFUND, runs=False)
+        assert repeat.is_repeat and repeat.shared
+        reported = await OperationLog(second).report(conversation, "call-1", OperationOutcome.SUCCEEDED)
+        assert reported is not None and reported.outcome is OperationOutcome.SUCCEEDED
+    # Every write and the script reached Redis (no fallback to local memory), spread over the primaries.
+    assert errors(first_metrics) == errors(second_metrics) == 0
+    holding = [ask(node.port, "DBSIZE") for node in redis_cluster.nodes]
+    assert sum(1 for keys in holding if keys) >= 2
+    assert value(first_metrics, "argwatch_shared_cache_rejected_total", reason="not_json") == 0
+
+
+async def test_keys_written_together_carry_one_hash_tag_only_in_a_cluster(
+    replicas: list[tuple[SharedCache, CollectorRegistry]],
+) -> None:
+    cache, _ = replicas[0]
+    tag = cache.keys_together("conversation {with braces}")
+    assert tag.startswith("{") and tag.endswith("}") and "braces" not in tag  # a digest: the caller picks no slot
+    assert cache.keys_together("conversation {with braces}") == tag
+    assert SharedCache(None, GatewayMetrics(CollectorRegistry())).keys_together("anything") == ""
+
+
+async def test_an_announcement_reaches_subscribers_on_every_node(
+    replicas: list[tuple[SharedCache, CollectorRegistry]],
+) -> None:
+    """Classic PUBLISH is broadcast over the Cluster bus: each subscription (on a node picked at random) hears it."""
+    cache, _ = replicas[0]
+    subscriptions = [cache.pubsub() for _ in range(6)]
+    try:
+        for pubsub in subscriptions:
+            assert pubsub is not None
+            await pubsub.subscribe("argwatch:test")
+            confirmed = await pubsub.get_message(timeout=5)
+            assert confirmed is not None and confirmed["type"] == "subscribe"
+        await cache.publish("argwatch:test", "open:c\0refund_order")
+        for pubsub in subscriptions:
+            assert pubsub is not None
+            message = await pubsub.get_message(timeout=5)
+            assert message is not None and message["data"] == b"open:c\0refund_order"
+    finally:
+        for pubsub in subscriptions:
+            if pubsub is not None:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+
+
+async def test_a_gateway_on_a_cluster_that_does_not_answer_serves_and_says_so(tmp_path, source: SourceServer) -> None:
+    """redis-py reports a Cluster it cannot reach with an error of its own (not a RedisError): the gateway
+    starts all the same, reports the mode store unreachable, and refuses a change as with one Redis down."""
+    policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
+    port = free_port()
+    settings = replace(loopback_settings(policy.path), redis=f"redis+cluster://127.0.0.1:{port}")
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        status = await admin_status(gateway)
+        assert not status.mode_store_connected and f"127.0.0.1:{port}" in status.mode_store_error
+        channel, admin = admin_stub(gateway)
+        async with channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await admin.SetMode(
+                    admin_pb2.SetModeRequest(tool="refund_order", mode=pb.MODE_OBSERVE, reason="INC-9"),
+                    metadata=(("x-argwatch-actor", "ana@oncall"),),
+                    timeout=5,
+                )
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "unreachable" in (refused.value.details() or "")
+    finally:
+        await gateway.stop(0)
+
+
+def move_slot(cluster: RedisCluster, key: str) -> None:
+    """Reshards the slot of `key` to another primary, its keys with it (what redis-cli --cluster reshard does)."""
+    slot = ask(cluster.nodes[0].port, "CLUSTER", "KEYSLOT", key)
+    nodes = {}  # port -> (node id, slot ranges)
+    listing = ask(cluster.nodes[0].port, "CLUSTER", "NODES")
+    assert isinstance(listing, bytes) and isinstance(slot, int)
+    for line in listing.decode().splitlines():
+        fields = line.split()  # id, address, flags, primary, ping, pong, epoch, link, then the slots held
+        node_id, address, held = fields[0], fields[1], fields[8:]
+        ranges = [tuple(int(n) for n in part.split("-")) for part in held if part[:1].isdigit()]
+        nodes[int(address.split(":")[1].split("@")[0])] = (node_id, ranges)
+    source = next(port for port, (_, ranges) in nodes.items() if any(r[0] <= slot <= r[-1] for r in ranges))
+    target = next(port for port in nodes if port != source)
+    (source_id, _), (target_id, _) = nodes[source], nodes[target]
+    ask(target, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", source_id)
+    ask(source, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", target_id)
+    keys = ask(source, "CLUSTER", "GETKEYSINSLOT", str(slot), "1000")
+    assert isinstance(keys, list)
+    for moving in keys:
+        assert isinstance(moving, bytes)
+        ask(source, "MIGRATE", "127.0.0.1", str(target), moving.decode(), "0", "5000")
+    for port in nodes:
+        ask(port, "CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
+
+
+async def test_a_mode_change_after_its_slot_moved_reaches_the_new_primary(
+    tmp_path, source: SourceServer, redis_cluster: RedisCluster
+) -> None:
+    """The first command to the slot's old primary is answered MOVED: the change is made on the new one, not
+    refused as though the Cluster were unreachable."""
+    redis_cluster.flushall()
+    policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
+    settings = replace(loopback_settings(policy.path), redis=redis_cluster.url)
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        channel, admin = admin_stub(gateway)
+        async with channel:
+            for number, mode in enumerate((pb.MODE_OBSERVE, pb.MODE_REJECT)):
+                if number:
+                    # Once the re-read the first change's announcement started is over (it would learn the
+                    # new layout first), so the change itself meets MOVED.
+                    await asyncio.sleep(0.3)
+                    move_slot(redis_cluster, CLUSTER_KEYS.modes)
+                await admin.SetMode(
+                    admin_pb2.SetModeRequest(tool="refund_order", mode=mode, reason=f"INC-{number}"),
+                    metadata=(("x-argwatch-actor", "ana@oncall"),),
+                    timeout=5,
+                )
+        assert [change.reason for change in gateway.modes.changes()] == ["INC-1", "INC-0"]  # newest first
+        assert (await admin_status(gateway)).mode_store_connected
+    finally:
+        await gateway.stop(0)
