@@ -9,6 +9,7 @@ from types import MappingProxyType
 from argwatch.v1 import sources_pb2
 
 MAX_SCOPE_CHARS = 256  # what a gateway takes (sources.proto ScopeMembers.scope)
+MAX_VALUE_CHARS = 1024  # the longest member, retired value or replacement a gateway takes (server/sets/retired.py)
 
 
 def _nothing() -> Mapping[str, frozenset[str]]:
@@ -44,6 +45,14 @@ def check_scope(scope: object) -> str:
     return scope
 
 
+def check_values(name: str, *groups: Iterable[str]) -> None:
+    """Refuses a value no gateway would take: one over MAX_VALUE_CHARS would have every gateway refuse each
+    update that carries it: this one and, once the owner holds it, every whole copy after."""
+    for values in groups:
+        if max(map(len, values), default=0) > MAX_VALUE_CHARS:
+            raise ValueError(f"{name}: a value is longer than {MAX_VALUE_CHARS} characters, which no gateway takes")
+
+
 def changed(
     previous: ScopedMembers,
     new_members: Mapping[str, Iterable[str]],
@@ -58,8 +67,10 @@ def changed(
     retired = dict(previous.retired)
     replacements = {scope: dict(found) for scope, found in previous.replaced_by.items()}
     wanted = {check_scope(scope): frozenset(values) for scope, values in new_members.items()}
-    for scope in replaced_by:
+    check_values("a scoped set", *wanted.values())
+    for scope, given in replaced_by.items():
         check_scope(scope)
+        check_values("a scoped set", *given.items())
     if whole:
         wanted = {**dict.fromkeys(members, frozenset()), **wanted}
     delta = sources_pb2.ValueSetDelta()

@@ -20,7 +20,7 @@ from types import MappingProxyType
 import grpc
 from google.protobuf import timestamp_pb2
 
-from argwatch.sources._scoped_sets import ScopedMembers, changed, retired_values, scope_parts
+from argwatch.sources._scoped_sets import ScopedMembers, changed, check_values, retired_values, scope_parts
 from argwatch.sources._sharded_members import ShardedMembers
 from argwatch.v1 import sources_pb2, sources_pb2_grpc
 
@@ -122,7 +122,8 @@ class ValueSetCatalog:
 
         Raises:
             ValueError: A scope is empty, longer than 256 characters or holds NUL; or the set is published
-                scoped and global in turn; or `members_by_scope` is given with members, retired or replaced_by.
+                scoped and global in turn; or `members_by_scope` is given with members, retired or replaced_by;
+                or a value is over MAX_VALUE_CHARS (1,024) characters.
         """
         if members_by_scope is not None:
             if members or retired or replaced_by:
@@ -130,6 +131,8 @@ class ValueSetCatalog:
             return self._publish_scoped(name, members_by_scope, {}, whole=True)
         previous = self._global(name)
         member_set = ShardedMembers(members)
+        retired = list(retired)
+        check_values(name, member_set, retired, *(replaced_by or {}).items())
         if previous is None:
             replacements = {old: new for old, new in (replaced_by or {}).items() if old not in member_set}
             retired_set = ShardedMembers(value for value in (*retired, *replacements) if value not in member_set)
@@ -153,7 +156,7 @@ class ValueSetCatalog:
             The new version of the set (the same version when nothing changed).
 
         Raises:
-            ValueError: The set is published per scope.
+            ValueError: The set is published per scope, or a value is over MAX_VALUE_CHARS (1,024) characters.
         """
         previous = self._global(name)
         if previous is None:
@@ -174,7 +177,8 @@ class ValueSetCatalog:
             The new version of the set (the same version when nothing changed).
 
         Raises:
-            ValueError: The set was never published, or is published per scope.
+            ValueError: The set was never published, or is published per scope; or a value is over
+                MAX_VALUE_CHARS (1,024) characters.
         """
         previous = self._existing(name)
         removed = [value for value in _once(values) if value in previous.members]
@@ -195,7 +199,8 @@ class ValueSetCatalog:
             The new version of the set.
 
         Raises:
-            ValueError: The set was never published, or is published per scope.
+            ValueError: The set was never published, or is published per scope; or a value is over
+                MAX_VALUE_CHARS (1,024) characters.
         """
         previous = self._existing(name)
         retiring = list(_once([*values, *(replaced_by or {})]))
@@ -225,6 +230,8 @@ class ValueSetCatalog:
         """The version after adding `added` (not members), removing `removed` (members: they retire) and
         retiring `retiring` (members or not), with `replaced_by` merged into the replacements; pushed as one
         delta. O(change): the members and retired values are copied only where the change touches them."""
+        retiring = list(retiring)
+        check_values(previous.name, added, retiring, *replaced_by.items())
         added_now, removed_now = set(added), set(removed)
 
         def member_after(value: str) -> bool:
@@ -493,11 +500,16 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
         queue = self._catalog.subscribe()
         # The versions held now, taken together with the subscription: every change queued from here follows
         # them, however long their snapshots take to send.
-        held = [found for name in sorted(wanted) if (found := self._catalog.get(name)) is not None]
+        held = [self._catalog.get(name) for name in sorted(wanted, reverse=True)]
         try:
-            for published in held:
-                for message in snapshot_messages(published):
-                    yield message
+            while held:
+                # Popped as sent: a version this stream holds on to would keep every shard the catalog has
+                # copied since, a second copy of the set per watcher.
+                published = held.pop()
+                if published is not None:
+                    parts, published = snapshot_messages(published), None  # the parts hold it while sent
+                    for message in parts:
+                        yield message
             while True:
                 try:
                     update = await asyncio.wait_for(queue.get(), timeout=self._heartbeat)
@@ -508,8 +520,11 @@ class ValueSetSourceServicer(sources_pb2_grpc.ValueSetSourceServicer):
                 if name not in wanted and request.names:
                     continue
                 if isinstance(update, PublishedSet):
-                    for message in snapshot_messages(update):
+                    parts = snapshot_messages(update)
+                    del update  # the parts hold it while they are sent, and no longer
+                    for message in parts:
                         yield message
+                    del parts
                 else:
                     yield update
         finally:

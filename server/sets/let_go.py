@@ -22,8 +22,16 @@ from argwatch.server.sets.retired import CHUNK
 from argwatch.server.sets.sharded import ShardedSet
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 
-# Held by the list being emptied (popped into a local) and getrefcount's own argument.
-_ONLY_HERE = 2
+
+def _only_here() -> int:
+    """What getrefcount says of an object held by one local only, measured in the shape let_go_steps uses:
+    how a call's argument and a local are counted differs between CPython versions."""
+    probe: list[object] = [object()]
+    table = probe.pop()
+    return sys.getrefcount(table)
+
+
+_ONLY_HERE = _only_here()
 
 
 def base_tables(snapshot: ValueSetSnapshot) -> list[object]:

@@ -10,9 +10,10 @@ base (set_table.py). Only layers HARD_FACTOR times that size, which a
 compaction that keeps up never reaches, make the next delta wait for a rebuild.
 
 One simplification: when a removed member shared a loose form with a member
-that remains, the loose look-up for that form finds nothing until the next full
-rebuild or compaction (a shape may then read `invented` where `separator` was
-due).
+that remains (in the base, or added by an earlier delta), the loose look-up
+for that form finds nothing until the next full rebuild or compaction (a shape
+may then read `invented` where `separator` was due, and a normalised binding
+miss a member). Membership itself is exact.
 """
 
 from __future__ import annotations

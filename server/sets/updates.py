@@ -78,8 +78,10 @@ def judge_delta(
     if delta.from_version != current.version:
         return Judgement(UpdateAction.RESYNC, "version_gap")
     # What the set would hold after it: a delta that replaces members near the cap is not growth.
-    grown = sum(1 for value in delta.added if value not in current.members)
-    grown -= sum(1 for value in delta.removed if value in current.members)
+    # Each value once: a removal repeated is one removal, not room for more additions.
+    added = set(delta.added)
+    grown = sum(1 for value in added if value not in current.members)
+    grown -= sum(1 for value in set(delta.removed) if value in current.members and value not in added)
     if current.size + grown > max_members:
         return Judgement(UpdateAction.REJECT, "oversized")
     return Judgement(UpdateAction.APPLY)

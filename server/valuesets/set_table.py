@@ -209,6 +209,34 @@ class SetTable:
 
     async def _compact(self, state: SetState, layered: ValueSetSnapshot, replay: list[DeltaUpdate]) -> None:
         try:
+            compacted = await self._compacted(state, layered, replay)
+        finally:
+            # However it ended (done, given up, failed, cancelled): the next due delta may start another.
+            if state.replay is replay:
+                state.replay = None
+        current = state.snapshot
+        if compacted is None or current is None or compacted.version != current.version:
+            return
+        # What the deltas retired, and when, is the current copy's (retired_after, in the order they came).
+        self._freeze_large(compacted)
+        self._replace(
+            state,
+            replace(
+                compacted,
+                retired=current.retired,
+                retirements=current.retirements,
+                loose_retired=current.loose_retired,
+                received_at=current.received_at,
+            ),
+        )
+        log.info("value set %s: version %d compacted (%d members)", compacted.name, compacted.version, compacted.size)
+
+    async def _compacted(
+        self, state: SetState, layered: ValueSetSnapshot, replay: list[DeltaUpdate]
+    ) -> ValueSetSnapshot | None:
+        """`layered` rebuilt on a new base, with every delta since replayed over it; None if it cannot be (a
+        whole copy replaced the set meanwhile, or the layers passed their hard bound)."""
+        try:
             # The layered version is frozen, so it is read a chunk at a time while later deltas layer over it.
             built = await make_snapshot_async(
                 layered.name,
@@ -221,45 +249,24 @@ class SetTable:
             )
         except (ValueTooLong, MalformedScope):  # its members were each checked once already: cannot happen
             log.exception("value set %s: compaction failed; the layers stay", layered.name)
-            built = None
-        if built is None:
-            if state.replay is replay:
-                state.replay = None
-            return
+            return None
         keep = self.keep(state)
         replayed = 0
-        while True:
-            if state.replay is not replay:
-                return  # a whole copy came meanwhile: this compaction was of the copy it replaced
+        while state.replay is replay:  # else a whole copy came meanwhile: this was of the copy it replaced
             if replayed == len(replay):
-                break
+                return built
             # A step at a time, the loop running between steps (and the deltas that come meanwhile joining
             # the list): thousands of deltas arrive while a million members are rebuilt.
             for delta in replay[replayed : replayed + REPLAY_STEP]:
+                if delta.from_version != built.version:
+                    return None  # not the version this follows: never guess
                 following = with_delta(built, delta, now=self._clock(), rules=state.rules, keep=keep, min_base=0)
                 if following is None:
-                    state.replay = None
-                    return  # layers grown past the hard bound meanwhile: the next delta rebuilds in full
+                    return None  # layers grown past the hard bound meanwhile: the next delta rebuilds in full
                 built = following
                 replayed += 1
             await asyncio.sleep(0)
-        state.replay = None
-        current = state.snapshot
-        if current is None or built.version != current.version:
-            return
-        # What the deltas retired, and when, is the current copy's (retired_after, in the order they came).
-        self._freeze_large(built)
-        self._replace(
-            state,
-            replace(
-                built,
-                retired=current.retired,
-                retirements=current.retirements,
-                loose_retired=current.loose_retired,
-                received_at=current.received_at,
-            ),
-        )
-        log.info("value set %s: version %d compacted (%d members)", built.name, built.version, built.size)
+        return None
 
     def swap_in(
         self, state: SetState, snapshot: ValueSetSnapshot, confirmed_at: float | None = None, save: bool = True

@@ -3,7 +3,7 @@ part from a frozen version."""
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Callable, Set
 
 import pytest
 from hypothesis import given, settings
@@ -142,3 +142,22 @@ def test_a_snapshot_is_made_part_by_part_from_the_version_taken_even_as_the_set_
     assert set(snapshots[0].retired) == {"OLD", "GONE"} and snapshots[0].HasField("updated_at")
     assert [(v.value, v.replaced_by) for v in snapshots[0].retired_values] == [("GONE", "m-0001")]
     assert not any(s.retired or s.HasField("updated_at") for s in snapshots[1:])
+
+
+def test_a_value_no_gateway_would_take_is_refused_at_the_owner_and_changes_nothing() -> None:
+    catalog = ValueSetCatalog()
+    first = catalog.publish("s", ["A"])
+    queue = catalog.subscribe()
+    long = "x" * 1025
+    attempts: list[Callable[[], object]] = [
+        lambda: catalog.add("s", [long]),
+        lambda: catalog.retire("s", [long]),
+        lambda: catalog.remove("s", ["A"], replaced_by={"A": long}),
+        lambda: catalog.publish("s", ["A", long]),
+        lambda: catalog.publish("scoped", members_by_scope={"cus_a": [long]}),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ValueError, match="longer than 1024"):
+            attempt()
+    assert catalog.get("s") is first and catalog.get("scoped") is None and deltas(queue) == []
+    assert catalog.add("s", ["y" * 1024]).version == 2  # the longest a gateway takes

@@ -42,6 +42,11 @@ def test_snapshots_are_judged(payload: SetPayload, action: UpdateAction, reason:
         (delta(5, 5, added=["C"]), CURRENT, UpdateAction.REJECT, "version_order"),
         (delta(5, 6, added=["C"], name=""), CURRENT, UpdateAction.REJECT, "empty_name"),
         (delta(5, 6, added=["C", "D"]), CURRENT, UpdateAction.REJECT, "oversized"),
+        # A removal repeated is one removal: it makes room for one addition, not three.
+        (delta(5, 6, added=["C", "D", "E"], removed=["A", "A", "A"]), CURRENT, UpdateAction.REJECT, "oversized"),
+        (delta(5, 6, added=["C", "D"], removed=["A", "A"]), CURRENT, UpdateAction.APPLY, ""),
+        # A value the owner retires without its being a member is kept in the history: bounded like one.
+        (delta(5, 6, removed=["x" * 1025]), CURRENT, UpdateAction.REJECT, "value_too_long"),
     ],
 )
 def test_deltas_are_judged(update: DeltaUpdate, current, action: UpdateAction, reason: str) -> None:
