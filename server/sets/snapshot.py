@@ -15,7 +15,6 @@ chunk size, and why CHUNK is what it is.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
@@ -237,11 +236,6 @@ def _build_large(
     if scopes is not None:  # its value index points into this list too: no second list of a million keys
         scopes.holders = CompactIndex(value_of, ordered, len(members))
         indexes.append(scopes.holders)
-    # Out of the cycle collector's sight while still empty, not only once installed (table.swap_in). Filled
-    # with few allocations of tracked objects, these tables would otherwise sit in the youngest generation,
-    # and the first young collection meanwhile would traverse every member they hold so far (a stall of tens
-    # of milliseconds at a million); promoted to the oldest instead, a full collection would.
-    _out_of_sight()
     for chunk in _chunks(name, members, excluded):
         if scopes is not None:
             scopes.listing.add_all(chunk)  # raises MalformedScope before anything of the chunk is indexed
@@ -252,20 +246,10 @@ def _build_large(
             for position in range(start, len(ordered)):
                 index.add(position)
         yield
-    for _ in member_set.compact_steps():
-        _out_of_sight()  # each shard's copy too, for the same reason
-        yield
+    yield from member_set.compact_steps()
     history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
     built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
     return (yield from scopes.finish(built)) if scopes is not None else built
-
-
-def _out_of_sight() -> None:
-    """Freezes what is alive (gc.freeze), after collecting the young generations: freezing also keeps for
-    ever any garbage cycle that exists at that moment, and most garbage cycles are young. A cycle that died
-    old and was not collected yet is kept (gc.get_freeze_count() counts everything frozen)."""
-    gc.collect(1)
-    gc.freeze()
 
 
 class _Scopes:
