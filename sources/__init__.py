@@ -1,8 +1,9 @@
 """argwatch.sources: what an owning service embeds to publish its value sets and records to argwatch gateways.
 
-An owning service keeps its legal values in a `ValueSetCatalog` and calls
-`publish` whenever they change (`publish_scope` for a set scoped per
-customer or tenant); every gateway watching it gets the change as a
+An owning service keeps its legal values in a `ValueSetCatalog`: `publish`
+replaces a set, `add`, `remove` and `retire` change a few of its values at a
+cost in proportion to them (`publish_scope` changes one scope of a set scoped
+per customer or tenant); every gateway watching it gets each change as a
 delta within a round trip. A system of record answers existence and ownership
 look-ups with a `RecordStore` (or its own `RecordSourceServicer`). `serve`
 puts both on one gRPC server with the standard health service:
