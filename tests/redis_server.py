@@ -138,15 +138,16 @@ def start_redis(folder: str, port: int = 0, *, extra: tuple[str, ...] = ()) -> R
     binary = _binary("redis-server")
     port = port or free_port()
     options = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", folder]
-    process = subprocess.Popen(
-        [binary, *options, *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    return _answering([binary, *options, *extra], port, "redis-server")
+
+
+def _answering(command: list[str], port: int, what: str) -> RedisProcess:
+    """Starts `command` and waits for it to answer PING on `port`; stops it if it does not (or exits)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(
             lambda: process.poll() is None and ask(port, "PING") == b"PONG",
-            f"redis-server on port {port} answering",
+            f"{what} on port {port} answering",
             until=lambda: process.poll() is not None,
         )
     except RuntimeError:
@@ -226,16 +227,7 @@ def _start_sentinel(folder: str, index: int, primary_port: int, down_after_ms: i
             f"sentinel failover-timeout {SERVICE} {failover_ms}\n"
             f"sentinel parallel-syncs {SERVICE} 1\n"
         )
-    process = subprocess.Popen(
-        [_binary("redis-sentinel"), config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        wait_for(lambda: ask(port, "PING") == b"PONG", f"redis-sentinel on port {port} answering")
-    except RuntimeError:
-        process.kill()
-        process.wait(timeout=10)
-        raise
-    return RedisProcess(process, port)
+    return _answering([_binary("redis-sentinel"), config], port, "redis-sentinel")
 
 
 @dataclass

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -11,7 +10,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from argwatch.server.modes.fleet import CLUSTER_KEYS
+from argwatch.server.modes.fleet import CLUSTER_KEYS, SharedModes
 from argwatch.server.policy.model import SideEffect
 from argwatch.server.process.app import build_gateway
 from argwatch.server.state.operations import OperationLog
@@ -166,8 +165,9 @@ async def test_a_mode_change_after_its_slot_moved_reaches_the_new_primary(
             for number, mode in enumerate((pb.MODE_OBSERVE, pb.MODE_REJECT)):
                 if number:
                     # Once the re-read the first change's announcement started is over (it would learn the
-                    # new layout first), so the change itself meets MOVED.
-                    await asyncio.sleep(0.3)
+                    # new layout first), so the change itself meets MOVED: a re-read waits for the one under way.
+                    assert isinstance(gateway.control, SharedModes)
+                    await gateway.control.reread()
                     move_slot(redis_cluster, CLUSTER_KEYS.modes)
                 await admin.SetMode(
                     admin_pb2.SetModeRequest(tool="refund_order", mode=mode, reason=f"INC-{number}"),

@@ -5,6 +5,7 @@ follow it, Validate answers throughout, and no change whose answer claimed durab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
@@ -73,7 +74,8 @@ async def change_modes(fleet: list[RunningGateway], changes: Changes, stop: asyn
                 )
             except grpc.aio.AioRpcError:
                 changes.failed.append(reason)
-                await asyncio.sleep(0.05)  # the store is away: on-call tries again shortly
+                with contextlib.suppress(TimeoutError):  # the store is away: on-call tries again shortly
+                    await asyncio.wait_for(stop.wait(), 0.05)
             else:
                 if answer.durability_warning:
                     changes.warned.append(reason)
@@ -95,7 +97,8 @@ async def validate_throughout(fleet: list[RunningGateway], answered: list[int], 
                 verdict = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=2)
                 assert verdict.decision in (pb.DECISION_ALLOW, pb.DECISION_REJECT)
                 answered[index] += 1
-            await asyncio.sleep(0.01)
+            with contextlib.suppress(TimeoutError):  # a pause between rounds, ended early by `stop`
+                await asyncio.wait_for(stop.wait(), 0.01)
     finally:
         for channel, _ in channels:
             await channel.close()

@@ -20,6 +20,7 @@ from argwatch.server.valuesets import set_table as set_table_module
 from argwatch.server.valuesets.set_state import SetState
 from argwatch.server.valuesets.set_table import SetTable
 from argwatch.server.valuesets.set_updates import SetUpdates
+from tests.service.helpers import eventually
 
 NAME = "b.ids"
 POLICY = b"""
@@ -66,11 +67,17 @@ async def table(tmp_path) -> tuple[SetTable, SetUpdates, SetState, Owner]:  # ty
     await made.close()
 
 
+def running(name: str) -> bool:
+    """Whether a task running SetTable's coroutine `name` is not done yet."""
+    return any(
+        getattr(task.get_coro(), "__qualname__", "") == f"SetTable.{name}" and not task.done()
+        for task in asyncio.all_tasks()
+    )
+
+
 async def settled(state: SetState) -> None:
-    deadline = time.monotonic() + 20
-    while state.replay is not None:
-        assert time.monotonic() < deadline, "the compaction did not end"
-        await asyncio.sleep(0.01)
+    """Until no compaction runs: none for the set, and none still finishing (one a whole copy dropped)."""
+    await eventually(lambda: state.replay is None and not running("_compact"), seconds=20)
 
 
 def holds_the_owners(state: SetState, owner: Owner) -> bool:
@@ -90,7 +97,6 @@ async def test_deltas_during_a_compaction_are_replayed_over_the_new_base(table) 
     await start_compaction(updates, state, owner)
     for i in range(30):
         await updates.take_update("b", owner.delta(added=[f"during_{i}"], removed=[f"inv_{i:06d}"]), {NAME: state})
-        await asyncio.sleep(0.005)
     await settled(state)
     members = state.snapshot.members
     assert (members.base if isinstance(members, OverlaySet) else members) is not first_base
@@ -104,7 +110,6 @@ async def test_a_whole_copy_during_a_compaction_wins_and_the_compaction_is_dropp
     await updates.take_whole(state, owner.whole())
     await updates.take_update("b", owner.delta(added=["last"]), {NAME: state})
     await settled(state)
-    await asyncio.sleep(0.05)
     assert holds_the_owners(state, owner)
 
 
@@ -138,6 +143,6 @@ async def test_a_reader_of_the_replaced_copy_keeps_every_member(table, monkeypat
     assert reading is not None
     before = set(reading.snapshot.members)
     await settled(state)
-    await asyncio.sleep(0.5)  # the replaced copy's tables were let go of by now, if nothing held them
+    await eventually(lambda: not running("_let_go"))  # the replaced copy's tables, let go of if nothing held them
     assert set(reading.snapshot.members) == before and "inv_000005" in reading.snapshot.members
     assert reading.snapshot.loose_index.get("inv-000005") == "inv_000005"
