@@ -145,6 +145,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/refresh.py
 	$(BIN)/python bench/churn.py
+	$(BIN)/python bench/catalogue.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/scoped_memory.py
 	$(BIN)/python bench/status_tui.py

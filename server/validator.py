@@ -43,6 +43,7 @@ from argwatch.server.verdict.call_signature import NO_PROBLEMS, signature_of
 from argwatch.server.verdict.check_names import CheckNames
 from argwatch.server.verdict.decision import Decision, Verdict
 from argwatch.server.verdict.findings import CheckResult, Problem, ProblemCode, Shape, SkipReason
+from argwatch.server.verdict.per_tool import PerTool
 from argwatch.server.verdict.repeats import OperationOutcome, OperationRecord, Sighting
 from argwatch.server.verdict.rule_checks import check_rules
 from argwatch.server.verdict.schema_checks import schema_problems
@@ -119,10 +120,7 @@ class Validator:
             name for name, config in policy.value_sets.items() if config.disclose is Disclosure.NONE
         )
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
-        self._sets_by_tool = {
-            name: tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))
-            for name, tool in policy.tools.items()
-        }
+        self._sets_by_tool = PerTool(policy.tools, _distinct_sets)
         self._meters = {
             name: metrics.for_tool(
                 name, [(b.name, b.value_set) for b in tool.arguments], side_effect=tool.side_effect is not None
@@ -130,8 +128,9 @@ class Validator:
             for name, tool in policy.tools.items()
         }
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
-        self._plans = {name: members_plan(tool) for name, tool in policy.tools.items()}
-        self._checks = {name: CheckNames(tool) for name, tool in policy.tools.items()}
+        metrics.keep_tool_meters([*self._meters.values(), self._unknown_meters])  # reused by the next reload
+        self._plans = PerTool(policy.tools, members_plan)
+        self._checks = PerTool(policy.tools, CheckNames)
         # Tools with a set scoped by a session field: their checks are handed the call's session.
         self._scoped_tools = frozenset(
             name for name, tool in policy.tools.items() if any(binding.scope for binding in tool.arguments)
@@ -139,7 +138,7 @@ class Validator:
         # Per tool, what the caller is not told: that a value is another scope's member (by set, unless every
         # binding of it says reveal_other_scopes), or that a record is another customer's (by record, unless it
         # says reveal_not_owned). Counted as they are; shown as "invented" and "not found".
-        self._concealed = {name: _concealed(tool) for name, tool in policy.tools.items()}
+        self._concealed = PerTool(policy.tools, _concealed)
         self._redact = policy.sampling.redact
         self._operations: Operations = operations if operations is not None else NoOperations()
         self._signatures = signatures
@@ -353,7 +352,7 @@ class Validator:
     def _hidden(self, tool: str, problems: list[Problem]) -> list[Problem]:
         """The problems as the caller is told them: nothing shown of a `disclose: none` set, nor that a value or
         a record is another scope's (unless the policy opts out)."""
-        concealed = self._concealed.get(tool, {})
+        concealed = self._concealed.get(tool) or {}
         shown = []
         for problem in problems:
             if problem.value_set in self._undisclosed:
@@ -514,6 +513,10 @@ class Validator:
 
 def _not_recorded(*recorded: object) -> None:
     """`Validator._record` of a judgment that records nothing (a shadow policy's)."""
+
+
+def _distinct_sets(tool: ToolPolicy) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))
 
 
 def _concealed(tool: ToolPolicy) -> dict[str, Callable[[Problem], Problem]]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from argwatch.server.policy.model import Policy, ToolPolicy, ValueLogging
+from argwatch.server.verdict.per_tool import PerTool
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,4 +45,4 @@ def value_plans(policy: Policy) -> tuple[Mapping[str, ValuePlan], ValuePlan]:
     def plan(tool: ToolPolicy | None) -> ValuePlan:
         return ValuePlan(config.values, tool.log_values if tool is not None else {}, config.session, redacted)
 
-    return MappingProxyType({name: plan(tool) for name, tool in policy.tools.items()}), plan(None)
+    return PerTool(policy.tools, plan), plan(None)

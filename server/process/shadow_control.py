@@ -65,7 +65,10 @@ class ShadowControl:
         the live policy's file). Raises ShadowRefused with the reason; nothing changes then."""
         where = anchor or _beside(self._gateway.settings.policy, name)
         try:
-            policy = await call_with_deadline(lambda: parse_policy(raw, where), LOAD_SECONDS, "argwatch-shadow")
+            serving = self._gateway.policy
+            policy = await call_with_deadline(
+                lambda: parse_policy(raw, where, serving=serving), LOAD_SECONDS, "argwatch-shadow"
+            )
         except PolicyError as error:
             raise await self._refused(_cut(str(error).replace(where, name)), actor, reason) from None
         except TimeoutError:

@@ -147,6 +147,7 @@ class GatewayMetrics:
         self._health = ValueSetHealthCollector()
         registry.register(self._health)
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._tool_meters: dict[tuple[str, tuple[tuple[str, str], ...], bool], ToolMeters] = {}
         self._failed_open: dict[tuple[str, str], int] = {}
         self._keys_of: dict[tuple[int, tuple[str, ...]], tuple[CountKey, ...]] = {}
 
@@ -158,8 +159,19 @@ class GatewayMetrics:
         return child
 
     def for_tool(self, tool: str, bindings: Iterable[tuple[str, str]] = (), side_effect: bool = False) -> ToolMeters:
-        """The hot-path children of a tool label and its (argument, set) bindings."""
-        return ToolMeters(self, tool, bindings, side_effect)
+        """The hot-path children of a tool label and its (argument, set) bindings: the same ones again for the
+        same tool, bindings and side effect (a reload of 10,000 tools made them all anew, on the event loop)."""
+        key = (tool, tuple(bindings), side_effect)
+        meters = self._tool_meters.get(key)
+        if meters is None:
+            meters = self._tool_meters[key] = ToolMeters(self, tool, key[1], side_effect)
+        return meters
+
+    def keep_tool_meters(self, keep: Iterable[ToolMeters]) -> None:
+        """Forgets every tool's children but these (the policy a reload built): a tool it removed, whose series
+        forget() then drops, is never handed its old children again."""
+        kept = {id(meters) for meters in keep}
+        self._tool_meters = {key: meters for key, meters in self._tool_meters.items() if id(meters) in kept}
 
     def zero_series(self, tool: str, value_sets: Iterable[str], side_effect: bool) -> None:
         """Zero is a figure: every series the policy can name exists from start, so a Grafana panel or an

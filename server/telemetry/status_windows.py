@@ -91,7 +91,7 @@ class StatusWindows:
     def __init__(self, policy: Policy, windows: CountWindows[CountKey]) -> None:
         self._policy = policy
         self._windows = windows
-        self._rows = _argument_rows(policy)
+        self._argument_rows: list[tuple[str, str, str]] | None = None  # by the first snapshot, not by a reload
 
     def _spans(self, now: CountCopy, *, since_start: bool = False) -> list[_Span]:
         """Each window's counts (and, with `since_start`, the counts since start last), folded in one pass."""
@@ -165,10 +165,13 @@ class StatusWindows:
     def _rows_with(self) -> list[tuple[str, str, str]]:
         """The policy's rows, then any (tool, argument) the counts name that the policy lists no row for
         (call-level problems "_call", invented arguments "_unknown")."""
-        listed = {(tool, argument) for tool, argument, _set in self._rows}
+        if self._argument_rows is None:
+            self._argument_rows = _argument_rows(self._policy)
+        rows = self._argument_rows
+        listed = {(tool, argument) for tool, argument, _set in rows}
         named = {(key.tool, key.argument) for key in self._windows.keys if key.argument}
         extra = sorted(named - listed)
-        return [*self._rows, *((tool, argument, "") for tool, argument in extra)]
+        return [*rows, *((tool, argument, "") for tool, argument in extra)]
 
 
 def _argument_rows(policy: Policy) -> list[tuple[str, str, str]]:

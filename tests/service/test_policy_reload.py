@@ -313,3 +313,57 @@ async def test_a_removed_source_stops_reporting_and_an_edited_definitions_file_i
         assert sample(gateway, "argwatch_source_connected", source="local") == 1
     finally:
         await gateway.stop(0)
+
+
+WITH_SCHEMAS = """
+sources:
+  local: {file: sets.yaml}
+value_sets:
+  codes.v1: {source: local}
+tools:
+  refund_order:
+    mode: reject
+    schema: {type: object, properties: {reason_code: {type: string}, cents: {type: integer, const: 1}}}
+    arguments:
+      reason_code: {value_set: codes.v1}
+  note:
+    schema: {type: object, properties: {text: {type: string, maxLength: 10}}}
+"""
+
+
+async def test_a_reload_reuses_what_an_unchanged_tool_compiled_and_counts_on(
+    gateway: RunningGateway, tmp_path: Path
+) -> None:
+    (tmp_path / "policy.yaml").write_text(WITH_SCHEMAS)
+    assert (await reload(gateway)).outcome == "reloaded"
+    compiled = {name: tool.schema_validator for name, tool in gateway.policy.tools.items()}
+    assert (await verdict(gateway, "refund_order", {"reason_code": "A", "cents": 1})).decision == pb.DECISION_ALLOW
+    # `note` changes; refund_order's schema is written again, as it was. Then 1.0 for 1: equal in Python
+    # (1 == 1.0), another schema in JSON Schema's eyes, so compiled anew.
+    (tmp_path / "policy.yaml").write_text(WITH_SCHEMAS.replace("maxLength: 10", "maxLength: 12") + "\n")
+    assert list((await reload(gateway)).tools_changed) == ["note"]
+    assert gateway.policy.tools["refund_order"].schema_validator is compiled["refund_order"]
+    assert gateway.policy.tools["note"].schema_validator is not compiled["note"]
+    (tmp_path / "policy.yaml").write_text(WITH_SCHEMAS.replace("const: 1}", "const: 1.0}"))
+    assert list((await reload(gateway)).tools_changed) == ["refund_order", "note"]
+    assert gateway.policy.tools["refund_order"].schema_validator is not compiled["refund_order"]
+    wrong = await verdict(gateway, "refund_order", {"reason_code": "A", "cents": 2})
+    assert wrong.decision == pb.DECISION_REJECT and [p.argument for p in wrong.problems] == ["cents"]
+    # The counts carried on: refund_order's allow and reject in one series, each counted once.
+    assert sample(gateway, "argwatch_decisions_total", tool="refund_order", mode="reject", decision="allow") == 1
+    assert sample(gateway, "argwatch_decisions_total", tool="refund_order", mode="reject", decision="reject") == 1
+
+
+async def test_a_tool_removed_then_added_back_counts_from_zero_in_series_that_exist(
+    gateway: RunningGateway, tmp_path: Path
+) -> None:
+    assert (await verdict(gateway, "old_tool", {"x": "X"})).decision == pb.DECISION_ALLOW
+    (tmp_path / "policy.yaml").write_text(AFTER)
+    assert (await reload(gateway)).outcome == "reloaded"
+    assert sample(gateway, "argwatch_decisions_total", tool="old_tool", mode="reject", decision="allow") is None
+    (tmp_path / "policy.yaml").write_text(BEFORE)
+    assert (await reload(gateway)).outcome == "reloaded"
+    assert sample(gateway, "argwatch_decisions_total", tool="old_tool", mode="reject", decision="allow") == 0
+    assert (await verdict(gateway, "old_tool", {"x": "X"})).decision == pb.DECISION_ALLOW
+    assert sample(gateway, "argwatch_decisions_total", tool="old_tool", mode="reject", decision="allow") == 1
+    assert sample(gateway, "argwatch_mode", tool="old_tool") == 1

@@ -85,3 +85,22 @@ def test_an_unreadable_state_file_refuses_to_start_rather_than_forget(tmp_path) 
     (tmp_path / "modes.json").write_text("{broken")
     with pytest.raises(ModeRefused, match="cannot read the mode state file"):
         store(tmp_path, Clock())
+
+
+def test_a_listener_hears_every_tool_once_then_only_the_tools_a_change_moves(tmp_path) -> None:
+    modes = store(tmp_path, Clock())
+    heard: list[tuple[str, Mode]] = []
+    modes.subscribe(lambda tool, mode: heard.append((tool, mode)))
+    assert heard == [("refund_order", Mode.REJECT), ("create_ticket", Mode.OBSERVE)]
+    heard.clear()
+    modes.set_mode("create_ticket", Mode.REJECT, actor="ana", reason="incident")
+    assert heard == [("create_ticket", Mode.REJECT)]
+    heard.clear()
+    modes.set_mode(GLOBAL, Mode.OBSERVE, actor="ana", reason="everything observes")
+    assert sorted(heard) == [("create_ticket", Mode.OBSERVE), ("refund_order", Mode.OBSERVE)]
+    heard.clear()
+    modes.rebind(parse_policy(b"tools: {refund_order: {mode: reject}, new_tool: {}}\n", "/p.yaml"))
+    assert heard == [("new_tool", Mode.OBSERVE)]  # refund_order is still forced to observe: unchanged
+    heard.clear()
+    modes.set_mode(GLOBAL, None, actor="ana", reason="over")
+    assert heard == [("refund_order", Mode.REJECT)]
