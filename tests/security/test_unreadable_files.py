@@ -85,7 +85,7 @@ async def test_a_read_that_hangs_is_refused_at_its_deadline_and_holds_nothing(
     stuck = threading.Event()
     real_load = load_policy
     monkeypatch.setattr(reload, "LOAD_SECONDS", 0.3)
-    monkeypatch.setattr(reload, "load_policy", lambda path: stuck.wait())
+    monkeypatch.setattr(reload, "load_policy", lambda path, serving=None: stuck.wait())
     try:
         refused = await asyncio.wait_for(gateway.reload(), 10)
         assert "not read and validated within 0.3s" in refused.outcome
