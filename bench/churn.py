@@ -30,7 +30,7 @@ import traceback
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from refresh import Source, rss_bytes, started_provider
+from refresh import Source, rss_bytes, started_provider, until_applied
 
 from argwatch.server.sets.overlay import OverlaySet
 from argwatch.server.valuesets.provider import ValueSetProvider
@@ -43,11 +43,7 @@ async def run(source: Source, size: int, rate: float, seconds: float, stacks: Co
     name = "bench.churned"
     provider = await started_provider(source, [name])
     source.send(f"publish {name} {size}")
-    deadline = time.monotonic() + 300
-    while (reading := provider.read(name)) is None or reading.snapshot.size != size:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"the {size:,}-member set was not applied within 300 s")
-        await asyncio.sleep(0.01)
+    await until_applied(provider, name, size, 300)
     source.ack()
     seen: dict[int, float] = {}
     stalls: list[float] = []

@@ -33,7 +33,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_server import ECHO_METHOD
-from refresh import Source, rss_bytes, started_provider
+from refresh import Source, rss_bytes, started_provider, until_applied
 from validate import payload, start_bench_server
 
 from argwatch.server.sets.compact_index import CompactIndex
@@ -177,11 +177,7 @@ async def large_sets(sizes: list[int]) -> list[dict[str, object]]:
             gc.collect()
             before = rss_bytes()
             source.send(f"publish {name} {size}")
-            deadline = time.monotonic() + 120
-            while (reading := provider.read(name)) is None or reading.snapshot.size != size:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"{name} not applied within 120 s")
-                await asyncio.sleep(0.01)
+            await until_applied(provider, name, size, 120)
             source.ack()
             await asyncio.sleep(3.0)  # the provider hands freed memory back 1 s after a large install
             gc.collect()

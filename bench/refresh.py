@@ -172,6 +172,15 @@ async def measure_size(source: Source, provider: ValueSetProvider, name: str, si
     }
 
 
+async def until_applied(provider: ValueSetProvider, name: str, size: int, seconds: float) -> None:
+    """Waits until the provider serves `name` at `size` members; exits the bench after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while (reading := provider.read(name)) is None or reading.snapshot.size != size:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name} ({size:,} members) not applied within {seconds:g} s")
+        await asyncio.sleep(0.01)
+
+
 async def started_provider(source: Source, names: list[str]) -> ValueSetProvider:
     """A gateway-side provider in this process, watching `names` (not published yet) at `source`."""
     policy = parse_policy(policy_text(source.target, names).encode(), os.path.join(tempfile.mkdtemp(), "p.yaml"))

@@ -14,7 +14,7 @@ and every full collection for as long as it served. Frozen (gc.freeze, as
 by reference counting once replaced. The price: a garbage cycle the event loop
 made during the read (gRPC leaves about five small objects in cycles per call)
 is frozen with it and never freed, so the freeze is made only when the read
-made more than KEEP_ABOVE objects, and docs/performance.md gives the figure.
+made more than KEEP_ABOVE objects (docs/performance.md, catalogue.py).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ _POLICY_FORMATS.checks("regex")(lambda instance: not isinstance(instance, str) o
 
 # The metaschema check, in Rust: jsonschema's own (check_schema) took 4.7 ms a schema of the real catalogues
 # in tests/data/catalogues, and 10,000 tools a minute. It asserts the formats the metaschema names, as
-# _POLICY_FORMATS does, with the same regex verdict; tests/unit/test_schema_compile.py holds the two to
+# _POLICY_FORMATS does, with the same regex verdict; tests/unit/test_fast_readers.py holds the two to
 # the same answers. jsonschema's check still words the error of a schema this one refuses.
 _METASCHEMA = jsonschema_rs.Draft202012Validator(
     Draft202012Validator.META_SCHEMA,
