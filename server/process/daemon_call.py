@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from argwatch.server.process.gil_handover import handed_over_often
+
 T = TypeVar("T")
 
 
@@ -34,7 +36,8 @@ async def call_with_deadline(function: Callable[[], T], seconds: float, name: st
 
     def run() -> None:
         try:
-            result, error = function(), None
+            with handed_over_often():  # the loop is not kept waiting for the GIL while this runs
+                result, error = function(), None
         except BaseException as raised:  # handed to the caller, whatever it is
             result, error = None, raised
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the process is stopping

@@ -30,6 +30,7 @@ from argwatch.server.modes.store import ModeChange
 from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.policy.model import Policy
 from argwatch.server.process.daemon_call import call_with_deadline
+from argwatch.server.process.gil_handover import handing_over_often
 
 if TYPE_CHECKING:
     from argwatch.server.process.app import RunningGateway
@@ -177,7 +178,7 @@ class PolicyReloader:
             missing = await parts.provider.start(wait)
             # Compared off the loop: each tool's schema, deeply (10,000 tools held every call for 0.1-0.2 s).
             # The reload lock keeps `old` the policy in use until the swap.
-            added, removed, changed = await asyncio.to_thread(differing_tools, old, policy)
+            added, removed, changed = await asyncio.to_thread(handing_over_often(differing_tools), old, policy)
         except BaseException:
             # Nothing was swapped: the new parts go, and the scrape reads the provider in use again.
             await parts.provider.close()

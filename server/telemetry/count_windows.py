@@ -8,7 +8,9 @@ the live counts minus the newest copy taken at or before its start, with the
 seconds that copy actually covers (so a rate divides by the true span).
 
 Copies are arrays of ints indexed by key, not dicts: at 200 tools x 5
-arguments x ~8 keys, 86 copies take ~5 MB instead of ~80 MB.
+arguments x ~8 keys, 86 copies take ~5 MB instead of ~80 MB. Over a reader
+that reports only the counts that changed (`changes_only`, what the gateway
+uses: count_feed.py), a copy is the one before it with those changed.
 
 Keys are kept for the process' life unless `forget_idle` is given: then, at
 each coarse copy, the keys whose count has not moved over its seconds are
@@ -52,16 +54,24 @@ class CountWindows(Generic[Key]):
         read: Callable[[], Mapping[Key, int]],
         clock: Callable[[], float] = time.monotonic,
         forget_idle: tuple[float, Callable[[list[Key]], None]] | None = None,
+        *,
+        changes_only: bool = False,
     ) -> None:
         """`forget_idle`: (seconds, forget): keys whose count has not moved for that long are dropped, and
-        `forget` is told them (it drops them from what `read` returns; a key back later counts from 0)."""
+        `forget` is told them (it drops them from what `read` returns; a key back later counts from 0).
+        `changes_only`: `read` returns only the keys whose count changed since its last call (every key the first
+        time), and a copy is the one before it with those changed: a copy costs the traffic since, not the keys."""
+        if changes_only and forget_idle is not None:
+            raise ValueError("forget_idle needs every count on every read")
         self._read = read
+        self._changes_only = changes_only
         self._forget_idle = forget_idle
         self._clock = clock
         self._index: dict[Key, int] = {}
         self._keys: list[Key] = []
         self._started = clock()
         start = CountCopy(self._started, array("q"))
+        self._newest = start  # the last copy made, live() included: what a changes-only read changes
         self._fine: deque[CountCopy] = deque([start], maxlen=int(FINE_KEEP_SECONDS / FINE_SECONDS) + 1)
         self._coarse: deque[CountCopy] = deque([start], maxlen=int(KEEP_SECONDS / COARSE_SECONDS) + 2)
         self._task: asyncio.Task[None] | None = None
@@ -174,10 +184,15 @@ class CountWindows(Generic[Key]):
             if key not in self._index:
                 self._index[key] = len(self._keys)
                 self._keys.append(key)
-        values = array("q", bytes(8 * len(self._keys)))
+        if self._changes_only:
+            values = array("q", self._newest.values)  # a copy of the array: copies are never changed once made
+            values.frombytes(bytes(8 * (len(self._keys) - len(values))))
+        else:
+            values = array("q", bytes(8 * len(self._keys)))
         for key, value in counts.items():
             values[self._index[key]] = int(value)
-        return CountCopy(self._clock(), values)
+        self._newest = CountCopy(self._clock(), values)
+        return self._newest
 
     async def _sample_forever(self) -> None:
         while True:

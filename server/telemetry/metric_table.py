@@ -304,7 +304,7 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(
         "stale_checks",
-        Kind.COUNTER,
+        Kind.TALLY,
         "tool_argument_check_stale",
         "Checks made against a stale copy of their value set (still checked, against the last good copy).",
         labels=("tool", "set"),

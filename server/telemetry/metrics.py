@@ -10,12 +10,13 @@ far dearer than a dictionary look-up (docs/performance.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from argwatch.server.policy.model import NO_COHORT, OTHER_COHORT, Mode
+from argwatch.server.telemetry.count_feed import CountFeed
 from argwatch.server.telemetry.counts import CheckKind, Count, CountKey
 from argwatch.server.telemetry.metric_table import METRICS, Kind
 from argwatch.server.telemetry.tallies import (
@@ -107,7 +108,7 @@ class GatewayMetrics:
     streams_idle_closed: Counter
     metrics_scrapes_refused: Counter
     table_evictions: Counter
-    stale_checks: Counter
+    stale_checks: TallyFamily
     admin_refused: Counter
     rule_errors: Counter
     elements_unchecked: Counter
@@ -150,6 +151,9 @@ class GatewayMetrics:
         self._tool_meters: dict[tuple[str, tuple[tuple[str, str], ...], bool], ToolMeters] = {}
         self._failed_open: dict[tuple[str, str], int] = {}
         self._keys_of: dict[tuple[int, tuple[str, ...]], tuple[CountKey, ...]] = {}
+        self._feed = CountFeed(
+            self._folds, _series_of, (lambda: iter(list(self._failed_open.items())), _failed_open_keys)
+        )
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
@@ -267,9 +271,15 @@ class GatewayMetrics:
                 for key in keys:  # zeros too: a series that exists is a figure (zero_series)
                     counts[key] = counts.get(key, 0) + value
         for (tool, argument), count in list(self._failed_open.items()):
-            key = CountKey(tool, argument, Count.FAILED_OPEN, check=CheckKind.VALUE_SET)
-            counts[key] = counts.get(key, 0) + count
+            for key in _failed_open_keys((tool, argument)):
+                counts[key] = counts.get(key, 0) + count
         return counts
+
+    def count_changes(self) -> Mapping[CountKey, int]:
+        """The counts of `counts()` that changed since the last call, with their values now (every one, the first
+        time): what the count windows read every few seconds, at a cost of the traffic since, not of the
+        catalogue (count_feed.py). A key whose last series was removed reads 0 here, and is left out of counts()."""
+        return self._feed.changes()
 
     def forget_cohorts(self, models: frozenset[str], prompt_versions: frozenset[str]) -> None:
         """Drops the split series of models and prompt versions a reloaded policy no longer declares."""
@@ -368,6 +378,11 @@ class GatewayMetrics:
             if not any(label in tools or label in sets or label in sources for label in key[1:])
         }
         self._keys_of.clear()
+
+
+def _failed_open_keys(labels: tuple[str, str]) -> tuple[CountKey]:
+    tool, argument = labels
+    return (CountKey(tool, argument, Count.FAILED_OPEN, check=CheckKind.VALUE_SET),)
 
 
 def _series_of(family: TallyFamily | Counter) -> Iterator[tuple[tuple[str, ...], int]]:

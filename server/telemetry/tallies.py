@@ -88,13 +88,29 @@ class TallyFamily(Collector):
     def __init__(self, name: str, documentation: str, labelnames: list[str], registry: CollectorRegistry) -> None:
         self._name, self._documentation, self._labelnames = name, documentation, labelnames
         self._children: dict[tuple[str, ...], Tally] = {}
+        # The children in creation order, for count_feed.py to read the new ones only; rebuilt after a removal.
+        self._series: list[tuple[tuple[str, ...], Tally]] = []
+        self._series_whole = True
+        self.generation = 0  # moved on by every removal
         registry.register(self)
 
     def labels(self, *values: str) -> Tally:
-        return self._children.setdefault(values, Tally())
+        tally = self._children.get(values)
+        if tally is None:
+            tally = self._children[values] = Tally()
+            self._series.append((values, tally))
+        return tally
 
     def remove(self, *values: str) -> None:
-        self._children.pop(values, None)
+        if self._children.pop(values, None) is not None:
+            self.generation += 1
+            self._series_whole = False
+
+    def series(self) -> list[tuple[tuple[str, ...], Tally]]:
+        """Every child, in creation order: a child made after a read is after every child that read saw."""
+        if not self._series_whole:
+            self._series, self._series_whole = list(self._children.items()), True
+        return self._series
 
     def children(self) -> list[tuple[tuple[str, ...], Tally]]:
         return list(self._children.items())
