@@ -13,7 +13,8 @@ made objects, nothing checked). Part 2 builds the real gateway on the
 definitions shape, then changes one tool's schema and reloads (the path of
 Admin.ReloadPolicy and SIGHUP) while one client keeps calling Validate over
 loopback and a probe measures the event loop's longest stall. Part 3 times
-GetStatus with every tool in it (a snapshot in pages under 4 MiB).
+GetStatus with every tool in it (a snapshot in pages under 4 MiB), and with
+the selections the TUI makes (the 200 tools most in need, a name filter).
 
     .venv/bin/python bench/catalogue.py [--tools 10000] [--repeats 3]
 """
@@ -234,22 +235,39 @@ async def part_serve(definitions: str, tools: int) -> None:
         )
         async with grpc.aio.insecure_channel(gateway.admin_target) as channel:
             admin = admin_pb2_grpc.AdminStub(channel)
-            seconds = []
-            for _ in range(5):
-                started = time.perf_counter()
-                status, pages = await read_status(admin)
-                seconds.append(time.perf_counter() - started)
-        print(
-            f"part 3: GetStatus with {len(status.tools):,} tools: {pages} pages, "
-            f"best {min(seconds) * 1000:.0f} ms, median {statistics.median(seconds) * 1000:.0f} ms"
-        )
+            selections = (
+                ("every tool", None),
+                (
+                    "the TUI's: 200 most in need",
+                    admin_pb2.StatusSelection(order=admin_pb2.TOOL_ORDER_ATTENTION, max_tools=200),
+                ),
+                ("contains 'tool_12'", admin_pb2.StatusSelection(contains="tool_12", max_tools=200)),
+            )
+            print(f"part 3: GetStatus at {tools:,} tools, page by page (best and median of 5), and the loop's stall")
+            for label, selection in selections:
+                seconds, stalls = [], []
+                for _ in range(5):
+                    stop = asyncio.Event()
+                    probe = asyncio.create_task(loop_stalls(stop, stalls))
+                    started = time.perf_counter()
+                    status, pages = await read_status(admin, selection)
+                    seconds.append(time.perf_counter() - started)
+                    stop.set()
+                    await probe
+                print(
+                    f"  {label:<28} {len(status.tools):>6,} tools, {status.ByteSize() / 1e6:5.2f} MB in {pages} "
+                    f"page(s): best {min(seconds) * 1000:5.0f} ms, median {statistics.median(seconds) * 1000:5.0f} ms;"
+                    f" loop stall max {max(stalls, default=0):5.1f} ms"
+                )
     finally:
         await gateway.stop(0)
 
 
-async def read_status(admin: admin_pb2_grpc.AdminStub) -> tuple[admin_pb2.GetStatusResponse, int]:
-    """The whole snapshot, page by page as the TUI reads it, and how many pages it took."""
-    pages = [await admin.GetStatus(admin_pb2.GetStatusRequest(), timeout=60)]
+async def read_status(
+    admin: admin_pb2_grpc.AdminStub, selection: admin_pb2.StatusSelection | None = None
+) -> tuple[admin_pb2.GetStatusResponse, int]:
+    """The snapshot of `selection` (every tool's without), page by page, and how many pages it took."""
+    pages = [await admin.GetStatus(admin_pb2.GetStatusRequest(selection=selection), timeout=60)]
     while pages[-1].next_page_token:
         pages.append(
             await admin.GetStatus(admin_pb2.GetStatusRequest(page_token=pages[-1].next_page_token), timeout=60)

@@ -51,7 +51,9 @@ class AdminApi(Protocol):
 
     target: str
 
-    def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]: ...
+    def watch(
+        self, interval: float, selection: admin_pb2.StatusSelection | None = None
+    ) -> AsyncIterator[admin_pb2.GetStatusResponse]: ...
 
     async def set_mode(
         self, tool: str, mode: gateway_pb2.Mode, reason: str, expires_in_seconds: int
@@ -121,10 +123,14 @@ class AdminClient:
                     raise
         raise AssertionError("unreachable")
 
-    async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
-        """Snapshots every `interval` seconds (each joined from its pages) until the stream breaks
-        (grpc.aio.AioRpcError) or is closed."""
-        call = self._stub.WatchStatus(admin_pb2.WatchStatusRequest(interval_seconds=interval), metadata=self._metadata)
+    async def watch(
+        self, interval: float, selection: admin_pb2.StatusSelection | None = None
+    ) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+        """Snapshots every `interval` seconds (each joined from its pages), of the tools `selection` picks (every
+        tool without one), until the stream breaks (grpc.aio.AioRpcError) or is closed."""
+        call = self._stub.WatchStatus(
+            admin_pb2.WatchStatusRequest(interval_seconds=interval, selection=selection), metadata=self._metadata
+        )
         pages: list[admin_pb2.GetStatusResponse] = []
         try:
             async for page in call:

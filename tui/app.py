@@ -73,6 +73,11 @@ PINNED_COLUMNS = 3  # the flag, tool and argument stay in view when the table sc
 # order is kept this long unless the rows, the sort or the filter change.
 RESORT_SECONDS = 5.0
 FILTER_PAUSE_SECONDS = 0.25
+# The tools a snapshot carries: the gateway sends the ones most in need of on-call first (TOOL_ORDER_ATTENTION),
+# matching the filter. At 10,000 tools the whole snapshot is 6 MB and over a second of the gateway's loop;
+# `/` reaches any tool by name.
+TOOLS_SHOWN = 200
+MAX_FILTER_SENT = 200  # characters of the filter the gateway matches tools with (its limit)
 _BLANK = Text("")
 VIEW_MARGIN_ROWS = 10  # rows drawn beyond the view, so a short scroll shows drawn rows
 
@@ -128,6 +133,7 @@ class ArgwatchApp(App[None]):
         self.status: admin_pb2.GetStatusResponse | None = None
         self.window = WINDOWS[0]
         self.query_text = ""
+        self._watched_text = ""  # the filter the snapshots are selected by
         self._received_at: float | None = None
         self._lost: Lost | None = None
         self._lost_at: float | None = None
@@ -163,8 +169,16 @@ class ArgwatchApp(App[None]):
         # Another width may show other columns (layout.py): rebuilt when it does, else redrawn.
         self.call_after_refresh(self._render_rows)
 
+    def selection(self) -> admin_pb2.StatusSelection:
+        """The tools the TUI asks the gateway for: the filter's, most in need first, TOOLS_SHOWN of them."""
+        return admin_pb2.StatusSelection(
+            contains=self._watched_text[:MAX_FILTER_SENT],
+            order=admin_pb2.TOOL_ORDER_ATTENTION,
+            max_tools=TOOLS_SHOWN,
+        )
+
     async def _follow(self) -> None:
-        async for event in follow(self.api, self.interval):
+        async for event in follow(self.api, self.interval, self.selection()):
             try:
                 if isinstance(event, Snapshot):
                     self.show_status(event.status)
@@ -210,6 +224,12 @@ class ArgwatchApp(App[None]):
         shown = f" | filter '{self.query_text}'" if self.query_text else ""
         if self.query_text and self.status is not None and not self._keys:
             shown += ": NO ROW MATCHES"  # an empty table must not read as "nothing to see"
+        if self.status is not None and self.status.tools_matched > len(self.status.tools):
+            # Not every tool is here: say so, and how to reach the others.
+            shown += (
+                f" | {len(self.status.tools):,} of {self.status.tools_matched:,} tools, "
+                "most in need first (/ finds others)"
+            )
         age = None if self._received_at is None else now - self._received_at
         stalled = age is not None and age > STALLED_AFTER_INTERVALS * self.interval
         if self._lost is None and not stalled:
@@ -358,6 +378,10 @@ class ArgwatchApp(App[None]):
         self._filter_timer = None
         self._render_rows()
         self._show_banner()
+        if self.query_text.strip().lower() != self._watched_text:
+            # The gateway picks the tools by the filter too: a tool beyond the TOOLS_SHOWN sent is found by name.
+            self._watched_text = self.query_text.strip().lower()
+            self.run_worker(self._follow(), exclusive=True, group="feed")
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:

@@ -30,14 +30,16 @@ class Lost(NamedTuple):
 FeedEvent = Snapshot | Lost
 
 
-async def follow(api: AdminApi, interval: float) -> AsyncIterator[FeedEvent]:
+async def follow(
+    api: AdminApi, interval: float, selection: admin_pb2.StatusSelection | None = None
+) -> AsyncIterator[FeedEvent]:
     """Snapshots while the gateway answers; a Lost when it stops, then retries with the shared jittered
     backoff (ceilings 0.5 s doubling to 5 s, so several screens do not return in step) until it answers
     again. Runs until cancelled."""
     attempt = 0
     while True:
         try:
-            async for status in api.watch(interval):
+            async for status in api.watch(interval, selection):
                 attempt = 0
                 yield Snapshot(status)
             reason = "the gateway ended the status stream"

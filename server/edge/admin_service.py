@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -20,6 +21,15 @@ from argwatch.server.edge.shadow_wire import promoted_to_wire, report_to_wire
 from argwatch.server.edge.shadowing import ShadowAdmin, ShadowRefused
 from argwatch.server.edge.source_status import source_statuses
 from argwatch.server.edge.status_pages import KeptPages, split_status
+from argwatch.server.edge.status_selection import (
+    EVERY_TOOL,
+    Selection,
+    ToolNeeds,
+    by_attention,
+    cut,
+    matching,
+    read_selection,
+)
 from argwatch.server.modes.control import LocalModes, ModeControl
 from argwatch.server.modes.document import GLOBAL, POLICY_TARGET, SHADOW_TARGET, ModeDocument, OverrideRequest, Target
 from argwatch.server.modes.preview import preview
@@ -69,11 +79,13 @@ PREVIEW_WINDOWS = (60, 900)  # what is happening now, and the quarter hour aroun
 MAX_LISTED_TOOLS = 1000
 MAX_SHAPE_ROWS = 5000
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
+TOOLS_MATCHED_PER_SLICE = 1000  # tools matched against a selection's `contains` between yields
 # The status feed's share of the event loop, at most: a snapshot that took 100 ms to build is
 # shared for at least 2 s, whatever interval watchers ask for (but never longer than
 # MAX_SHARED_SECONDS). Its taken_at says how old it is.
 STATUS_LOOP_SHARE = 0.05
 MAX_SHARED_SECONDS = 10.0
+KEPT_SELECTIONS = 16  # the selections whose last snapshot is kept for the watchers that share it
 
 
 class _SliceClock:
@@ -130,7 +142,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._tokens = tokens
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
-        self._last_status: tuple[float, list[admin_pb2.GetStatusResponse]] | None = None  # its pages
+        # The last snapshots (their pages, and when), per selection: watchers asking for the same share one.
+        self._last_status: OrderedDict[tuple[str, bool, int, int], tuple[float, list[admin_pb2.GetStatusResponse]]]
+        self._last_status = OrderedDict()
         self._kept_pages = KeptPages()  # GetStatus's, so that a client reads one snapshot page by page
         self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
         self._status_lock = asyncio.Lock()
@@ -142,6 +156,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._generation = 0  # bumped by each reload (use)
         # GetCoverage's walk of the policy in use: done, or under way (the calls meanwhile await the same one).
         self._coverage_surface: tuple[Policy, asyncio.Task[PolicySurface]] | None = None
+        self._tool_needs = (policy, ToolNeeds(policy))  # for the attention order, made again for a new policy
 
     def attach_reloader(self, reloader: Reloader) -> None:
         self._reloader = reloader
@@ -155,8 +170,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         """A reloaded policy, its provider and record clients: the next status is built from them whole."""
         self._policy, self._provider, self._policy_version = policy, provider, policy.version
         self._record_clients = record_clients or {}
-        self._status_windows = StatusWindows(policy, self._windows)
-        self._last_status = None
+        self._status_windows = StatusWindows(policy, self._windows, self._status_windows.index)
+        self._last_status.clear()
         self._generation += 1  # a snapshot being built from the policy before is not kept as the latest
 
     async def GetStatus(
@@ -164,6 +179,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         request: admin_pb2.GetStatusRequest,
         context: grpc.aio.ServicerContext[admin_pb2.GetStatusRequest, admin_pb2.GetStatusResponse],
     ) -> admin_pb2.GetStatusResponse:
+        selection = await _selection_of(request.selection, context)
         if request.page_token:
             page = self._kept_pages.page(request.page_token)
             if page is None:
@@ -174,7 +190,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 )
             assert page is not None  # abort raises
             return page
-        return self._kept_pages.keep(await split_status(await self._status()))[0]
+        return self._kept_pages.keep(await split_status(await self._status(selection)))[0]
 
     async def WatchStatus(
         self,
@@ -187,9 +203,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"interval_seconds {interval:g} is below the least allowed, {MIN_WATCH_INTERVAL:g}",
             )
+        selection = await _selection_of(request.selection, context)
         while not self._closing.is_set():
             started = time.monotonic()
-            for page in await self._shared_status(max_age=min(interval / 2, 0.5)):
+            for page in await self._shared_status(selection, max_age=min(interval / 2, 0.5)):
                 yield page  # a snapshot larger than one message: its pages, one after another
             # A steady cadence: the time spent building the snapshot comes off the wait.
             with contextlib.suppress(TimeoutError):
@@ -200,28 +217,59 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         """Ends every WatchStatus stream (at shutdown: watchers are not in-flight work to drain)."""
         self._closing.set()
 
-    async def _shared_status(self, max_age: float) -> list[admin_pb2.GetStatusResponse]:
-        """A snapshot no older than `max_age`, shared by every watcher: at 200 tools x 5 arguments one
-        costs tens of milliseconds of the event loop (bench/status_tui.py), so ten TUIs must not cost ten
-        times that."""
+    async def _shared_status(self, selection: Selection, max_age: float) -> list[admin_pb2.GetStatusResponse]:
+        """A snapshot no older than `max_age`, shared by every watcher of the same selection: at 200 tools x 5
+        arguments one costs tens of milliseconds of the event loop (bench/status_tui.py), so ten TUIs must not
+        cost ten times that."""
         async with self._status_lock:  # watchers arriving together wait for one build
             max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
-            if self._last_status is None or time.monotonic() - self._last_status[0] > max_age:
-                generation, built = self._generation, await split_status(await self._status())
+            last = self._last_status.get(selection.key)
+            if last is None or time.monotonic() - last[0] > max_age:
+                generation, built = self._generation, await split_status(await self._status(selection))
                 if generation != self._generation:
                     return built  # built across a reload: sent to this watcher, never shared
-                self._last_status = (time.monotonic(), built)
-            return self._last_status[1]
+                last = self._last_status[selection.key] = (time.monotonic(), built)
+                self._last_status.move_to_end(selection.key)
+                while len(self._last_status) > KEPT_SELECTIONS:
+                    self._last_status.popitem(last=False)
+            return last[1]
 
-    async def _status(self) -> admin_pb2.GetStatusResponse:
+    async def _status(self, selection: Selection = EVERY_TOOL) -> admin_pb2.GetStatusResponse:
         # One policy and one provider for the whole snapshot: it pauses to let calls in, and a reload may
         # swap both meanwhile (a tool it removed would not be found in the new one).
         policy, provider, policy_version = self._policy, self._provider, self._policy_version
+        status_windows = self._status_windows
         record_clients = self._record_clients
         can_run = _checks_that_can_run(provider, record_clients)
-        tool_modes = self._modes.tool_modes()
+        every_mode = self._modes.tool_modes()
         clock = _SliceClock()
-        figures = self._status_windows.figures()
+        counts_now = status_windows.live()
+        listed = [*every_mode, UNKNOWN_LABEL] if status_windows.has_tool(UNKNOWN_LABEL) else list(every_mode)
+        matched: list[str] = []
+        for start in range(0, len(listed), ROWS_PER_SLICE * 20):  # the first match after a reload reads every row
+            await clock.pause()
+            matched += matching(
+                listed[start : start + ROWS_PER_SLICE * 20], selection.contains, status_windows.searchable
+            )
+        if selection.attention:
+            await clock.pause()
+            needs = self._tool_needs
+            if needs[0] is not policy:
+                needs = self._tool_needs = (policy, ToolNeeds(policy))
+            ranks = status_windows.attention(counts_now)
+            await clock.pause()
+            matched = by_attention(
+                matched,
+                ranks,
+                down=needs[1].cannot_run_now(can_run),
+                stale=needs[1].with_stale_sets(state.config.name for state in provider.statuses() if state.stale),
+                out_of_set_rate=policy.attention.out_of_set_rate,
+                min_checks=policy.attention.min_checks,
+            )
+        await clock.pause()
+        chosen = cut(matched, selection)
+        tool_modes = {tool: every_mode[tool] for tool in chosen if tool in every_mode}
+        figures = status_windows.figures(chosen if selection.narrows else None, counts_now)
         await clock.pause()
         totals = figures.totals
         override = self._modes.global_override
@@ -234,6 +282,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             attention_override_expiring_seconds=attention.override_expiring_seconds,
             global_mode=wire.MODES[override] if override else gateway_pb2.MODE_UNSPECIFIED,
             taken_at=wire.timestamp(self._clock()),
+            tools_total=len(listed),
+            tools_matched=len(matched),
         )
         for count, (tool, mode) in enumerate(tool_modes.items(), start=1):
             if count % ROWS_PER_SLICE == 0:
@@ -253,8 +303,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tool_figures = figures.tool(tool)
             _add_tool_windows(tool_status, tool_figures)
             response.tools.append(tool_status)
-        if UNKNOWN_LABEL in totals:
-            unknown = _tool_status(UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals[UNKNOWN_LABEL])
+        if UNKNOWN_LABEL in chosen:
+            unknown = _tool_status(
+                UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals.get(UNKNOWN_LABEL) or ToolCounts()
+            )
             unknown_figures = figures.tool(UNKNOWN_LABEL)
             _add_tool_windows(unknown, unknown_figures)
             response.tools.append(unknown)
@@ -310,7 +362,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         response.mode_store = self._control.kind
         response.mode_store_connected, response.mode_store_error = connected, error
         now = self._clock()
-        for report in self._control.fleet():
+        fleet = self._control.fleet()
+        # A selection's replicas name the tools it carries, and any tool the reporting replicas disagree on.
+        shown_modes = _modes_to_show(fleet, chosen) if selection.narrows else None
+        for report in fleet:
             replica = response.replicas.add(
                 replica_id=str(report.get("replica_id", "")),
                 policy_version=str(report.get("policy_version", "")),
@@ -318,7 +373,13 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 reporting=bool(report.get("reporting")),
                 global_mode=str(report.get("global_mode", "")),
             )
-            replica.modes.update({str(k): str(v) for k, v in dict(report.get("modes", {})).items()})
+            replica.modes.update(
+                {
+                    str(k): str(v)
+                    for k, v in dict(report.get("modes", {})).items()
+                    if shown_modes is None or str(k) in shown_modes
+                }
+            )
             replica.value_set_versions.update({str(k): int(v) for k, v in dict(report.get("value_sets", {})).items()})
             replica.sources_connected.update({str(k): bool(v) for k, v in dict(report.get("sources", {})).items()})
         self._build_seconds = clock.stop()
@@ -636,6 +697,32 @@ def _window_to_wire(figures: WindowFigures) -> admin_pb2.WindowFigures:
         wire_figures.calls_with_problems = counts.with_problems
         wire_figures.calls_with_invented_values = counts.with_invented
     return wire_figures
+
+
+def _modes_to_show(fleet: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -> set[str]:
+    """The tools a selection's replica reports name: those it carries, and those the reporting replicas'
+    modes disagree on (a skew on-call must see, whatever the screen shows)."""
+    shown = set(chosen)
+    seen: dict[str, str] = {}
+    for report in fleet:
+        if not report.get("reporting"):
+            continue
+        for tool, mode in dict(report.get("modes", {})).items():
+            if seen.setdefault(str(tool), str(mode)) != str(mode):
+                shown.add(str(tool))
+    reporting = [dict(report.get("modes", {})) for report in fleet if report.get("reporting")]
+    for tool in seen:  # a tool one reporting replica has and another has not is a disagreement too
+        if any(tool not in modes for modes in reporting):
+            shown.add(tool)
+    return shown
+
+
+async def _selection_of(message: admin_pb2.StatusSelection, context: grpc.aio.ServicerContext[Any, Any]) -> Selection:
+    try:
+        return read_selection(message)
+    except ValueError as error:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        raise AssertionError("unreachable") from None  # abort raises
 
 
 def _set_status(state: SetStatus) -> admin_pb2.ValueSetStatus:

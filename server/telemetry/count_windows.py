@@ -25,7 +25,7 @@ import asyncio
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from operator import itemgetter
 from typing import Generic, NamedTuple, TypeVar
 
@@ -151,6 +151,19 @@ class CountWindows(Generic[Key]):
         """Like window_values, from counts `now` already read (so several windows share one read)."""
         base = self._base(now.taken_at - seconds) if seconds > 0 else CountCopy(self._started, array("q"))
         return _minus(now.values, base.values), max(now.taken_at - base.taken_at, 0.0)
+
+    def base_for(self, now: CountCopy, seconds: float) -> CountCopy:
+        """The copy a window of `seconds` ending at `now` counts from (the start, for 0)."""
+        return self._base(now.taken_at - seconds) if seconds > 0 else CountCopy(self._started, array("q"))
+
+    def window_at(self, now: CountCopy, seconds: float, indices: Sequence[int]) -> tuple[list[int], float]:
+        """Like window_from, for the keys at `indices` only, in that order: a snapshot of a few tools of many
+        takes their keys' differences, not every key's."""
+        base = self.base_for(now, seconds)
+        new, old = now.values, base.values
+        known = len(old)
+        deltas = [_delta(new[i], old[i] if i < known else 0) for i in indices]
+        return deltas, max(now.taken_at - base.taken_at, 0.0)
 
     def per_minute(self, now: CountCopy, index: int, points: int = 60) -> list[int]:
         """The count at `index` per COARSE_SECONDS over the last `points` intervals, oldest first, from

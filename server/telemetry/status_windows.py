@@ -7,7 +7,7 @@ window's counts are folded into the count model (counts.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
@@ -71,6 +71,50 @@ class StatusFigures(NamedTuple):
     totals: dict[str, ToolCounts]  # per tool label, since start (the same copy of the counts)
 
 
+class AttentionFigures(NamedTuple):
+    """What ranks one tool for on-call (Admin's TOOL_ORDER_ATTENTION): its last minute, and its refusals over
+    the last RECENT_SECONDS."""
+
+    calls_per_second: float
+    value_checks: int
+    out_of_set: int
+    skipped: int  # checks that could not run (failed open or closed)
+    refused_share: float
+
+
+# The keys an attention rank reads: (what, on an argument row): a tool's calls, refusals and skipped checks,
+# its arguments' value checks. The field of AttentionFigures' sums each adds to, by position.
+_RANKED = {
+    (Count.CALLS, False): 0,
+    (Count.UNAVAILABLE, False): 3,
+    (Count.CHECKS, True): 1,
+    (Count.OUT_OF_SET, True): 2,
+    (Count.REJECTED, False): 4,
+}
+
+
+class KeyIndex:
+    """The windows' keys by tool, and the keys an attention rank reads as (tool, field, index); kept up to date
+    as keys are added (the gateway's windows' keys only grow), and across reloads (the keys are the windows')."""
+
+    def __init__(self) -> None:
+        self.by_tool: dict[str, list[int]] = {}
+        self.ranked: list[tuple[str, int, int]] = []
+        self._indexed = 0
+
+    def update(self, keys: Sequence[CountKey]) -> None:
+        if len(keys) < self._indexed:  # keys were forgotten (not done to the gateway's windows): index anew
+            self.by_tool, self.ranked, self._indexed = {}, [], 0
+        for index in range(self._indexed, len(keys)):
+            key = keys[index]
+            self.by_tool.setdefault(key.tool, []).append(index)
+            if not key.cohort and (key.check is CheckKind.VALUE_SET or not key.argument):
+                position = _RANKED.get((key.what, bool(key.argument)))
+                if position is not None:
+                    self.ranked.append((key.tool, position, index))
+        self._indexed = len(keys)
+
+
 class _Span(NamedTuple):
     seconds: int
     covered: float
@@ -88,24 +132,84 @@ def _per_second(count: int, covered: float) -> float:
 class StatusWindows:
     """Builds StatusFigures from a CountWindows fed by GatewayMetrics.counts."""
 
-    def __init__(self, policy: Policy, windows: CountWindows[CountKey]) -> None:
+    def __init__(self, policy: Policy, windows: CountWindows[CountKey], index: KeyIndex | None = None) -> None:
+        """`index`: the key index of the StatusWindows before a reload, over the same windows."""
         self._policy = policy
         self._windows = windows
-        self._argument_rows: list[tuple[str, str, str]] | None = None  # by the first snapshot, not by a reload
+        # The policy's argument rows by tool, made by the first snapshot, not by a reload.
+        self._argument_rows: dict[str, list[tuple[str, str, str]]] | None = None
+        # So that a snapshot of a few tools reads only their keys.
+        self.index = index if index is not None else KeyIndex()
+        self._searchable: dict[str, str] = {}
+        self._searchable_at = -1
 
-    def _spans(self, now: CountCopy, *, since_start: bool = False) -> list[_Span]:
-        """Each window's counts (and, with `since_start`, the counts since start last), folded in one pass."""
+    def live(self) -> CountCopy:
+        """The counts now, for figures() and attention() to share one read."""
+        return self._windows.live()
+
+    def has_tool(self, tool: str) -> bool:
+        """Whether any count names `tool` (the "_unknown" row exists once a call named an unknown tool)."""
+        self._index_keys()
+        return tool in self.index.by_tool
+
+    def _index_keys(self) -> None:
+        self.index.update(self._windows.keys)
+
+    def _spans(self, now: CountCopy, *, since_start: bool = False, tools: Collection[str] | None = None) -> list[_Span]:
+        """Each window's counts (and, with `since_start`, the counts since start last), folded in one pass;
+        with `tools`, only their keys."""
         seconds_each = (*WINDOWS_SECONDS, 0) if since_start else WINDOWS_SECONDS
-        windows = [self._windows.window_from(now, seconds) for seconds in seconds_each]
-        tables = fold_windows(self._windows.keys, [deltas for deltas, _covered in windows])
+        if tools is None:
+            keys: Sequence[CountKey] = self._windows.keys
+            windows = [self._windows.window_from(now, seconds) for seconds in seconds_each]
+        else:
+            self._index_keys()
+            indices = sorted(index for tool in tools for index in self.index.by_tool.get(tool, ()))
+            every_key = self._windows.keys
+            keys = [every_key[index] for index in indices]
+            windows = [self._windows.window_at(now, seconds, indices) for seconds in seconds_each]
+        tables = fold_windows(keys, [deltas for deltas, _covered in windows])
         return [
             _Span(seconds, covered, table)
             for seconds, (_deltas, covered), table in zip(seconds_each, windows, tables, strict=True)
         ]
 
-    def figures(self) -> StatusFigures:
-        now = self._windows.live()
-        *spans, since_start = self._spans(now, since_start=True)
+    def attention(self, now: CountCopy) -> dict[str, AttentionFigures]:
+        """Per tool with counts, what ranks it for on-call: the minute's calls, value checks, out-of-set values
+        and skipped checks, and the share of calls refused over the last RECENT_SECONDS. Reads only the few
+        keys per tool that these need, not every key."""
+        self._index_keys()
+        minute, recent = self._windows.base_for(now, 60), self._windows.base_for(now, RECENT_SECONDS)
+        new = now.values
+        sums: dict[str, list[int]] = {}
+        for tool, position, index in self.index.ranked:
+            base = recent if position == 4 else minute
+            before = base.values[index] if index < len(base.values) else 0
+            value = new[index] - before if new[index] >= before else new[index]
+            if value:
+                row = sums.get(tool)
+                if row is None:
+                    row = sums[tool] = [0, 0, 0, 0, 0, 0]
+                row[position] += value
+                if position == 0:  # the calls over the recent window too, for the refused share
+                    recent_before = recent.values[index] if index < len(recent.values) else 0
+                    row[5] += new[index] - recent_before if new[index] >= recent_before else new[index]
+        covered = max(now.taken_at - minute.taken_at, 0.0)
+        return {
+            tool: AttentionFigures(
+                _per_second(calls, covered),
+                checks,
+                out_of_set,
+                skipped,
+                refused / recent_calls if recent_calls else 0.0,
+            )
+            for tool, (calls, checks, out_of_set, skipped, refused, recent_calls) in sums.items()
+        }
+
+    def figures(self, tools: Sequence[str] | None = None, now: CountCopy | None = None) -> StatusFigures:
+        """Every row's figures; with `tools`, only those tools' (their keys alone are read and folded)."""
+        now = self._windows.live() if now is None else now
+        *spans, since_start = self._spans(now, since_start=True, tools=tools)
         recent, recent_covered = self._windows.window_from(now, RECENT_SECONDS)
 
         def recent_of(tool: str) -> WindowFigures:
@@ -127,7 +231,7 @@ class StatusWindows:
             return ToolWindows(tool, tuple(windows), calls_per_minute, recent_of(tool))
 
         def arguments() -> Iterator[ArgumentWindows]:
-            for tool, argument, value_set in self._rows_with():
+            for tool, argument, value_set in self._rows_with(tools):
                 windows = []
                 for span in spans:
                     counts = span.table.argument(tool, argument)
@@ -145,7 +249,7 @@ class StatusWindows:
         """One argument's value checks per model and prompt version, over each window, in name order."""
         if not self._policy.cohorts.declared:
             return ()
-        spans = self._spans(self._windows.live())
+        spans = self._spans(self._windows.live(), tools=(tool,))
         seen = sorted({cohort for span in spans for cohort in span.table.cohorts.get((tool, argument), {})})
         result = []
         for model, version in seen:
@@ -162,23 +266,47 @@ class StatusWindows:
         index = self._windows.index_of(key)
         return self._windows.per_minute(now, index) if index is not None else [0] * 60
 
-    def _rows_with(self) -> list[tuple[str, str, str]]:
-        """The policy's rows, then any (tool, argument) the counts name that the policy lists no row for
-        (call-level problems "_call", invented arguments "_unknown")."""
+    def searchable(self, tool: str) -> str:
+        """`tool`'s name and its argument rows' names, in lower case, one a line: what a status selection's
+        `contains` is looked for in. Kept until a count names a new key (an argument the policy lacks)."""
+        if self._searchable_at != len(self._windows.keys):
+            self._searchable, self._searchable_at = {}, len(self._windows.keys)
+        text = self._searchable.get(tool)
+        if text is None:
+            names = [tool, *(argument for _tool, argument, _set in self._rows_with((tool,)))]
+            text = self._searchable[tool] = "\n".join(names).lower()
+        return text
+
+    def _rows_with(self, tools: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
+        """The policy's rows (of `tools` only, in their order, when given), then any (tool, argument) the counts
+        name that the policy lists no row for (call-level problems "_call", invented arguments "_unknown")."""
         if self._argument_rows is None:
             self._argument_rows = _argument_rows(self._policy)
-        rows = self._argument_rows
+        by_tool = self._argument_rows
+        if tools is None:
+            rows = [row for tool_rows in by_tool.values() for row in tool_rows]
+            named = {(key.tool, key.argument) for key in self._windows.keys if key.argument}
+        else:
+            rows = [row for tool in dict.fromkeys(tools) for row in by_tool.get(tool, ())]
+            self._index_keys()
+            every_key = self._windows.keys
+            named = {
+                (tool, every_key[index].argument)
+                for tool in tools
+                for index in self.index.by_tool.get(tool, ())
+                if every_key[index].argument
+            }
         listed = {(tool, argument) for tool, argument, _set in rows}
-        named = {(key.tool, key.argument) for key in self._windows.keys if key.argument}
         extra = sorted(named - listed)
         return [*rows, *((tool, argument, "") for tool, argument in extra)]
 
 
-def _argument_rows(policy: Policy) -> list[tuple[str, str, str]]:
-    """(tool, argument, value set) per argument the policy checks: set bindings, then record ids, then the
-    rest of the arguments it knows (schema properties), in policy order."""
-    rows: list[tuple[str, str, str]] = []
+def _argument_rows(policy: Policy) -> dict[str, list[tuple[str, str, str]]]:
+    """(tool, argument, value set) per argument the policy checks, by tool: set bindings, then record ids,
+    then the rest of the arguments it knows (schema properties), in policy order."""
+    by_tool: dict[str, list[tuple[str, str, str]]] = {}
     for tool in policy.tools.values():
+        rows = by_tool[tool.name] = []
         seen: set[str] = set()
         for binding in tool.arguments:
             rows.append((tool.name, binding.name, binding.value_set))
@@ -188,4 +316,4 @@ def _argument_rows(policy: Policy) -> list[tuple[str, str, str]]:
                 rows.append((tool.name, record.id_argument, ""))
                 seen.add(record.id_argument)
         rows.extend((tool.name, argument, "") for argument in sorted(tool.known_arguments - seen))
-    return rows
+    return by_tool

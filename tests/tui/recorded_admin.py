@@ -277,8 +277,12 @@ class RecordedAdmin:
 
     def __init__(self, incident: bool = False) -> None:
         self._status = incident_status if incident else recorded_status
+        self.selections: list[admin_pb2.StatusSelection | None] = []  # what each watch asked for
 
-    async def watch(self, interval: float) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+    async def watch(
+        self, interval: float, selection: admin_pb2.StatusSelection | None = None
+    ) -> AsyncIterator[admin_pb2.GetStatusResponse]:
+        self.selections.append(selection)
         yield self._status()
         await asyncio.Event().wait()
 
