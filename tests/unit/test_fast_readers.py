@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -120,6 +120,8 @@ SPLICES = [
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.booleans(), st.lists(st.sampled_from(SPLICES), max_size=2), st.integers(0, 3))
+# libyaml read a line of a tab inside a flow list that the checked reader refuses (found in CI).
+@example({"a": [], "b": "", "mode": {"a": "", "b": ["", None, 1e12], "mode": ["", "", ""]}}, True, ["\t\n"], 1)
 def test_a_document_read_fast_reads_as_the_checked_reader_reads_it(
     document: Any, flow: bool, splices: list[str], where: int
 ) -> None:
