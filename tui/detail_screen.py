@@ -84,7 +84,11 @@ class DetailScreen(Screen[None]):
         tool = next((t for t in status.tools if t.tool == self.tool), None)
         argument = next((a for a in status.arguments if (a.tool, a.argument) == (self.tool, self.argument)), None)
         if tool is None:
-            self.query_one("#title", Static).update(Text(f"{self.tool}: no longer in the gateway's policy"))
+            if status.tools_matched > len(status.tools):  # the gateway sent only the tools most in need
+                gone = "not among the tools the gateway sends now: filter by its name (/) to follow it"
+            else:
+                gone = "no longer in the gateway's policy"
+            self.query_one("#title", Static).update(Text(f"{self.tool}: {gone}"))
             return
         value_set_name = argument.value_set if argument is not None else ""
         failures = failure_targets_of(tool, status.failure_overrides, status.sources)

@@ -28,6 +28,7 @@ from argwatch.server.edge.status_selection import (
     by_attention,
     cut,
     matching,
+    named_first,
     read_selection,
 )
 from argwatch.server.modes.control import LocalModes, ModeControl
@@ -81,11 +82,13 @@ MAX_SHAPE_ROWS = 5000
 ROWS_PER_SLICE = 50  # argument rows built between yields to the event loop
 TOOLS_MATCHED_PER_SLICE = 1000  # tools matched against a selection's `contains` between yields
 # The status feed's share of the event loop, at most: a snapshot that took 100 ms to build is
-# shared for at least 2 s, whatever interval watchers ask for (but never longer than
-# MAX_SHARED_SECONDS). Its taken_at says how old it is.
+# shared for at least 2 s, whatever interval watchers ask for, times the number of selections watched
+# (shared_age; but never longer than MAX_SHARED_SECONDS). Its taken_at says how old it is.
 STATUS_LOOP_SHARE = 0.05
 MAX_SHARED_SECONDS = 10.0
 KEPT_SELECTIONS = 16  # the selections whose last snapshot is kept for the watchers that share it
+# A selection asked for within this many seconds is watched: its build counts in the loop's budget.
+WATCHED_SECONDS = 2 * MAX_SHARED_SECONDS
 
 
 class _SliceClock:
@@ -146,7 +149,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._last_status: OrderedDict[tuple[str, bool, int, int], tuple[float, list[admin_pb2.GetStatusResponse]]]
         self._last_status = OrderedDict()
         self._kept_pages = KeptPages()  # GetStatus's, so that a client reads one snapshot page by page
-        self._build_seconds = 0.0  # the last snapshot's build, its own slices only (other tasks' turns left out)
+        # Per selection kept, its last snapshot's build, its own slices only (other tasks' turns left out).
+        self._build_seconds: dict[tuple[str, bool, int, int], float] = {}
+        self._served_at: dict[tuple[str, bool, int, int], float] = {}  # when a watcher last asked for each
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
         self._reloader: Reloader | None = None
@@ -172,6 +177,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._record_clients = record_clients or {}
         self._status_windows = StatusWindows(policy, self._windows, self._status_windows.index)
         self._last_status.clear()
+        self._build_seconds.clear()
         self._generation += 1  # a snapshot being built from the policy before is not kept as the latest
 
     async def GetStatus(
@@ -220,21 +226,34 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def _shared_status(self, selection: Selection, max_age: float) -> list[admin_pb2.GetStatusResponse]:
         """A snapshot no older than `max_age`, shared by every watcher of the same selection: at 200 tools x 5
         arguments one costs tens of milliseconds of the event loop (bench/status_tui.py), so ten TUIs must not
-        cost ten times that."""
+        cost ten times that. The watched selections share one budget of the loop (STATUS_LOOP_SHARE): watchers
+        of sixteen different selections must not cost sixteen times it either."""
         async with self._status_lock:  # watchers arriving together wait for one build
-            max_age = max(max_age, min(self._build_seconds / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS))
+            now = time.monotonic()
+            self._served_at[selection.key] = now
+            max_age = max(max_age, shared_age(selection.key, self._build_seconds, self._served_at, now))
             last = self._last_status.get(selection.key)
-            if last is None or time.monotonic() - last[0] > max_age:
-                generation, built = self._generation, await split_status(await self._status(selection))
+            if last is None or now - last[0] > max_age:
+                generation = self._generation
+                snapshot, seconds = await self._built_status(selection)
+                built = await split_status(snapshot)
                 if generation != self._generation:
                     return built  # built across a reload: sent to this watcher, never shared
                 last = self._last_status[selection.key] = (time.monotonic(), built)
+                self._build_seconds[selection.key] = seconds
                 self._last_status.move_to_end(selection.key)
                 while len(self._last_status) > KEPT_SELECTIONS:
-                    self._last_status.popitem(last=False)
+                    dropped, _ = self._last_status.popitem(last=False)
+                    self._build_seconds.pop(dropped, None)
+            for key in [key for key in self._served_at if key not in self._last_status]:
+                del self._served_at[key]  # bounded as the snapshots kept are
             return last[1]
 
     async def _status(self, selection: Selection = EVERY_TOOL) -> admin_pb2.GetStatusResponse:
+        return (await self._built_status(selection))[0]
+
+    async def _built_status(self, selection: Selection) -> tuple[admin_pb2.GetStatusResponse, float]:
+        """The snapshot, and the time its own slices took (other tasks' turns between them left out)."""
         # One policy and one provider for the whole snapshot: it pauses to let calls in, and a reload may
         # swap both meanwhile (a tool it removed would not be found in the new one).
         policy, provider, policy_version = self._policy, self._provider, self._policy_version
@@ -256,7 +275,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             needs = self._tool_needs
             if needs[0] is not policy:
                 needs = self._tool_needs = (policy, ToolNeeds(policy))
-            ranks = status_windows.attention(counts_now)
+            ranks = status_windows.attention(counts_now, policy.attention.min_checks)
             await clock.pause()
             matched = by_attention(
                 matched,
@@ -267,7 +286,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 min_checks=policy.attention.min_checks,
             )
         await clock.pause()
-        chosen = cut(matched, selection)
+        chosen = cut(named_first(matched, selection.contains), selection)
         tool_modes = {tool: every_mode[tool] for tool in chosen if tool in every_mode}
         figures = status_windows.figures(chosen if selection.narrows else None, counts_now)
         await clock.pause()
@@ -285,9 +304,15 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tools_total=len(listed),
             tools_matched=len(matched),
         )
-        for count, (tool, mode) in enumerate(tool_modes.items(), start=1):
+        for count, tool in enumerate(chosen, start=1):  # in the selection's order, "_unknown" where it ranks
             if count % ROWS_PER_SLICE == 0:
                 await clock.pause()
+            mode = tool_modes.get(tool)
+            if mode is None:  # "_unknown": no mode, no checks, its counts only
+                unknown = _tool_status(tool, gateway_pb2.MODE_UNSPECIFIED, totals.get(tool) or ToolCounts())
+                _add_tool_windows(unknown, figures.tool(tool))
+                response.tools.append(unknown)
+                continue
             tool_status = _tool_status(tool, wire.MODES[mode], totals.get(tool) or ToolCounts())
             tool_status.checks.extend(
                 _check_policies(policy, tool, self._modes.document, can_run, self._modes.failure_overrides())
@@ -303,13 +328,6 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             tool_figures = figures.tool(tool)
             _add_tool_windows(tool_status, tool_figures)
             response.tools.append(tool_status)
-        if UNKNOWN_LABEL in chosen:
-            unknown = _tool_status(
-                UNKNOWN_LABEL, gateway_pb2.MODE_UNSPECIFIED, totals.get(UNKNOWN_LABEL) or ToolCounts()
-            )
-            unknown_figures = figures.tool(UNKNOWN_LABEL)
-            _add_tool_windows(unknown, unknown_figures)
-            response.tools.append(unknown)
         for count, row in enumerate(figures.arguments, start=1):
             if count % ROWS_PER_SLICE == 0:
                 # Let calls in: a snapshot of 1000 rows is a long pass, and Validate must not wait for all of it.
@@ -382,8 +400,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             )
             replica.value_set_versions.update({str(k): int(v) for k, v in dict(report.get("value_sets", {})).items()})
             replica.sources_connected.update({str(k): bool(v) for k, v in dict(report.get("sources", {})).items()})
-        self._build_seconds = clock.stop()
-        return response
+        return response, clock.stop()
 
     async def SetMode(
         self,
@@ -697,6 +714,15 @@ def _window_to_wire(figures: WindowFigures) -> admin_pb2.WindowFigures:
         wire_figures.calls_with_problems = counts.with_problems
         wire_figures.calls_with_invented_values = counts.with_invented
     return wire_figures
+
+
+def shared_age(key: Any, build_seconds: Mapping[Any, float], served_at: Mapping[Any, float], now: float) -> float:
+    """How long the snapshot of selection `key` is shared: with N selections watched now (asked for within
+    WATCHED_SECONDS), each is built at most once every N times its own build over STATUS_LOOP_SHARE, so that
+    together they take at most that share of the event loop, and a cheap one stays fresh beside a costly one;
+    never longer than MAX_SHARED_SECONDS."""
+    watched = sum(1 for at in served_at.values() if now - at <= WATCHED_SECONDS)
+    return min(max(watched, 1) * build_seconds.get(key, 0.0) / STATUS_LOOP_SHARE, MAX_SHARED_SECONDS)
 
 
 def _modes_to_show(fleet: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -> set[str]:

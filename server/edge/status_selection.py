@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
-from argwatch.server.telemetry.metrics import UNKNOWN_LABEL
 from argwatch.server.telemetry.status_windows import AttentionFigures
 from argwatch.v1 import admin_pb2
 
@@ -98,25 +97,34 @@ def by_attention(
     out_of_set_rate: float,
     min_checks: int,
 ) -> list[str]:
-    """`tools` most in need of on-call first (admin.proto's TOOL_ORDER_ATTENTION); ties in their order, and
-    "_unknown" last."""
-    quiet = AttentionFigures(0.0, 0, 0, 0, 0.0)
+    """`tools` most in need of on-call first (admin.proto's TOOL_ORDER_ATTENTION); ties in their order. Calls
+    naming a tool the policy does not have ("_unknown") rank as a tool's do, by what they show."""
+    quiet = AttentionFigures(0.0, 0.0, 0, 0, 0.0)
 
-    def rank(tool: str) -> tuple[bool, bool, bool, bool, float, float, float]:
+    def rank(tool: str) -> tuple[bool, bool, bool, float, float, float]:
         seen = figures.get(tool, quiet)
-        rate = seen.out_of_set / seen.value_checks if seen.value_checks else 0.0
-        above = seen.value_checks >= min_checks and rate > out_of_set_rate
+        above = seen.worst_checks >= min_checks and seen.worst_out_of_set_rate > out_of_set_rate
         return (
-            tool == UNKNOWN_LABEL,
             not (tool in down or seen.skipped > 0),
             tool not in stale,
             not above,
-            -rate,
+            -seen.worst_out_of_set_rate,
             -seen.refused_share,
             -seen.calls_per_second,
         )
 
     return sorted(tools, key=rank)
+
+
+def named_first(tools: Sequence[str], contains: str) -> list[str]:
+    """`tools` with the one named exactly `contains` first, then those whose name starts with it: "send" must not
+    be lost among two hundred tools named send_*."""
+    if not contains:
+        return list(tools)
+    exact = [tool for tool in tools if tool.lower() == contains]
+    prefix = [tool for tool in tools if tool.lower().startswith(contains) and tool.lower() != contains]
+    chosen = {*exact, *prefix}
+    return [*exact, *prefix, *(tool for tool in tools if tool not in chosen)]
 
 
 def cut(tools: Sequence[str], selection: Selection) -> list[str]:

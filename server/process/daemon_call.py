@@ -36,12 +36,14 @@ async def call_with_deadline(function: Callable[[], T], seconds: float, name: st
 
     def run() -> None:
         try:
-            with handed_over_often():  # the loop is not kept waiting for the GIL while this runs
-                result, error = function(), None
+            result, error = function(), None
         except BaseException as raised:  # handed to the caller, whatever it is
             result, error = None, raised
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the process is stopping
             loop.call_soon_threadsafe(settle, result, error)
 
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return await asyncio.wait_for(future, seconds)
+    # The loop is not kept waiting for the GIL while the call runs, until its result or the deadline (a call
+    # that hangs past it does not keep the interval lowered for the life of the process).
+    with handed_over_often():
+        threading.Thread(target=run, name=name, daemon=True).start()
+        return await asyncio.wait_for(future, seconds)

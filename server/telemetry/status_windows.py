@@ -76,30 +76,34 @@ class AttentionFigures(NamedTuple):
     the last RECENT_SECONDS."""
 
     calls_per_second: float
-    value_checks: int
-    out_of_set: int
+    # Its worst argument's out-of-set rate: of the arguments with at least the policy's attention_min_checks
+    # checks if any has, else of those with any. Per argument, as the TUI flags OOS>: a tool's rate summed over
+    # its arguments hid one argument at 50 % beside a busy one at 0 %.
+    worst_out_of_set_rate: float
+    worst_checks: int  # that argument's checks
     skipped: int  # checks that could not run (failed open or closed)
     refused_share: float
 
 
-# The keys an attention rank reads: (what, on an argument row): a tool's calls, refusals and skipped checks,
-# its arguments' value checks. The field of AttentionFigures' sums each adds to, by position.
+# The keys an attention rank reads: (what, on an argument row) and where each adds up: per tool, calls (0),
+# skipped checks (1) and refusals (2); per argument, value checks (0) and out-of-set values (1).
 _RANKED = {
     (Count.CALLS, False): 0,
-    (Count.UNAVAILABLE, False): 3,
-    (Count.CHECKS, True): 1,
-    (Count.OUT_OF_SET, True): 2,
-    (Count.REJECTED, False): 4,
+    (Count.UNAVAILABLE, False): 1,
+    (Count.REJECTED, False): 2,
+    (Count.CHECKS, True): 0,
+    (Count.OUT_OF_SET, True): 1,
 }
 
 
 class KeyIndex:
-    """The windows' keys by tool, and the keys an attention rank reads as (tool, field, index); kept up to date
-    as keys are added (the gateway's windows' keys only grow), and across reloads (the keys are the windows')."""
+    """The windows' keys by tool, and the keys an attention rank reads as (tool, argument, where, index); kept up
+    to date as keys are added (the gateway's windows' keys only grow), and across reloads (the keys are the
+    windows')."""
 
     def __init__(self) -> None:
         self.by_tool: dict[str, list[int]] = {}
-        self.ranked: list[tuple[str, int, int]] = []
+        self.ranked: list[tuple[str, str, int, int]] = []
         self._indexed = 0
 
     def update(self, keys: Sequence[CountKey]) -> None:
@@ -111,7 +115,7 @@ class KeyIndex:
             if not key.cohort and (key.check is CheckKind.VALUE_SET or not key.argument):
                 position = _RANKED.get((key.what, bool(key.argument)))
                 if position is not None:
-                    self.ranked.append((key.tool, position, index))
+                    self.ranked.append((key.tool, key.argument, position, index))
         self._indexed = len(keys)
 
 
@@ -121,8 +125,13 @@ class _Span(NamedTuple):
     table: CountTable
 
 
-def _at_index(values: list[int], index: int | None) -> int:
-    return values[index] if index is not None and index < len(values) else 0
+def _delta_at(now: CountCopy, base: CountCopy, index: int | None) -> int:
+    """The count at `index` since `base` (a count that went down was reset: it counts from 0 again)."""
+    if index is None or index >= len(now.values):
+        return 0
+    value = now.values[index]
+    before = base.values[index] if index < len(base.values) else 0
+    return value - before if value >= before else value
 
 
 def _per_second(count: int, covered: float) -> float:
@@ -174,47 +183,63 @@ class StatusWindows:
             for seconds, (_deltas, covered), table in zip(seconds_each, windows, tables, strict=True)
         ]
 
-    def attention(self, now: CountCopy) -> dict[str, AttentionFigures]:
-        """Per tool with counts, what ranks it for on-call: the minute's calls, value checks, out-of-set values
-        and skipped checks, and the share of calls refused over the last RECENT_SECONDS. Reads only the few
-        keys per tool that these need, not every key."""
+    def attention(self, now: CountCopy, min_checks: int) -> dict[str, AttentionFigures]:
+        """Per tool with counts, what ranks it for on-call: the minute's calls, skipped checks and worst argument
+        (AttentionFigures), and the share of calls refused over the last RECENT_SECONDS. Reads only the few keys
+        per tool and argument that these need, not every key."""
         self._index_keys()
         minute, recent = self._windows.base_for(now, 60), self._windows.base_for(now, RECENT_SECONDS)
         new = now.values
-        sums: dict[str, list[int]] = {}
-        for tool, position, index in self.index.ranked:
-            base = recent if position == 4 else minute
+
+        def delta(base: CountCopy, index: int) -> int:
             before = base.values[index] if index < len(base.values) else 0
-            value = new[index] - before if new[index] >= before else new[index]
+            return new[index] - before if new[index] >= before else new[index]  # a reset counts from 0
+
+        tools: dict[str, list[int]] = {}  # calls, skipped, refused (recent), calls (recent)
+        arguments: dict[tuple[str, str], list[int]] = {}  # checks, out of set
+        for tool, argument, position, index in self.index.ranked:
+            if argument:
+                value = delta(minute, index)
+                if value:
+                    arguments.setdefault((tool, argument), [0, 0])[position] += value
+                continue
+            row = tools.get(tool)
+            if position == 2:
+                value = delta(recent, index)
+            else:
+                value = delta(minute, index)
+                if position == 0 and value:  # the calls over the recent window too, for the refused share
+                    row = row if row is not None else tools.setdefault(tool, [0, 0, 0, 0])
+                    row[3] += delta(recent, index)
             if value:
-                row = sums.get(tool)
-                if row is None:
-                    row = sums[tool] = [0, 0, 0, 0, 0, 0]
+                row = row if row is not None else tools.setdefault(tool, [0, 0, 0, 0])
                 row[position] += value
-                if position == 0:  # the calls over the recent window too, for the refused share
-                    recent_before = recent.values[index] if index < len(recent.values) else 0
-                    row[5] += new[index] - recent_before if new[index] >= recent_before else new[index]
+        worst: dict[str, tuple[bool, float, int]] = {}
+        for (tool, _argument), (checks, out_of_set) in arguments.items():
+            if checks:
+                candidate = (checks >= min_checks, out_of_set / checks, checks)
+                if tool not in worst or candidate > worst[tool]:
+                    worst[tool] = candidate
         covered = max(now.taken_at - minute.taken_at, 0.0)
-        return {
-            tool: AttentionFigures(
-                _per_second(calls, covered),
-                checks,
-                out_of_set,
-                skipped,
-                refused / recent_calls if recent_calls else 0.0,
-            )
-            for tool, (calls, checks, out_of_set, skipped, refused, recent_calls) in sums.items()
-        }
+        figures = {}
+        for tool in tools.keys() | worst.keys():
+            calls, skipped, refused, recent_calls = tools.get(tool, (0, 0, 0, 0))
+            _enough, rate, checks = worst.get(tool, (False, 0.0, 0))
+            share = refused / recent_calls if recent_calls else 0.0
+            figures[tool] = AttentionFigures(_per_second(calls, covered), rate, checks, skipped, share)
+        return figures
 
     def figures(self, tools: Sequence[str] | None = None, now: CountCopy | None = None) -> StatusFigures:
         """Every row's figures; with `tools`, only those tools' (their keys alone are read and folded)."""
         now = self._windows.live() if now is None else now
         *spans, since_start = self._spans(now, since_start=True, tools=tools)
-        recent, recent_covered = self._windows.window_from(now, RECENT_SECONDS)
+        recent = self._windows.base_for(now, RECENT_SECONDS)
+        recent_covered = max(now.taken_at - recent.taken_at, 0.0)
 
         def recent_of(tool: str) -> WindowFigures:
+            # Two keys read by index: a snapshot of a few tools does not take every key's difference for these.
             calls, rejected = (
-                _at_index(recent, self._windows.index_of(CountKey(tool, "", what)))
+                _delta_at(now, recent, self._windows.index_of(CountKey(tool, "", what)))
                 for what in (Count.CALLS, Count.REJECTED)
             )
             counts = ToolCounts(calls=calls, rejected=rejected)

@@ -90,7 +90,8 @@ async def test_attention_puts_the_tool_with_invented_values_first(gateway_factor
         attention = await admin.GetStatus(selected(order=admin_pb2.TOOL_ORDER_ATTENTION), timeout=5)
         top = await admin.GetStatus(selected(order=admin_pb2.TOOL_ORDER_ATTENTION, max_tools=1), timeout=5)
         first_in_policy = await admin.GetStatus(selected(max_tools=1), timeout=5)
-    assert tool_names(attention) == ["transfer_stock", "refund_order", "create_ticket", "_unknown"]
+    # The calls naming a tool the policy lacks rank by their traffic, as a tool's do.
+    assert tool_names(attention) == ["transfer_stock", "refund_order", "_unknown", "create_ticket"]
     assert attention.tools_total == 4
     assert tool_names(top) == ["transfer_stock"]
     assert tool_names(first_in_policy) == ["refund_order"]

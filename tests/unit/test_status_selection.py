@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from argwatch.server.edge.admin_service import _modes_to_show
+import pytest
+
+from argwatch.server.edge.admin_service import (
+    MAX_SHARED_SECONDS,
+    STATUS_LOOP_SHARE,
+    WATCHED_SECONDS,
+    _modes_to_show,
+    shared_age,
+)
 from argwatch.server.edge.status_selection import (
     EVERY_TOOL,
     Selection,
@@ -12,6 +20,7 @@ from argwatch.server.edge.status_selection import (
     by_attention,
     cut,
     matching,
+    named_first,
     read_selection,
 )
 from argwatch.server.telemetry.status_windows import AttentionFigures
@@ -22,27 +31,34 @@ TOOLS = ["quiet", "busy", "drifting", "refusing", "skipping", "stale", "down", "
 
 
 def figures(
-    calls: float = 0.0, checks: int = 0, out_of_set: int = 0, skipped: int = 0, refused: float = 0.0
+    calls: float = 0.0, rate: float = 0.0, checks: int = 0, skipped: int = 0, refused: float = 0.0
 ) -> AttentionFigures:
-    return AttentionFigures(calls, checks, out_of_set, skipped, refused)
+    return AttentionFigures(calls, rate, checks, skipped, refused)
 
 
 def test_attention_ranks_checks_that_cannot_run_then_stale_sets_then_out_of_set_rates() -> None:
     seen = {
         "busy": figures(calls=50.0, checks=100),
-        "drifting": figures(calls=1.0, checks=40, out_of_set=10),  # 25%, over 20 checks
+        "drifting": figures(calls=1.0, rate=0.25, checks=40),  # its worst argument: 25% over 40 checks
         "refusing": figures(calls=2.0, refused=0.5),
         "skipping": figures(calls=1.0, skipped=3),
-        "_unknown": figures(calls=99.0, skipped=9),
+        "_unknown": figures(calls=3.0),  # ranked by what it shows, as a tool is
     }
     order = by_attention(TOOLS, seen, down={"down"}, stale={"stale"}, out_of_set_rate=0.03, min_checks=20)
-    assert order == ["skipping", "down", "stale", "drifting", "refusing", "busy", "quiet", "_unknown"]
+    assert order == ["skipping", "down", "stale", "drifting", "refusing", "busy", "_unknown", "quiet"]
 
 
 def test_an_out_of_set_rate_over_too_few_checks_is_not_above_the_threshold() -> None:
-    seen = {"drifting": figures(checks=5, out_of_set=5), "busy": figures(calls=10.0)}
-    order = by_attention(["busy", "drifting"], seen, down=set(), stale=set(), out_of_set_rate=0.03, min_checks=20)
-    assert order == ["drifting", "busy"]  # not "above", but still ranked by its rate before calls per second
+    seen = {"drifting": figures(rate=1.0, checks=5), "busy": figures(calls=10.0), "above": figures(rate=0.5, checks=30)}
+    tools = ["busy", "drifting", "above"]
+    order = by_attention(tools, seen, down=set(), stale=set(), out_of_set_rate=0.03, min_checks=20)
+    assert order == ["above", "drifting", "busy"]  # not "above", but still ranked by its rate before calls
+
+
+def test_a_name_given_whole_comes_first_then_the_names_it_starts() -> None:
+    tools = ["resend", "send_mail", "send", "unsend_all", "send_sms"]
+    assert named_first(tools, "send") == ["send", "send_mail", "send_sms", "resend", "unsend_all"]
+    assert named_first(tools, "") == tools
 
 
 def test_a_selection_reads_matches_and_cuts() -> None:
@@ -70,3 +86,14 @@ def test_the_tools_a_set_down_or_stale_touches(tmp_path: Path) -> None:
     assert needs.cannot_run_now(every) == set()
     assert needs.cannot_run_now(every - {"set:identity.handles"}) == {"create_ticket"}
     assert needs.with_stale_sets(["wms.warehouses", "no.such.set"]) == {"transfer_stock"}
+
+
+def test_watched_selections_share_one_budget_of_the_loop() -> None:
+    every, narrow, gone = ("", True, 0, 200), ("ticket", True, 0, 200), ("", False, 0, 0)
+    builds = {every: 0.05, narrow: 0.01, gone: 1.0}
+    served = {every: 100.0, narrow: 99.0, gone: 100.0 - WATCHED_SECONDS - 1}  # nobody watches `gone` now
+    # Two watched: each is shared twice its own build's time over the loop share, so together they keep to it.
+    assert shared_age(every, builds, served, 100.0) == pytest.approx(2 * 0.05 / STATUS_LOOP_SHARE)
+    assert shared_age(narrow, builds, served, 100.0) == pytest.approx(2 * 0.01 / STATUS_LOOP_SHARE)  # stays fresh
+    assert shared_age(every, {every: 0.05}, {every: 100.0}, 100.0) == pytest.approx(0.05 / STATUS_LOOP_SHARE)
+    assert shared_age(gone, builds, served, 100.0) == MAX_SHARED_SECONDS  # a costly one: capped
