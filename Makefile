@@ -129,28 +129,40 @@ bench-deps:
 	@command -v h2load >/dev/null 2>&1 || { echo "installing nghttp2-client (h2load) with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null; }
 
+# Each bench prints its own figures as it runs; those with a goal in issue 31 also report them
+# (bench/figures.py) to FIGURES, and the run ends with one table of them against their goals
+# (bench/table.py), written to bench/results/table.md too (docs/performance.md carries the latest).
+# A bench that fails does not stop the others: its exit status is written beside the figures, the
+# table shows it, and make bench fails at the end.
+FIGURES := bench/results/figures.jsonl
+bench_run = $(BIN)/python bench/$(1); printf '{"ran": "%s", "exit": %d}\n' '$(1)' $$? >> $(FIGURES)
+
+bench: export ARGWATCH_BENCH_FIGURES := $(CURDIR)/$(FIGURES)
 bench: system-deps bench-deps $(VENV)/.installed
-	$(BIN)/python bench/validate.py
-	$(BIN)/python bench/validate.py --gate
-	$(BIN)/python bench/h2load.py
-	$(BIN)/python bench/stream.py
-	$(BIN)/python bench/tracing.py
-	$(BIN)/python bench/profile_server.py
-	$(BIN)/python bench/gate.py
-	$(BIN)/python bench/decision_log.py
-	$(BIN)/python bench/arrays.py
-	$(BIN)/python bench/side_effects.py
-	$(BIN)/python bench/shadow.py
-	$(BIN)/python bench/growth.py
-	$(BIN)/python bench/replay.py
-	$(BIN)/python bench/refresh.py
-	$(BIN)/python bench/churn.py
-	$(BIN)/python bench/catalogue.py
-	$(BIN)/python bench/memory.py
-	$(BIN)/python bench/scoped_memory.py
-	$(BIN)/python bench/status_tui.py
-	$(BIN)/python bench/mode_propagation.py
-	$(BIN)/python bench/metrics_flood.py
+	mkdir -p bench/results
+	$(BIN)/python bench/table.py --begin $(FIGURES)
+	$(call bench_run,validate.py)
+	$(call bench_run,validate.py --gate)
+	$(call bench_run,h2load.py)
+	$(call bench_run,stream.py)
+	$(call bench_run,tracing.py)
+	$(call bench_run,profile_server.py)
+	$(call bench_run,gate.py)
+	$(call bench_run,decision_log.py)
+	$(call bench_run,arrays.py)
+	$(call bench_run,side_effects.py)
+	$(call bench_run,shadow.py)
+	$(call bench_run,growth.py)
+	$(call bench_run,replay.py)
+	$(call bench_run,refresh.py)
+	$(call bench_run,churn.py)
+	$(call bench_run,catalogue.py)
+	$(call bench_run,memory.py)
+	$(call bench_run,scoped_memory.py)
+	$(call bench_run,status_tui.py)
+	$(call bench_run,mode_propagation.py)
+	$(call bench_run,metrics_flood.py)
+	$(BIN)/python bench/table.py $(FIGURES) --out bench/results/table.md
 
 # After a release: the released contract becomes the current protos (buf breaking compares with it).
 proto-release: $(VENV)/.installed

@@ -38,6 +38,8 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from figures import report
+
 from argwatch.common.status_pages import join_pages
 from argwatch.server.policy.loader import load_policy
 from argwatch.server.process.app import build_gateway
@@ -128,6 +130,15 @@ def part_load(definitions: str, inline: str, tools: int, repeats: int) -> dict[s
             f"median {statistics.median(seconds):6.2f} s  ({best / tools * 1e6:.0f} us a tool, "
             f"{best / min(floor):.0f}x the floor; goal 2 s for 10,000)"
         )
+        if name == "definitions":
+            report(
+                f"load a policy of {tools:,} tools from JSON definitions, best of {repeats}",
+                best,
+                "s",
+                "<= 2 s (10,000 tools)",
+                best <= 2 if tools == 10_000 else None,  # the goal is for 10,000 tools
+                f"{best / min(floor):.0f}x json.loads of the same file in the same run",
+            )
     return figures
 
 
@@ -224,6 +235,24 @@ async def part_serve(definitions: str, tools: int) -> None:
                 f"loop stall max {max(stalls, default=0):7.2f} ms"
             )
         print("  goal: no stall of Validate over 50 ms during a reload")
+        reloaded = result.outcome == "reloaded"  # a refused reload installed nothing: the goal is about one that does
+        reload_max, stall_max = max(reload_calls, default=0), max(reload_stalls, default=0)
+        report(
+            f"reload of {tools:,} tools, one changed: Validate max in the 4 s around it",
+            reload_max,
+            "ms",
+            "<= 50 ms",
+            reloaded and reload_max <= 50,
+            f"{result.outcome}; max {max(quiet_calls, default=0):.2f} ms over 11 s without a reload, same run",
+        )
+        report(
+            f"reload of {tools:,} tools, one changed: loop stall max during it",
+            stall_max,
+            "ms",
+            "<= 50 ms",
+            reloaded and stall_max <= 50,
+            f"{result.outcome}; max {max(quiet_stalls, default=0):.2f} ms over 11 s without a reload, same run",
+        )
         samples = []
         for _ in range(3):
             started = time.perf_counter()
@@ -244,6 +273,7 @@ async def part_serve(definitions: str, tools: int) -> None:
                 ("contains 'tool_12'", admin_pb2.StatusSelection(contains="tool_12", max_tools=200)),
             )
             print(f"part 3: GetStatus at {tools:,} tools, page by page (best and median of 5), and the loop's stall")
+            bests: dict[str, tuple[float, float, int]] = {}  # by label: best ms, MB, pages
             for label, selection in selections:
                 seconds, stalls = [], []
                 for _ in range(5):
@@ -259,6 +289,18 @@ async def part_serve(definitions: str, tools: int) -> None:
                     f"page(s): best {min(seconds) * 1000:5.0f} ms, median {statistics.median(seconds) * 1000:5.0f} ms;"
                     f" loop stall max {max(stalls, default=0):5.1f} ms"
                 )
+                bests[label] = (min(seconds) * 1000, status.ByteSize() / 1e6, pages)
+            # "Responsive" sets no number: the figure is shown against every tool's, and not judged.
+            tui, every = bests["the TUI's: 200 most in need"], bests["every tool"]
+            report(
+                f"GetStatus at {tools:,} tools, the TUI's selection (200 most in need), best of 5",
+                tui[0],
+                "ms",
+                "responsive, answers under 4 MiB",
+                None,
+                f"{tui[1]:.2f} MB in {tui[2]} page(s); every tool: best {every[0]:.0f} ms in {every[2]} pages, "
+                "same run",
+            )
     finally:
         await gateway.stop(0)
 

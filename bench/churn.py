@@ -30,6 +30,7 @@ import traceback
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from figures import report
 from refresh import Source, rss_bytes, started_provider, until_applied
 
 from argwatch.server.sets.overlay import OverlaySet
@@ -174,6 +175,13 @@ def main() -> int:
         if times:
             print(f"cycle collections, generation {generation}: {len(times)}, longest {max(times):.1f} ms")
     print("RSS MiB by tenth: " + ", ".join(f"{value:.0f}" for value in rss))
+    churned = f"{args.rate:g} deltas/s on a {args.size:,}-member set for {args.seconds:g} s"
+    lag_p99, stall_max = quantile(lags, 0.99), max(stalls)
+    report(f"{churned}: owner to gateway, p99", lag_p99, "ms", "<= 50 ms", lag_p99 <= 50)
+    report(f"{churned}: deltas over 50 ms behind", late, f"of {len(lags):,}", "0", late == 0)
+    report(f"{churned}: loop stall, max", stall_max, "ms", "<= 5 ms", stall_max <= 5)
+    # "RSS flat" sets no number to judge by: the growth is shown, the table does not call it met.
+    report(f"{churned}: RSS, last tenth's sample less the first", rss[-1] - rss[0], "MiB", "flat")
     for stack, samples in (stacks or Counter()).most_common(6):
         print(f"\nstalled {samples * 2} ms (2 ms samples) in:\n{stack}")
     os.makedirs(args.out, exist_ok=True)

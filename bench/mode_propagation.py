@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from figures import report
+
 from argwatch.server.policy.model import Mode
 from argwatch.server.process.app import build_gateway
 from argwatch.sources import ValueSetCatalog
@@ -71,6 +73,14 @@ async def measure(flips: int) -> None:
                 f"mode change through one replica, enforced by the other two ({flips} flips): "
                 f"median {statistics.median(ordered):.1f} ms, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.1f} ms, "
                 f"max {ordered[-1]:.1f} ms (the goal: under 1 s)"
+            )
+            # The bench prints no p99 (50 flips make it nearly the max): the max is held to issue 31's p99 goal.
+            report(
+                f"mode change across 3 replicas, max of {flips} flips",
+                ordered[-1],
+                "ms",
+                "p99 <= 5 ms (held to the max)",
+                ordered[-1] <= 5,
             )
         finally:
             for gateway in gateways:

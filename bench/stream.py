@@ -32,6 +32,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from figures import report
 from validate import HERE, VALIDATE_METHOD, WINDOW_SECONDS, payload, server_cpu_seconds, start_server
 
 STREAM_METHOD = "/argwatch.v1.Gateway/ValidateStream"
@@ -169,6 +170,15 @@ def main() -> int:
     stream_vs_unary = statistics.median(float(run["stream_vs_unary"]) for run in runs)  # type: ignore[arg-type]
     print(f"ValidateStream / bare echo stream throughput: {stream_vs_echo:.3f}")
     print(f"ValidateStream / unary Validate throughput:   {stream_vs_unary:.2f}x (goal: >= 2x)")
+    report(
+        "ValidateStream / bare echo stream throughput",
+        stream_vs_echo,
+        "",
+        ">= 0.95",
+        stream_vs_echo >= 0.95,
+        f"server CPU {median('validate_stream', 'server_cpu_us_per_message'):.0f} against "
+        f"{median('echo_stream', 'server_cpu_us_per_message'):.0f} µs a message, alternating windows in the same run",
+    )
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, time.strftime("stream-%Y%m%dT%H%M%S.json"))
     with open(path, "w") as handle:
