@@ -139,7 +139,7 @@ class StaticApi:
     def __init__(self) -> None:
         self.queue: asyncio.Queue[admin_pb2.GetStatusResponse] = asyncio.Queue()
 
-    async def watch(self, interval: float):  # type: ignore[no-untyped-def]
+    async def watch(self, interval: float, selection: admin_pb2.StatusSelection | None = None):  # type: ignore[no-untyped-def]
         while True:
             yield await self.queue.get()
 
