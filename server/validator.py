@@ -240,7 +240,8 @@ class Validator:
                 if reading.stale:
                     mode, downgraded = self._stale(meters.tool, reading.snapshot.name, mode, downgraded)
         # The conversation bound to its session: what every record of this call is kept under (call_scope.py).
-        scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+        # A hash when the call has a session: named only where a record is read or written, not for every call.
+        scope = ""
         # An on-call override of one check (check_ids.py) decides whether that check's problems refuse the
         # call; the tool's mode in force decides for the rest.
         checks = self._modes.check_modes(call.tool) if tool is not None else _NO_CHECKS
@@ -253,6 +254,7 @@ class Validator:
             and not refusing  # only a call that would run is an operation
         ):
             repeat_mode = checks.get(REPEAT_CHECK, mode)
+            scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
             sighting = await self._sight(tool, call, scope, repeat_mode, meters.tool)
             if sighting.is_repeat:
                 problems.append(_repeated(sighting))
@@ -262,9 +264,11 @@ class Validator:
         if problems and (self._undisclosed or self._concealed.get(call.tool)):
             problems = self._hidden(call.tool, problems)  # counted as they are above; the caller is told no more
         if decision is Decision.ALLOW and call.tool in self._status_for:
+            scope = scope or conversation_scope(call.conversation_id, call.customer_id, call.tenant)
             await self._operations.status_checked(scope, self._status_for[call.tool])
         give_up, attempt = False, 0
         if decision is Decision.REJECT:
+            scope = scope or conversation_scope(call.conversation_id, call.customer_id, call.tenant)
             rejected = await self._rejections.record(
                 call_id=call.call_id,
                 tool=call.tool,
@@ -281,7 +285,8 @@ class Validator:
                 meters.repair_started.inc()
                 if tool is not None and call.conversation_id:
                     await self._repairs.rejected(scope, call.tool, meters.tool, attempt)
-        elif not problems and tool is not None and call.conversation_id:
+        elif not problems and tool is not None and call.conversation_id and self._repairs.may_be_open:
+            scope = scope or conversation_scope(call.conversation_id, call.customer_id, call.tenant)
             await self._repairs.passed(scope, call.tool)
         return Verdict(
             call.call_id,

@@ -57,11 +57,19 @@ class RepairTracking(Protocol):
 
     async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None: ...
 
+    @property
+    def may_be_open(self) -> bool:
+        """Whether a repair may be open, anywhere: False lets a clean call skip naming its conversation's scope
+        (a hash) only to find nothing to close."""
+        ...
+
     async def passed(self, conversation: str, tool: str) -> None: ...
 
 
 class NoRepairTracking:
     """Repairs not tracked (an offline replay has no later calls to close them)."""
+
+    may_be_open = False
 
     async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None:
         return None
@@ -115,6 +123,11 @@ class RepairTracker:
             joined = _joined(conversation, tool)
             await self._cache.set(_KEY + joined, repair, ttl=self._remember)
             await self._cache.publish(CHANNEL, "open:" + joined)
+
+    @property
+    def may_be_open(self) -> bool:
+        """One open here, or any on another replica (with Redis, which this replica may not have heard of)."""
+        return bool(self._open) or self._cache.remote_configured
 
     async def passed(self, conversation: str, tool: str) -> None:
         """A call of `tool` in `conversation` passed every check: closes its open repair, if any, as succeeded."""
