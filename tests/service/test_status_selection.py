@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from argwatch.server.edge.admin_service import KEPT_SELECTIONS
 from argwatch.v1 import admin_pb2
 from tests.conftest import GatewayFactory
 from tests.service.helpers import admin_stub, gateway_stub, request
@@ -127,3 +128,18 @@ async def test_a_selection_too_long_is_refused(gateway_factory: GatewayFactory) 
         with pytest.raises(grpc.aio.AioRpcError) as refused_watch:
             await stream.read()
         assert refused_watch.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_the_snapshots_kept_for_watchers_are_bounded_whatever_they_ask(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory()
+    admin_channel, admin = admin_stub(gateway)
+    async with admin_channel:
+        for skip in range(KEPT_SELECTIONS + 8):  # each a selection of its own
+            stream = admin.WatchStatus(
+                admin_pb2.WatchStatusRequest(selection=admin_pb2.StatusSelection(skip_tools=skip)), timeout=10
+            )
+            assert isinstance(await stream.read(), admin_pb2.GetStatusResponse)
+            stream.cancel()
+    kept = gateway.admin
+    assert len(kept._last_status) == KEPT_SELECTIONS
+    assert len(kept._build_seconds) <= KEPT_SELECTIONS and len(kept._served_at) <= KEPT_SELECTIONS
