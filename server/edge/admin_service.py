@@ -288,7 +288,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         await clock.pause()
         chosen = cut(named_first(matched, selection.contains), selection)
         tool_modes = {tool: every_mode[tool] for tool in chosen if tool in every_mode}
-        figures = status_windows.figures(chosen if selection.narrows else None, counts_now)
+        figures = await status_windows.figures_in_slices(clock.pause, chosen if selection.narrows else None, counts_now)
         await clock.pause()
         totals = figures.totals
         override = self._modes.global_override

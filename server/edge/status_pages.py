@@ -24,7 +24,7 @@ from argwatch.common.status_pages import PAGED_FIELDS
 from argwatch.v1 import admin_pb2
 
 PAGE_BYTES = 3 * 1024 * 1024
-ITEMS_PER_SLICE = 500
+ITEMS_PER_SLICE = 100
 KEPT_SNAPSHOTS = 8
 KEPT_SECONDS = 60.0
 

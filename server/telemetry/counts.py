@@ -152,57 +152,73 @@ def fold_windows(keys: Sequence[CountKey], windows: Sequence[Sequence[int]]) -> 
 
     Called on the event loop for every status snapshot, over every key of the policy (hundreds of
     thousands at the largest policies documented): each key is read once for all windows, rows are
-    summed as plain dicts, and each row's counts object is built once at the end.
+    summed as plain dicts, and each row's counts object is built once at the end. WindowFold does it a
+    slice of keys at a time, for a caller that lets other work run between slices.
     """
-    slots = range(len(windows))
-    tools: dict[str, list[dict[str, Any]]] = {}
-    arguments: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    cohorts: dict[tuple[str, str], dict[tuple[str, str], list[dict[str, Any]]]] = {}
-    for key, *values in zip(keys, *windows, strict=False):
-        tool, argument, what, detail, _check, cohort = key
-        name = what._value_  # a plain attribute: Enum's .value is a descriptor, dear at this rate
-        if cohort:
-            split = cohorts.setdefault((tool, argument), {})
-            rows = split.get(cohort)
-            if rows is None:
-                rows = split[cohort] = [{} for _ in slots]
-            for row, value in zip(rows, values, strict=True):
-                if value:
-                    _add(row, name, detail, value)
-            continue
-        # A series that exists at zero is still a row (GatewayMetrics.zero_series): it gets its entry.
-        tool_rows = tools.get(tool)
-        if tool_rows is None:
-            tool_rows = tools[tool] = [{} for _ in slots]
-        if argument:
-            argument_rows = arguments.get((tool, argument))
-            if argument_rows is None:
-                argument_rows = arguments[tool, argument] = [{} for _ in slots]
-            if name in _BY_DETAIL:
-                for tool_row, argument_row, value in zip(tool_rows, argument_rows, values, strict=True):
+    fold = WindowFold(len(windows))
+    fold.add(keys, windows)
+    return fold.tables()
+
+
+class WindowFold:
+    """fold_windows in parts: `add` the keys a slice at a time (each slice's counts per window), then `tables`."""
+
+    def __init__(self, windows: int) -> None:
+        self._slots = range(windows)
+        self._tools: dict[str, list[dict[str, Any]]] = {}
+        self._arguments: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._cohorts: dict[tuple[str, str], dict[tuple[str, str], list[dict[str, Any]]]] = {}
+
+    def add(self, keys: Sequence[CountKey], windows: Sequence[Sequence[int]]) -> None:
+        slots, tools, arguments, cohorts = self._slots, self._tools, self._arguments, self._cohorts
+        for key, *values in zip(keys, *windows, strict=False):
+            tool, argument, what, detail, _check, cohort = key
+            name = what._value_  # a plain attribute: Enum's .value is a descriptor, dear at this rate
+            if cohort:
+                split = cohorts.setdefault((tool, argument), {})
+                rows = split.get(cohort)
+                if rows is None:
+                    rows = split[cohort] = [{} for _ in slots]
+                for row, value in zip(rows, values, strict=True):
+                    if value:
+                        _add(row, name, detail, value)
+                continue
+            # A series that exists at zero is still a row (GatewayMetrics.zero_series): it gets its entry.
+            tool_rows = tools.get(tool)
+            if tool_rows is None:
+                tool_rows = tools[tool] = [{} for _ in slots]
+            if argument:
+                argument_rows = arguments.get((tool, argument))
+                if argument_rows is None:
+                    argument_rows = arguments[tool, argument] = [{} for _ in slots]
+                if name in _BY_DETAIL:
+                    for tool_row, argument_row, value in zip(tool_rows, argument_rows, values, strict=True):
+                        if value:
+                            _add(tool_row, name, detail, value)
+                            _add(argument_row, name, detail, value)
+                else:  # the common case, inline: a function call per key and window is most of the cost
+                    for tool_row, argument_row, value in zip(tool_rows, argument_rows, values, strict=True):
+                        if value:
+                            tool_row[name] = tool_row.get(name, 0) + value
+                            argument_row[name] = argument_row.get(name, 0) + value
+            else:
+                for tool_row, value in zip(tool_rows, values, strict=True):
                     if value:
                         _add(tool_row, name, detail, value)
-                        _add(argument_row, name, detail, value)
-            else:  # the common case, inline: a function call per key and window is most of the cost
-                for tool_row, argument_row, value in zip(tool_rows, argument_rows, values, strict=True):
-                    if value:
-                        tool_row[name] = tool_row.get(name, 0) + value
-                        argument_row[name] = argument_row.get(name, 0) + value
-        else:
-            for tool_row, value in zip(tool_rows, values, strict=True):
-                if value:
-                    _add(tool_row, name, detail, value)
-    return [
-        CountTable(
-            {tool: ToolCounts(**rows[slot]) for tool, rows in tools.items()},
-            {key: _argument_counts(rows[slot]) for key, rows in arguments.items()},
+
+    def tables(self) -> list[CountTable]:
+        return [self.table(slot) for slot in self._slots]
+
+    def table(self, slot: int) -> CountTable:
+        """The table of window `slot` (one at a time: a caller may yield between them)."""
+        return CountTable(
+            {tool: ToolCounts(**rows[slot]) for tool, rows in self._tools.items()},
+            {key: _argument_counts(rows[slot]) for key, rows in self._arguments.items()},
             {
                 key: {cohort: _argument_counts(rows[slot]) for cohort, rows in split.items() if rows[slot]}
-                for key, split in cohorts.items()
+                for key, split in self._cohorts.items()
             },
         )
-        for slot in slots
-    ]
 
 
 _ARGUMENT_FIELDS = frozenset(field.name for field in fields(ArgumentCounts))

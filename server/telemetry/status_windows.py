@@ -7,7 +7,7 @@ window's counts are folded into the count model (counts.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
@@ -19,6 +19,7 @@ from argwatch.server.telemetry.counts import (
     CountKey,
     CountTable,
     ToolCounts,
+    WindowFold,
     fold_windows,
 )
 
@@ -27,6 +28,7 @@ WINDOWS_SECONDS = (60, 900, 3600)
 # X% now": the minute lagged a flip or a recovery by a minute. Only those two counts per tool, read by index:
 # no fold of every key, so it costs a snapshot O(tools), not a fourth window.
 RECENT_SECONDS = 15
+KEYS_PER_SLICE = 5_000  # keys folded between yields to the event loop, in a status snapshot
 
 
 class WindowFigures(NamedTuple):
@@ -151,6 +153,8 @@ class StatusWindows:
         self.index = index if index is not None else KeyIndex()
         self._searchable: dict[str, str] = {}
         self._searchable_at = -1
+        self._named: set[tuple[str, str]] = set()
+        self._named_at = -1
 
     def live(self) -> CountCopy:
         """The counts now, for figures() and attention() to share one read."""
@@ -232,7 +236,43 @@ class StatusWindows:
     def figures(self, tools: Sequence[str] | None = None, now: CountCopy | None = None) -> StatusFigures:
         """Every row's figures; with `tools`, only those tools' (their keys alone are read and folded)."""
         now = self._windows.live() if now is None else now
-        *spans, since_start = self._spans(now, since_start=True, tools=tools)
+        return self._figures_from(now, self._spans(now, since_start=True, tools=tools), tools)
+
+    async def figures_in_slices(
+        self,
+        pause: Callable[[], Awaitable[None]],
+        tools: Sequence[str] | None = None,
+        now: CountCopy | None = None,
+    ) -> StatusFigures:
+        """figures(), folding KEYS_PER_SLICE keys between calls of `pause` (which lets calls in): at 10,000
+        tools the fold of every key held the event loop well over a tenth of a second in one turn."""
+        now = self._windows.live() if now is None else now
+        every_key = self._windows.keys
+        if tools is None:
+            indices: Sequence[int] = range(len(every_key))
+        else:
+            self._index_keys()
+            indices = sorted(index for tool in tools for index in self.index.by_tool.get(tool, ()))
+        seconds_each = (*WINDOWS_SECONDS, 0)
+        fold = WindowFold(len(seconds_each))
+        for start in range(0, len(indices), KEYS_PER_SLICE):
+            part = indices[start : start + KEYS_PER_SLICE]
+            fold.add(
+                [every_key[index] for index in part], [self._windows.window_at(now, s, part)[0] for s in seconds_each]
+            )
+            await pause()
+        spans = []
+        for slot, seconds in enumerate(seconds_each):
+            covered = max(now.taken_at - self._windows.base_for(now, seconds).taken_at, 0.0)
+            spans.append(_Span(seconds, covered, fold.table(slot)))
+            await pause()
+        if tools is None:
+            self._named_rows()  # every key's rows, made now between yields rather than in the first row's turn
+            await pause()
+        return self._figures_from(now, spans, tools)
+
+    def _figures_from(self, now: CountCopy, all_spans: list[_Span], tools: Sequence[str] | None) -> StatusFigures:
+        *spans, since_start = all_spans
         recent = self._windows.base_for(now, RECENT_SECONDS)
         recent_covered = max(now.taken_at - recent.taken_at, 0.0)
 
@@ -302,6 +342,13 @@ class StatusWindows:
             text = self._searchable[tool] = "\n".join(names).lower()
         return text
 
+    def _named_rows(self) -> set[tuple[str, str]]:
+        """(tool, argument) of every key that names an argument; made again only when keys were added."""
+        keys = self._windows.keys
+        if self._named_at != len(keys):
+            self._named, self._named_at = {(key.tool, key.argument) for key in keys if key.argument}, len(keys)
+        return self._named
+
     def _rows_with(self, tools: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
         """The policy's rows (of `tools` only, in their order, when given), then any (tool, argument) the counts
         name that the policy lists no row for (call-level problems "_call", invented arguments "_unknown")."""
@@ -310,7 +357,7 @@ class StatusWindows:
         by_tool = self._argument_rows
         if tools is None:
             rows = [row for tool_rows in by_tool.values() for row in tool_rows]
-            named = {(key.tool, key.argument) for key in self._windows.keys if key.argument}
+            named = self._named_rows()
         else:
             rows = [row for tool in dict.fromkeys(tools) for row in by_tool.get(tool, ())]
             self._index_keys()
