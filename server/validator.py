@@ -254,7 +254,7 @@ class Validator:
             and not refusing  # only a call that would run is an operation
         ):
             repeat_mode = checks.get(REPEAT_CHECK, mode)
-            scope = conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+            scope = _scope_of(call)
             sighting = await self._sight(tool, call, scope, repeat_mode, meters.tool)
             if sighting.is_repeat:
                 problems.append(_repeated(sighting))
@@ -264,11 +264,11 @@ class Validator:
         if problems and (self._undisclosed or self._concealed.get(call.tool)):
             problems = self._hidden(call.tool, problems)  # counted as they are above; the caller is told no more
         if decision is Decision.ALLOW and call.tool in self._status_for:
-            scope = scope or conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+            scope = scope or _scope_of(call)
             await self._operations.status_checked(scope, self._status_for[call.tool])
         give_up, attempt = False, 0
         if decision is Decision.REJECT:
-            scope = scope or conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+            scope = scope or _scope_of(call)
             rejected = await self._rejections.record(
                 call_id=call.call_id,
                 tool=call.tool,
@@ -286,7 +286,7 @@ class Validator:
                 if tool is not None and call.conversation_id:
                     await self._repairs.rejected(scope, call.tool, meters.tool, attempt)
         elif not problems and tool is not None and call.conversation_id and self._repairs.may_be_open:
-            scope = scope or conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+            scope = scope or _scope_of(call)
             await self._repairs.passed(scope, call.tool)
         return Verdict(
             call.call_id,
@@ -514,6 +514,11 @@ class Validator:
                 # is the `_call` row's offender, not kept under "" where no detail looks.
                 self._offenders.add(label, argument or CALL_LEVEL_ARGUMENT, problem.value, problem.shape.value)
                 self._samples.offer(call.tool, problem, call.conversation_id, call.call_id, call.model)
+
+
+def _scope_of(call: ToolCall) -> str:
+    """The call's conversation bound to its session (call_scope.py)."""
+    return conversation_scope(call.conversation_id, call.customer_id, call.tenant)
 
 
 def _not_recorded(*recorded: object) -> None:

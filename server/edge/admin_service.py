@@ -146,12 +146,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         self._offenders = offenders if offenders is not None else OffenderTable()
         self._clock = clock
         # The last snapshots (their pages, and when), per selection: watchers asking for the same share one.
-        self._last_status: OrderedDict[tuple[str, bool, int, int], tuple[float, list[admin_pb2.GetStatusResponse]]]
+        self._last_status: OrderedDict[Selection, tuple[float, list[admin_pb2.GetStatusResponse]]]
         self._last_status = OrderedDict()
         self._kept_pages = KeptPages()  # GetStatus's, so that a client reads one snapshot page by page
         # Per selection kept, its last snapshot's build, its own slices only (other tasks' turns left out).
-        self._build_seconds: dict[tuple[str, bool, int, int], float] = {}
-        self._served_at: dict[tuple[str, bool, int, int], float] = {}  # when a watcher last asked for each
+        self._build_seconds: dict[Selection, float] = {}
+        self._served_at: dict[Selection, float] = {}  # when a watcher last asked for each
         self._status_lock = asyncio.Lock()
         self._closing = asyncio.Event()
         self._reloader: Reloader | None = None
@@ -230,18 +230,18 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         of sixteen different selections must not cost sixteen times it either."""
         async with self._status_lock:  # watchers arriving together wait for one build
             now = time.monotonic()
-            self._served_at[selection.key] = now
-            max_age = max(max_age, shared_age(selection.key, self._build_seconds, self._served_at, now))
-            last = self._last_status.get(selection.key)
+            self._served_at[selection] = now
+            max_age = max(max_age, shared_age(selection, self._build_seconds, self._served_at, now))
+            last = self._last_status.get(selection)
             if last is None or now - last[0] > max_age:
                 generation = self._generation
                 snapshot, seconds = await self._built_status(selection)
                 built = await split_status(snapshot)
                 if generation != self._generation:
                     return built  # built across a reload: sent to this watcher, never shared
-                last = self._last_status[selection.key] = (time.monotonic(), built)
-                self._build_seconds[selection.key] = seconds
-                self._last_status.move_to_end(selection.key)
+                last = self._last_status[selection] = (time.monotonic(), built)
+                self._build_seconds[selection] = seconds
+                self._last_status.move_to_end(selection)
                 while len(self._last_status) > KEPT_SELECTIONS:
                     dropped, _ = self._last_status.popitem(last=False)
                     self._build_seconds.pop(dropped, None)
@@ -265,11 +265,10 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
         counts_now = status_windows.live()
         listed = [*every_mode, UNKNOWN_LABEL] if status_windows.has_tool(UNKNOWN_LABEL) else list(every_mode)
         matched: list[str] = []
-        for start in range(0, len(listed), ROWS_PER_SLICE * 20):  # the first match after a reload reads every row
+        for start in range(0, len(listed), TOOLS_MATCHED_PER_SLICE):  # the first after a reload reads every row
             await clock.pause()
-            matched += matching(
-                listed[start : start + ROWS_PER_SLICE * 20], selection.contains, status_windows.searchable
-            )
+            part = listed[start : start + TOOLS_MATCHED_PER_SLICE]
+            matched += matching(part, selection.contains, status_windows.searchable)
         if selection.attention:
             await clock.pause()
             needs = self._tool_needs
@@ -727,20 +726,14 @@ def shared_age(key: Any, build_seconds: Mapping[Any, float], served_at: Mapping[
 
 def _modes_to_show(fleet: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -> set[str]:
     """The tools a selection's replica reports name: those it carries, and those the reporting replicas'
-    modes disagree on (a skew on-call must see, whatever the screen shows)."""
-    shown = set(chosen)
-    seen: dict[str, str] = {}
-    for report in fleet:
-        if not report.get("reporting"):
-            continue
-        for tool, mode in dict(report.get("modes", {})).items():
-            if seen.setdefault(str(tool), str(mode)) != str(mode):
-                shown.add(str(tool))
-    reporting = [dict(report.get("modes", {})) for report in fleet if report.get("reporting")]
-    for tool in seen:  # a tool one reporting replica has and another has not is a disagreement too
-        if any(tool not in modes for modes in reporting):
-            shown.add(tool)
-    return shown
+    modes disagree on, a replica lacking one included (a skew on-call must see, whatever the screen shows)."""
+    reporting = [
+        {str(tool): str(mode) for tool, mode in dict(report.get("modes", {})).items()}
+        for report in fleet
+        if report.get("reporting")
+    ]
+    named = {tool for modes in reporting for tool in modes}
+    return set(chosen) | {tool for tool in named if len({modes.get(tool) for modes in reporting}) > 1}
 
 
 async def _selection_of(message: admin_pb2.StatusSelection, context: grpc.aio.ServicerContext[Any, Any]) -> Selection:

@@ -37,10 +37,6 @@ class Selection(NamedTuple):
         """Whether it may leave a tool out (otherwise the snapshot is every tool's, as without one)."""
         return bool(self.contains or self.skip or self.most)
 
-    @property
-    def key(self) -> tuple[str, bool, int, int]:
-        return tuple(self)  # type: ignore[return-value]
-
 
 EVERY_TOOL = Selection("", False, 0, 0)
 

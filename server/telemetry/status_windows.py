@@ -7,11 +7,11 @@ window's counts are folded into the count model (counts.py).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterator, Sequence
 from typing import NamedTuple
 
 from argwatch.server.policy.model import Policy
-from argwatch.server.telemetry.count_windows import CountCopy, CountWindows
+from argwatch.server.telemetry.count_windows import CountCopy, CountWindows, delta_since
 from argwatch.server.telemetry.counts import (
     ArgumentCounts,
     CheckKind,
@@ -20,7 +20,6 @@ from argwatch.server.telemetry.counts import (
     CountTable,
     ToolCounts,
     WindowFold,
-    fold_windows,
 )
 
 WINDOWS_SECONDS = (60, 900, 3600)
@@ -127,15 +126,6 @@ class _Span(NamedTuple):
     table: CountTable
 
 
-def _delta_at(now: CountCopy, base: CountCopy, index: int | None) -> int:
-    """The count at `index` since `base` (a count that went down was reset: it counts from 0 again)."""
-    if index is None or index >= len(now.values):
-        return 0
-    value = now.values[index]
-    before = base.values[index] if index < len(base.values) else 0
-    return value - before if value >= before else value
-
-
 def _per_second(count: int, covered: float) -> float:
     return count / covered if covered > 0 else 0.0
 
@@ -171,21 +161,37 @@ class StatusWindows:
     def _spans(self, now: CountCopy, *, since_start: bool = False, tools: Collection[str] | None = None) -> list[_Span]:
         """Each window's counts (and, with `since_start`, the counts since start last), folded in one pass;
         with `tools`, only their keys."""
-        seconds_each = (*WINDOWS_SECONDS, 0) if since_start else WINDOWS_SECONDS
+        steps = self._fold_steps(now, (*WINDOWS_SECONDS, 0) if since_start else WINDOWS_SECONDS, tools)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                spans: list[_Span] = done.value
+                return spans
+
+    def _fold_steps(
+        self, now: CountCopy, seconds_each: Sequence[int], tools: Collection[str] | None
+    ) -> Generator[None, None, list[_Span]]:
+        """_spans a step at a time: it stops after each KEYS_PER_SLICE keys folded and each window's table
+        built, so that an async caller can let calls in between (figures_in_slices); returns the spans."""
+        every_key = self._windows.keys
         if tools is None:
-            keys: Sequence[CountKey] = self._windows.keys
-            windows = [self._windows.window_from(now, seconds) for seconds in seconds_each]
+            indices: Sequence[int] = range(len(every_key))
         else:
             self._index_keys()
             indices = sorted(index for tool in tools for index in self.index.by_tool.get(tool, ()))
-            every_key = self._windows.keys
-            keys = [every_key[index] for index in indices]
-            windows = [self._windows.window_at(now, seconds, indices) for seconds in seconds_each]
-        tables = fold_windows(keys, [deltas for deltas, _covered in windows])
-        return [
-            _Span(seconds, covered, table)
-            for seconds, (_deltas, covered), table in zip(seconds_each, windows, tables, strict=True)
-        ]
+        fold = WindowFold(len(seconds_each))
+        for start in range(0, len(indices), KEYS_PER_SLICE):
+            part = indices[start : start + KEYS_PER_SLICE]
+            deltas = [self._windows.window_at(now, seconds, part)[0] for seconds in seconds_each]
+            fold.add([every_key[index] for index in part], deltas)
+            yield
+        spans = []
+        for slot, seconds in enumerate(seconds_each):
+            covered = max(now.taken_at - self._windows.base_for(now, seconds).taken_at, 0.0)
+            spans.append(_Span(seconds, covered, fold.table(slot)))
+            yield
+        return spans
 
     def attention(self, now: CountCopy, min_checks: int) -> dict[str, AttentionFigures]:
         """Per tool with counts, what ranks it for on-call: the minute's calls, skipped checks and worst argument
@@ -193,11 +199,9 @@ class StatusWindows:
         per tool and argument that these need, not every key."""
         self._index_keys()
         minute, recent = self._windows.base_for(now, 60), self._windows.base_for(now, RECENT_SECONDS)
-        new = now.values
 
         def delta(base: CountCopy, index: int) -> int:
-            before = base.values[index] if index < len(base.values) else 0
-            return new[index] - before if new[index] >= before else new[index]  # a reset counts from 0
+            return delta_since(now, base, index)
 
         tools: dict[str, list[int]] = {}  # calls, skipped, refused (recent), calls (recent)
         arguments: dict[tuple[str, str], list[int]] = {}  # checks, out of set
@@ -247,24 +251,13 @@ class StatusWindows:
         """figures(), folding KEYS_PER_SLICE keys between calls of `pause` (which lets calls in): at 10,000
         tools the fold of every key held the event loop well over a tenth of a second in one turn."""
         now = self._windows.live() if now is None else now
-        every_key = self._windows.keys
-        if tools is None:
-            indices: Sequence[int] = range(len(every_key))
-        else:
-            self._index_keys()
-            indices = sorted(index for tool in tools for index in self.index.by_tool.get(tool, ()))
-        seconds_each = (*WINDOWS_SECONDS, 0)
-        fold = WindowFold(len(seconds_each))
-        for start in range(0, len(indices), KEYS_PER_SLICE):
-            part = indices[start : start + KEYS_PER_SLICE]
-            fold.add(
-                [every_key[index] for index in part], [self._windows.window_at(now, s, part)[0] for s in seconds_each]
-            )
-            await pause()
-        spans = []
-        for slot, seconds in enumerate(seconds_each):
-            covered = max(now.taken_at - self._windows.base_for(now, seconds).taken_at, 0.0)
-            spans.append(_Span(seconds, covered, fold.table(slot)))
+        steps = self._fold_steps(now, (*WINDOWS_SECONDS, 0), tools)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                spans: list[_Span] = done.value
+                break
             await pause()
         if tools is None:
             self._named_rows()  # every key's rows, made now between yields rather than in the first row's turn
@@ -279,7 +272,7 @@ class StatusWindows:
         def recent_of(tool: str) -> WindowFigures:
             # Two keys read by index: a snapshot of a few tools does not take every key's difference for these.
             calls, rejected = (
-                _delta_at(now, recent, self._windows.index_of(CountKey(tool, "", what)))
+                delta_since(now, recent, self._windows.index_of(CountKey(tool, "", what)))
                 for what in (Count.CALLS, Count.REJECTED)
             )
             counts = ToolCounts(calls=calls, rejected=rejected)

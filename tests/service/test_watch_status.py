@@ -107,7 +107,7 @@ async def test_a_snapshot_slow_to_build_is_shared_longer_and_watchers_keep_getti
         first = await stream.read()
         assert isinstance(first, admin_pb2.GetStatusResponse)
         # As if that build had taken 100 ms: for the next 100 ms / STATUS_LOOP_SHARE (2 s) it is shared.
-        gateway.admin._build_seconds[EVERY_TOOL.key] = 0.1
+        gateway.admin._build_seconds[EVERY_TOOL] = 0.1
         started = asyncio.get_running_loop().time()
         shared = [await stream.read() for _ in range(4)]  # one every 0.2 s: the stream keeps its cadence
         assert asyncio.get_running_loop().time() - started < 1.9

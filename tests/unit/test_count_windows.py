@@ -97,3 +97,19 @@ def test_a_count_reset_by_a_reload_starts_its_window_again_at_zero_never_below()
     assert deltas[windows.keys.index(KEY)] == 6  # not 6 - 240: the Admin API's figures are unsigned
     now = windows.live()
     assert min(windows.per_minute(now, windows.keys.index(KEY))) >= 0
+
+
+def test_window_at_a_run_or_a_list_of_keys_reads_as_the_whole_window() -> None:
+    clock = Clock()
+    counts = {("t", "a", "checks"): 5, ("t", "b", "checks"): 7}
+    windows = CountWindows(lambda: dict(counts), clock)
+    clock.now += FINE_SECONDS
+    windows.sample()
+    counts[("t", "a", "checks")] = 2  # reset (a reload dropped it): counts from 0 again
+    counts[("t", "c", "checks")] = 4  # newer than the copy
+    clock.now += FINE_SECONDS
+    now = windows.live()
+    whole, covered = windows.window_from(now, 5)
+    assert windows.window_at(now, 5, range(len(whole))) == (whole, covered)
+    assert windows.window_at(now, 5, list(range(len(whole)))) == (whole, covered)
+    assert whole == [2, 0, 4]
