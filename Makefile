@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # Every dependency and tool at the exact version CI ran (pip-compile's output; `make lock` refreshes it).
 LOCK := requirements/test.lock
 # Reinstall when anything that shapes the installed package changes.
-INSTALL_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard proto/argwatch/v1/*.proto)
+INSTALL_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard proto/argwatch/v1/*.proto) $(wildcard server/*/*.c server/native/*.h)
 
 .PHONY: run test check bench lint typecheck clean system-deps bench-deps proto-release ts-client go-client java-client fuzz soak gameday docs lock
 

@@ -5,7 +5,7 @@
    echo server process with the same imports, measured in the same run.
 2. Large sets: a provider in this process receives snapshots of 100k and 1M members
    over a real watch stream from the bench owning service (its own process). Per size:
-   resident growth per member, the member strings' own size per member (the "raw
+   resident growth per member, the members' UTF-8 per member (the "raw
    strings"), what the gateway adds over them, and that addition by table.
 
     python bench/memory.py                   # about 1 min
@@ -37,8 +37,7 @@ from figures import report
 from refresh import Source, rss_bytes, started_provider, until_applied
 from validate import payload, start_bench_server
 
-from argwatch.server.sets.compact_index import CompactIndex
-from argwatch.server.sets.sharded import ShardedSet
+from argwatch.server.sets.packed import PackedForms, PackedMembers
 from argwatch.server.valuesets.provider import ValueSetProvider
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -146,25 +145,21 @@ def pymalloc_size(value: str) -> int:
 
 
 def accounting(provider: ValueSetProvider, name: str) -> dict[str, float]:
-    """Per member: the strings' own size, and each table the snapshot adds over them."""
+    """Per member: the members' UTF-8 (the raw strings), what they would take as str objects, and each table."""
     reading = provider.read(name)
     assert reading is not None
     snapshot = reading.snapshot
-    members = snapshot.members
+    members, index = snapshot.members, snapshot.loose_index
+    assert isinstance(members, PackedMembers) and isinstance(index, PackedForms), "a large set is held packed"
     size = snapshot.size
-    raw = sum(pymalloc_size(member) for member in members)
-    tables: dict[str, float] = {}
-    if isinstance(members, ShardedSet):
-        tables["member set"] = sum(sys.getsizeof(shard) for shard in members._shards)
-    else:
-        tables["member set"] = sys.getsizeof(members)
-    index = snapshot.loose_index
-    if isinstance(index, CompactIndex):
-        tables["loose index"] = index.table_bytes()
-        tables["source-order list"] = sys.getsizeof(index._members)
-    else:
-        tables["loose index"] = sys.getsizeof(dict(index)) + sum(pymalloc_size(key) for key in index)
-    return {"raw_string_bytes_per_member": raw / size, **{k: v / size for k, v in tables.items()}}
+    parts = members.parts()
+    tables = {part: held / size for part, held in parts.items() if part != "members' UTF-8" and held}
+    tables["loose index"] = index.table_bytes() / size
+    return {
+        "raw_string_bytes_per_member": parts["members' UTF-8"] / size,
+        "as_str_objects_bytes_per_member": sum(pymalloc_size(member) for member in members) / size,
+        **tables,
+    }
 
 
 async def large_sets(sizes: list[int]) -> list[dict[str, object]]:
@@ -214,7 +209,7 @@ def main() -> int:
     header = f"{'members':>9} | {'RSS B/member':>12} | {'over raw':>8} | " + " | ".join(
         f"{name.replace('_bytes_per_member', '').replace('_', ' '):>17}" for name in table_names
     )
-    print("bytes per member (the tables as counted in-process; RSS growth measured):")
+    print("bytes per member (raw: the members' UTF-8; the tables as counted in-process; RSS growth measured):")
     print(header)
     for row in rows:
         cells = " | ".join(f"{float(row[name]):>17.1f}" for name in table_names)  # type: ignore[arg-type]
@@ -231,8 +226,9 @@ def main() -> int:
         "B",
         "<= 32 B",
         over_raw <= 32,
-        f"RSS grew {largest['rss_bytes_per_member']:.0f} B a member, the strings take "
-        f"{largest['raw_string_bytes_per_member']:.0f} B; same run",
+        f"RSS grew {largest['rss_bytes_per_member']:.0f} B a member, its UTF-8 takes "
+        f"{largest['raw_string_bytes_per_member']:.0f} B (as str objects "
+        f"{largest['as_str_objects_bytes_per_member']:.0f} B); same run",
     )
 
     os.makedirs(args.out, exist_ok=True)

@@ -32,11 +32,11 @@ import tracemalloc
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from figures import report
 from refresh import rss_bytes
 
-from argwatch.server.sets.compact_index import CompactIndex
+from argwatch.server.sets.packed import PackedForms, PackedMembers
 from argwatch.server.sets.scoped import scope_key
-from argwatch.server.sets.sharded import ShardedSet
 from argwatch.server.sets.snapshot import ValueSetSnapshot, make_snapshot_async
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,27 +77,12 @@ def pymalloc_size(value: object) -> int:
 
 
 def tables(snapshot: ValueSetSnapshot) -> dict[str, float]:
-    """Bytes per member of each table, counted in-process (the strings by their allocator size)."""
-    size = snapshot.size
-    members = snapshot.members
-    found: dict[str, float] = {"member strings": sum(pymalloc_size(member) for member in members)}
-    found["member set"] = (
-        sum(sys.getsizeof(shard) for shard in members._shards)
-        if isinstance(members, ShardedSet)
-        else sys.getsizeof(members)
-    )
-    index = snapshot.loose_index
-    if isinstance(index, CompactIndex):
-        found["loose index"] = index.table_bytes()
-        found["source-order list"] = sys.getsizeof(index._members)
-    if snapshot.scoped:
-        listing = snapshot.by_scope
-        found["scope listing"] = sys.getsizeof(dict(listing)) + sum(
-            pymalloc_size(scope) + pymalloc_size(keys) for scope, keys in listing.items()
-        )
-        holders = snapshot.holders
-        found["value index"] = holders.table_bytes() if isinstance(holders, CompactIndex) else sys.getsizeof(holders)
-    return {name: total / size for name, total in found.items()}
+    """Bytes per member of each part, counted in-process: the members' UTF-8, then each table over it."""
+    members, index = snapshot.members, snapshot.loose_index
+    assert isinstance(members, PackedMembers) and isinstance(index, PackedForms), "a large set is held packed"
+    found = {part: held for part, held in members.parts().items() if held}
+    found["loose index"] = index.table_bytes()
+    return {name: total / snapshot.size for name, total in found.items()}
 
 
 def main() -> int:
@@ -135,7 +120,21 @@ def main() -> int:
     print(f"{'copy':<10} {'bytes/member':>13} {'RSS growth/member':>18}")
     for name, row in rows.items():
         print(f"{name:<10} {row['bytes_per_member']:>13.1f} {row['rss_bytes_per_member']:>18.1f}")
-    print(f"scoped / unscoped: {ratio:.2f}x (the bound: 2x)\n")
+    print(f"scoped / unscoped: {ratio:.2f}x (the bound: 2x)")
+    for name, row in rows.items():
+        over = row["bytes_per_member"] - row["tables"]["members' UTF-8"]  # type: ignore[index, operator]
+        print(f"{name}: {over:.1f} B a member over the members' UTF-8 (issue 31's bound: 32 B)")
+        row["over_raw"] = over
+    print()
+    over = rows["scoped"]["over_raw"]
+    report(
+        f"memory per member over the raw strings, a {count:,}-member scoped set",
+        over,  # type: ignore[arg-type]
+        "B",
+        "<= 32 B",
+        over <= 32,  # type: ignore[operator]
+        f"{count // scopes} members a scope; unscoped {rows['unscoped']['over_raw']:.1f} B; same run",
+    )
     print("per table, bytes per member:")
     names = list(dict.fromkeys(key for row in rows.values() for key in row["tables"]))  # type: ignore[attr-defined]
     print(f"{'table':<18} {'unscoped':>9} {'scoped':>9}")

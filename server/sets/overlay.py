@@ -24,10 +24,10 @@ from types import MappingProxyType
 
 from argwatch.server.policy.model import Normalisation
 from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate
 from argwatch.server.sets.retired import KEEP_ALL, RetiredKeep
 from argwatch.server.sets.scoped import OverlayListing, value_of, within_scope
-from argwatch.server.sets.sharded import SHARD_ABOVE
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.server.sets.updates import retired_after
 
@@ -90,7 +90,7 @@ def with_delta(
     now: float,
     rules: tuple[Normalisation, ...],
     keep: RetiredKeep = KEEP_ALL,
-    min_base: int = SHARD_ABOVE,
+    min_base: int = PACK_ABOVE,
 ) -> ValueSetSnapshot | None:
     """The next version as layers over `current`'s tables, in O(delta); None when the set must be rebuilt
     first: a set of at most `min_base` members (small sets rebuild quickly enough, and keep their sorted

@@ -13,7 +13,7 @@ work as for a global set, and nothing of one scope is found from another:
   NUL, so a key splits one way only: at its first NUL.
 
 Two tables more than a global set has: `ScopeListing` (scope -> its keys, what
-repair lists) and a value -> key index (compact_index.py over the value part),
+repair lists) and a value -> key index (over the value part; packed.py for large sets),
 which tells the counts that a miss is another scope's member rather than an
 invention. Neither is ever told to the model unless the policy opts out.
 """
@@ -72,7 +72,7 @@ class ScopeListing:
     """scope -> the keys of its members, in source order: built by `add_all`, frozen by `freeze_steps`, then read.
 
     A dict of tuples: per scope one dict entry, the scope's string and a tuple of references to keys the member
-    set already holds, so a million members over 100k scopes cost ~25 bytes a member (bench/scoped_memory.py).
+    set already holds. For sets of up to PACK_ABOVE members; a packed set chains its scopes' members (packed.py).
     """
 
     __slots__ = ("_lists",)

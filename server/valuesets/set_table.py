@@ -15,7 +15,6 @@ that is over is never shown as current.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import math
 from collections.abc import Callable
@@ -23,12 +22,11 @@ from dataclasses import replace
 
 from argwatch.common.tasks import TaskSet
 from argwatch.server.policy.model import Policy
-from argwatch.server.sets.let_go import base_tables, let_go_steps
 from argwatch.server.sets.overlay import OverlaySet, with_delta
+from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate, SetPayload
 from argwatch.server.sets.retired import RetiredKeep, ValueTooLong
 from argwatch.server.sets.scoped import MalformedScope
-from argwatch.server.sets.sharded import SHARD_ABOVE
 from argwatch.server.sets.snapshot import SetReading, ValueSetSnapshot, make_snapshot_async
 from argwatch.server.telemetry.events import EventLog
 from argwatch.server.telemetry.metrics import GatewayMetrics, ValueSetHealth
@@ -218,7 +216,7 @@ class SetTable:
         if compacted is None or current is None or compacted.version != current.version:
             return
         # What the deltas retired, and when, is the current copy's (retired_after, in the order they came).
-        self._freeze_large(compacted)
+        self._release_after_large(compacted)
         self._replace(
             state,
             replace(
@@ -272,7 +270,7 @@ class SetTable:
         self, state: SetState, snapshot: ValueSetSnapshot, confirmed_at: float | None = None, save: bool = True
     ) -> None:
         """Makes a built snapshot the set's copy: one reference, then confirmed."""
-        self._freeze_large(snapshot)
+        self._release_after_large(snapshot)
         self._replace(state, snapshot)
         log.info("value set %s: version %d, %d members", snapshot.name, snapshot.version, snapshot.size)
         self._metrics.value_set_refreshed(snapshot.name, snapshot.size)
@@ -283,36 +281,18 @@ class SetTable:
             self._tasks.spawn(self._save_soon(state, self._snapshot_dir))
 
     def _replace(self, state: SetState, snapshot: ValueSetSnapshot) -> None:
-        """Makes `snapshot` the set's copy; the large tables only the replaced copy held are let go of later,
-        a piece at a time (let_go.py), not all at once here."""
-        old = state.snapshot
+        """Makes `snapshot` the set's copy. A large replaced copy is a few packed buffers (packed.py), each
+        handed back in one free() wherever its last reader lets go: no table to empty a piece at a time."""
         state.snapshot = snapshot
         state.reading = None  # it held the old copy: the next read makes a new one
-        if old is None or old.size <= SHARD_ABOVE:
-            return
-        kept = {id(table) for table in base_tables(snapshot)}
-        tables = [table for table in base_tables(old) if id(table) not in kept]
-        del old
-        if tables:
-            self._tasks.spawn(self._let_go(tables))
 
-    async def _let_go(self, tables: list[object]) -> None:
-        # By then the calls and the update that held the old copy are done with it.
-        await asyncio.sleep(RELEASE_AFTER_SECONDS)
-        for _ in let_go_steps(tables):
-            await asyncio.sleep(0)
-        await asyncio.to_thread(release_free_memory)
-
-    def _freeze_large(self, snapshot: ValueSetSnapshot) -> None:
-        if snapshot.size > SHARD_ABOVE and not isinstance(snapshot.members, OverlaySet):
-            # A freshly built large set is millions of tracked objects (set and dict tables) that
-            # every full collection would traverse again, stalling the loop at random (see
-            # docs/performance.md). Snapshots hold no reference cycles, so reference counting frees
-            # them when replaced; moving them out of the cycle collector's sight costs nothing.
-            gc.freeze()
-            if not self._release_pending:
-                self._release_pending = True
-                self._tasks.spawn(self._release_memory_soon())
+    def _release_after_large(self, snapshot: ValueSetSnapshot) -> None:
+        # A large set arrived as a message of a million strings, freed by now or soon, in pieces too small for
+        # malloc to give back by itself: hand them back once the replaced copy is gone too.
+        large = snapshot.size > PACK_ABOVE and not isinstance(snapshot.members, OverlaySet)
+        if large and not self._release_pending:
+            self._release_pending = True
+            self._tasks.spawn(self._release_memory_soon())
 
     async def _release_memory_soon(self) -> None:
         """Once the wire copy and the replaced version are gone, gives the memory they held back to the OS."""

@@ -10,14 +10,14 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.sets.overlay import COMPACT_MIN, OverlaySet, compaction_due
-from argwatch.server.sets.sharded import SHARD_ABOVE
+from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.snapshot import ValueSetSnapshot
 from argwatch.sources import ValueSetCatalog
 from tests.conftest import start_source
 from tests.service.test_provider import provider_for, until
 
 NAME = "billing.invoice_ids"
-SIZE = SHARD_ABOVE + 4000  # layered, not rebuilt, on a delta
+SIZE = PACK_ABOVE + 4000  # layered, not rebuilt, on a delta
 POLICY = """
 sources: {{billing: {{grpc: {{target: "{target}", timeout: 5s}}}}}}
 value_sets: {{billing.invoice_ids: {{source: billing, ttl: 1h, max_members: 200000}}}}

@@ -9,11 +9,11 @@ from types import MappingProxyType
 import pytest
 
 from argwatch.server.sets.overlay import COMPACT_MIN, HARD_FACTOR, OverlaySet, compaction_due, with_delta
+from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate
-from argwatch.server.sets.sharded import SHARD_ABOVE
 from tests.snapshots import make_snapshot
 
-SIZE = SHARD_ABOVE + 1000
+SIZE = PACK_ABOVE + 1000
 
 
 @pytest.fixture(scope="module")

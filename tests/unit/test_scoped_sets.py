@@ -9,9 +9,9 @@ import pytest
 from argwatch.server.policy.model import CaseRule, Normalisation
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.overlay import OverlaySet, with_delta
+from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate, Retirement
 from argwatch.server.sets.scoped import MalformedScope, scope_key, within_scope
-from argwatch.server.sets.sharded import SHARD_ABOVE
 from argwatch.server.sets.snapshot import member_key
 from argwatch.server.sets.updates import UpdateAction, apply_delta, judge_delta
 from tests.snapshots import make_snapshot
@@ -86,9 +86,9 @@ def test_a_member_with_no_usable_scope_refuses_the_whole_set(bad: str) -> None:
 
 
 def test_a_large_scoped_set_is_built_on_the_compact_tables_and_layers_deltas_per_scope() -> None:
-    members = {f"cus_{i:05d}": [f"pm_{i:05d}_{j}" for j in range(5)] for i in range(SHARD_ABOVE // 5 + 10)}
+    members = {f"cus_{i:05d}": [f"pm_{i:05d}_{j}" for j in range(5)] for i in range(PACK_ABOVE // 5 + 10)}
     snapshot = scoped_snapshot(members)
-    assert snapshot.size > SHARD_ABOVE
+    assert snapshot.size > PACK_ABOVE
     assert snapshot.holders.get("pm_00007_3") == scope_key("cus_00007", "pm_00007_3")
     delta = DeltaUpdate(
         snapshot.name,
