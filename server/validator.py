@@ -20,6 +20,7 @@ from argwatch.server.policy.arg_paths import label_for, names_in, top_of
 from argwatch.server.policy.check_ids import REPEAT_CHECK, set_failure
 from argwatch.server.policy.model import Disclosure, Failure, Mode, OnStale, Policy, ToolPolicy
 from argwatch.server.records.checks import check_records, concealed_owner
+from argwatch.server.records.clean_path import clean_path
 from argwatch.server.records.lookup_client import RecordLookups
 from argwatch.server.repair.message import RepairAdvice, build_advice
 from argwatch.server.repair.rejections import RejectionLog, fingerprint
@@ -59,7 +60,6 @@ from argwatch.server.verdict.set_checks import (
 from argwatch.server.verdict.tool_call import ToolCall
 
 _EMPTY = CheckResult((), (), (), ())
-_NO_CHECKS: Mapping[str, Mode] = {}
 # What the sampled log and the Admin API show for a value of an argument the policy redacts.
 REDACTED = "REDACTED"
 
@@ -130,6 +130,7 @@ class Validator:
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         metrics.keep_tool_meters([*self._meters.values(), self._unknown_meters])  # reused by the next reload
         self._plans = PerTool(policy.tools, members_plan)
+        self._clean_paths = PerTool(policy.tools, clean_path)
         self._checks = PerTool(policy.tools, CheckNames)
         # Tools with a set scoped by a session field: their checks are handed the call's session.
         self._scoped_tools = frozenset(
@@ -140,6 +141,7 @@ class Validator:
         # says reveal_not_owned). Counted as they are; shown as "invented" and "not found".
         self._concealed = PerTool(policy.tools, _concealed)
         self._redact = policy.sampling.redact
+        self._by_model = policy.cohorts.declared  # each value check counted again under the call's model
         self._operations: Operations = operations if operations is not None else NoOperations()
         self._signatures = signatures
         self._decisions: DecisionSink = decisions if decisions is not None else NoDecisionLog()
@@ -244,8 +246,7 @@ class Validator:
         scope = ""
         # An on-call override of one check (check_ids.py) decides whether that check's problems refuse the
         # call; the tool's mode in force decides for the rest.
-        checks = self._modes.check_modes(call.tool) if tool is not None else _NO_CHECKS
-        refusing = self._refusing(tool, problems, mode, checks) if problems else False
+        refusing = self._refusing(tool, problems, mode) if problems else False
         sighting = None
         if (
             tool is not None
@@ -253,7 +254,7 @@ class Validator:
             and call.arguments is not None
             and not refusing  # only a call that would run is an operation
         ):
-            repeat_mode = checks.get(REPEAT_CHECK, mode)
+            repeat_mode = self._modes.check_modes(call.tool).get(REPEAT_CHECK, mode)
             scope = _scope_of(call)
             sighting = await self._sight(tool, call, scope, repeat_mode, meters.tool)
             if sighting.is_repeat:
@@ -325,11 +326,12 @@ class Validator:
             )
         return self._failures_in_force
 
-    def _refusing(
-        self, tool: ToolPolicy | None, problems: list[Problem], mode: Mode, checks: Mapping[str, Mode]
-    ) -> bool:
+    def _refusing(self, tool: ToolPolicy | None, problems: list[Problem], mode: Mode) -> bool:
         """Whether these problems refuse the call: in the tool's mode, each check's own where on-call set one."""
-        if not checks or tool is None:
+        if tool is None:
+            return mode is Mode.REJECT
+        checks = self._modes.check_modes(tool.name)
+        if not checks:
             return mode is Mode.REJECT
         names = self._checks[tool.name]
         return any(checks.get(names.of(problem), mode) is Mode.REJECT for problem in problems)
@@ -409,6 +411,10 @@ class Validator:
     ) -> CheckResult:
         """Existence, ownership and rules; adds problems, and returns `result` with skipped record checks added."""
         assert call.arguments is not None
+        session = {"customer_id": call.customer_id, "tenant": call.tenant}
+        clean = self._clean_paths[tool.name]
+        if clean is not None and clean.passes(call.arguments, session, self._record_clients):
+            return result  # exactly what the checks below would find: nothing (clean_path.py)
         records = await check_records(
             tool,
             call.arguments,
@@ -421,7 +427,6 @@ class Validator:
         # One fault, one problem: an id the schema already found missing or of the wrong type is not listed again.
         seen = {(problem.code, problem.argument) for problem in problems}
         problems.extend(problem for problem in records.problems if (problem.code, problem.argument) not in seen)
-        session = {"customer_id": call.customer_id, "tenant": call.tenant}
         rules = check_rules(tool, call.arguments, records.found, session, self.policy.limits.max_elements)
         if rules.problems:
             problems.extend(_not_yet_reported(rules.problems, problems, tool))
@@ -482,12 +487,14 @@ class Validator:
         else:
             for check in result.value_checks:
                 meters.value_checks[check.argument, check.in_set, check.in_set_normalised].inc()
-        if self.policy.cohorts.declared:
+        if self._by_model:
             self._count_by_model(meters.tool, call, result, all_in_set)
-        if self._signatures is not None:  # what a mode change's preview counts
-            self._count_signature(call.tool, problems, result)
         if not problems and not result.skipped:
+            if self._signatures is not None:  # what a mode change's preview counts; the tool is known here
+                self._signatures.count(call.tool, NO_PROBLEMS)
             return
+        if self._signatures is not None:
+            self._count_signature(call.tool, problems, result)
         if problems:  # what reject mode refuses, whatever the mode now: a mode change's blast radius
             invented = any(problem.shape is Shape.INVENTED for problem in problems)
             (meters.with_invented if invented else meters.with_problems).inc()

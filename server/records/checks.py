@@ -172,7 +172,7 @@ def _unusable_id(binding: RecordBinding, argument: str, value: object) -> Proble
     return None
 
 
-def _owned_by(held: object, customer_id: str) -> bool:
+def owned_by(held: object, customer_id: str) -> bool:
     """Whether a record's owner attribute names `customer_id`: a string or whole number equal to it; a
     record with no owner, or null, is no one's (str(None) would equal a customer named "None")."""
     if isinstance(held, bool) or not isinstance(held, str | int) or held == "":
@@ -242,7 +242,7 @@ def _judge(
         if (missing := _no_customer(binding)) not in outcome.problems:
             outcome.problems.append(missing)
         return None
-    if owner and not _owned_by(lookup.attributes.get(owner), customer_id):
+    if owner and not owned_by(lookup.attributes.get(owner), customer_id):
         outcome.problems.append(
             Problem(
                 ProblemCode.NOT_OWNED,

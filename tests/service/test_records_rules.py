@@ -158,11 +158,11 @@ async def test_an_ownership_check_without_a_customer_in_the_session_never_passes
 
 
 def test_an_owner_attribute_that_names_no_one_belongs_to_no_one() -> None:
-    from argwatch.server.records.checks import _owned_by
+    from argwatch.server.records.checks import owned_by
 
-    assert _owned_by("cus_A", "cus_A") and _owned_by(7, "7")
-    assert not _owned_by(None, "None") and not _owned_by("", "") and not _owned_by(True, "True")
-    assert not _owned_by({"id": "cus_A"}, "{'id': 'cus_A'}")
+    assert owned_by("cus_A", "cus_A") and owned_by(7, "7")
+    assert not owned_by(None, "None") and not owned_by("", "") and not owned_by(True, "True")
+    assert not owned_by({"id": "cus_A"}, "{'id': 'cus_A'}")
 
 
 async def test_a_fabricated_id_is_not_found_and_the_model_is_told_how_to_find_one(start: Start) -> None:
