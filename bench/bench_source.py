@@ -2,7 +2,8 @@
 
 Prints its port, then reads lines:
     publish NAME COUNT        replace NAME with COUNT generated members (a snapshot to watchers)
-    add NAME VALUE            add one member (a delta to watchers)
+    add NAME VALUE            add one member (a delta to watchers); acknowledged "ok T", T the
+                              time.monotonic() at which the owner called ValueSetCatalog.add
     churn NAME RATE SECONDS PATH
                               RATE deltas a second for SECONDS, each adding a new member or removing the
                               oldest generated one in turn; then writes [version, monotonic seconds] of
@@ -63,7 +64,11 @@ async def main() -> None:
         if command == "publish":
             catalog.publish(name, members(int(argument)))
         elif command == "add":
+            # CLOCK_MONOTONIC is one clock for the whole machine: the bench compares it with its own.
+            called_at = time.monotonic()
             catalog.add(name, [argument])
+            print(f"ok {called_at!r}", flush=True)
+            continue
         elif command == "churn":
             await churn(catalog, name, float(argument), float(more[0]), more[1])
         print("ok", flush=True)

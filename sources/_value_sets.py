@@ -373,8 +373,9 @@ class ValueSetCatalog:
         self._watchers.discard(queue)
 
 
-# Members per snapshot message on a watch stream: ~1 MB, a few ms to decode.
-PART_MEMBERS = 50_000
+# Members per snapshot message on a watch stream: ~200 KB, a tenth of a millisecond to decode (parts of
+# 50,000 took over a millisecond each, between the gateway's build steps: docs/performance.md).
+PART_MEMBERS = 10_000
 # Sets up to this size go out sorted (repeatable messages); larger ones in the order they are held, since
 # sorting a million strings is one long C call on the owner's event loop.
 SORT_UP_TO = 10_000

@@ -27,8 +27,10 @@ def make_snapshot(
     also retired."""
     listed = members if isinstance(members, Sequence) else tuple(members)
     steps = snapshot_steps(name, version, listed, retired, received_at, rules, retirements, excluded, keep, scoped)
+    made: object = None
     while True:
         try:
-            next(steps)
+            step = steps.send(made)
         except StopIteration as built:
             return built.value  # type: ignore[no-any-return]
+        made = step() if step is not None else None  # work the gateway runs off the loop, here in place

@@ -58,6 +58,13 @@ static int table_init(Table *t, Py_ssize_t capacity) {
         PyErr_NoMemory();
         return -1;
     }
+    /* Touched now, every page, rather than by the first inserts: members hash to pages at random, so the
+       first chunk of a million-member build faulted in most of the table on the event loop. Without the
+       GIL: a set built off the loop (snapshot.py allocates it in a worker thread) costs the loop nothing. */
+    Py_BEGIN_ALLOW_THREADS
+    memset(t->slots, 0, sizeof(uint32_t) * size);
+    memset(t->tags, 0, size);
+    Py_END_ALLOW_THREADS
     return 0;
 }
 
@@ -181,6 +188,9 @@ static int PackedSet_init(PackedSet *self, PyObject *args, PyObject *kwds) {
 }
 
 static void PackedSet_dealloc(PackedSet *self) {
+    /* The raw allocator needs no GIL; handing back a million members' pages takes milliseconds, and a set
+       let go in a worker thread (set_table.py) then costs the loop nothing. */
+    Py_BEGIN_ALLOW_THREADS
     PyMem_RawFree(self->blob);
     PyMem_RawFree(self->offsets);
     table_free(&self->members);
@@ -191,6 +201,7 @@ static void PackedSet_dealloc(PackedSet *self) {
     PyMem_RawFree(self->tails);
     PyMem_RawFree(self->sizes);
     PyMem_RawFree(self->scope_hashes);
+    Py_END_ALLOW_THREADS
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -619,7 +630,9 @@ static int PackedIndex_init(PackedIndex *self, PyObject *args, PyObject *kwds) {
 }
 
 static void PackedIndex_dealloc(PackedIndex *self) {
+    Py_BEGIN_ALLOW_THREADS /* as PackedSet_dealloc */
     table_free(&self->table);
+    Py_END_ALLOW_THREADS
     Py_XDECREF(self->apply);
     Py_XDECREF(self->set);
     Py_TYPE(self)->tp_free((PyObject *)self);

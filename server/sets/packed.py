@@ -19,7 +19,7 @@ PACK_ABOVE = 65_536
 class PackedMembers(PackedSet, Set[str]):
     """A large set's members: `add_all` chunk by chunk while it is built, then never changed."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)  # one a set: where it is let go can be watched (test_compaction.py)
 
     def __init__(self, capacity: int, scoped: bool = False) -> None:
         super().__init__(capacity, scoped, MAX_SCOPE_CHARS)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from argwatch.server.policy.model import Normalisation
 from argwatch.server.sets.normalise import LOOSE, normaliser
@@ -130,6 +130,11 @@ def _applier(rule: Normalisation, scoped: bool) -> Callable[[str], str]:
     return within_scope(apply) if scoped else apply
 
 
+# What a builder's step yields: None (a chunk done: let the loop run), or work to run off the loop, whose
+# result is sent back into the builder.
+Step = Callable[[], object] | None
+
+
 class SetReading(NamedTuple):
     """A set as the checker may use it now: its snapshot, when its source last confirmed it, and whether stale."""
 
@@ -159,12 +164,17 @@ async def make_snapshot_async(
     compaction that only yielded slowed a large set's deltas below their owner's rate."""
     steps = snapshot_steps(name, version, members, retired, received_at, rules, retirements, excluded, keep, scoped)
     clock = time.perf_counter
+    made: object = None
     while True:
         started = clock()
         try:
-            next(steps)
+            step = steps.send(made)
         except StopIteration as built:
             return built.value  # type: ignore[no-any-return]
+        made = None
+        if step is not None:  # work that needs no GIL for most of it: a large set's tables, made and touched
+            made = await asyncio.to_thread(step)
+            continue
         await asyncio.sleep(clock() - started if background else 0)
 
 
@@ -183,8 +193,9 @@ def snapshot_steps(
     excluded: Set[str],
     keep: RetiredKeep,
     scoped: bool = False,
-) -> Generator[None, None, ValueSetSnapshot]:
-    """The builder, one chunk a step: make_snapshot_async lets the event loop run between steps."""
+) -> Generator[Step, object, ValueSetSnapshot]:
+    """The builder, one chunk a step: make_snapshot_async lets the event loop run between steps. A step may
+    instead yield a function to be run off the loop, and is sent what it returns (run_steps does it in place)."""
     other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
     if len(members) > PACK_ABOVE:
         return (
@@ -207,7 +218,7 @@ def snapshot_steps(
             loose_index.setdefault(loose(member), member)
             for apply, index in appliers:
                 index.setdefault(apply(member), member)
-        yield
+        yield None
     history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
     built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
     return (yield from scopes.finish(built)) if scopes is not None else built
@@ -224,18 +235,31 @@ def _build_large(
     excluded: Set[str],
     keep: RetiredKeep,
     scoped: bool,
-) -> Generator[None, None, ValueSetSnapshot]:
+) -> Generator[Step, object, ValueSetSnapshot]:
     """Packed members and indexes (packed.py): no Python object a member, and about 17 bytes a member over the
-    members' UTF-8 (27 for a scoped set, with its scope lists and value index)."""
-    member_set = PackedMembers(len(members), scoped)
-    loose_index = PackedForms(_applier(LOOSE, scoped), member_set, len(members))
-    rule_indexes = {rule: PackedForms(_applier(rule, scoped), member_set, len(members)) for rule in other_rules}
+    members' UTF-8 (27 for a scoped set, with its scope lists and value index). Their tables are made in a
+    worker thread: every page of them is touched as they are made, without the GIL (_packed.c)."""
+    size = len(members)
+
+    def allocate() -> tuple[PackedMembers, PackedForms, dict[Normalisation, PackedForms]]:
+        member_set = PackedMembers(size, scoped)
+        loose_index = PackedForms(_applier(LOOSE, scoped), member_set, size)
+        return (
+            member_set,
+            loose_index,
+            {rule: PackedForms(_applier(rule, scoped), member_set, size) for rule in other_rules},
+        )
+
+    made = yield allocate
+    member_set, loose_index, rule_indexes = cast(
+        tuple[PackedMembers, PackedForms, dict[Normalisation, PackedForms]], made
+    )
     indexes = [loose_index, *rule_indexes.values()]
     for chunk in _chunks(name, members, excluded):
         added = member_set.add_chunk(chunk)  # a scoped chunk naming no usable scope raises MalformedScope
         for index in indexes:
             index.add_range(added.start, added.stop)
-        yield
+        yield None
     member_set.shrink()
     history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
     built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)

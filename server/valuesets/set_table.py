@@ -281,10 +281,17 @@ class SetTable:
             self._tasks.spawn(self._save_soon(state, self._snapshot_dir))
 
     def _replace(self, state: SetState, snapshot: ValueSetSnapshot) -> None:
-        """Makes `snapshot` the set's copy. A large replaced copy is a few packed buffers (packed.py), each
-        handed back in one free() wherever its last reader lets go: no table to empty a piece at a time."""
+        """Makes `snapshot` the set's copy. A large replaced copy is a few packed buffers (packed.py), handed
+        back without the GIL (_packed.c) by a worker thread here, if nothing else still reads it then: at a
+        million members, giving back its pages took milliseconds, which on the loop is a stall."""
+        old = state.snapshot
+        # A delta's layered copy shares its base with the copy it replaces: nothing large is let go then.
+        replaced = [old] if old is not None and old.size > PACK_ABOVE and _base(old) is not _base(snapshot) else []
+        del old
         state.snapshot = snapshot
         state.reading = None  # it held the old copy: the next read makes a new one
+        if replaced:
+            self._tasks.spawn(asyncio.to_thread(replaced.clear))  # the list holds this table's only reference
 
     def _release_after_large(self, snapshot: ValueSetSnapshot) -> None:
         # A large set arrived as a message of a million strings, freed by now or soon, in pieces too small for
@@ -446,3 +453,9 @@ class SetTable:
     def count_resync(self, name: str, reason: str) -> None:
         """A fetch of the whole set because an update did not follow the copy held (or on request)."""
         self._metrics.value_set_resync(name, reason)
+
+
+def _base(snapshot: ValueSetSnapshot) -> object:
+    """The members a snapshot rests on: a layered copy's base (overlay.py), else its own."""
+    members = snapshot.members
+    return members.base if isinstance(members, OverlaySet) else members

@@ -146,3 +146,20 @@ async def test_a_reader_of_the_replaced_copy_keeps_every_member(table, monkeypat
     await asyncio.sleep(0.1)  # past RELEASE_AFTER_SECONDS: free memory handed back, the reader's copy kept
     assert set(reading.snapshot.members) == before and "inv_000005" in reading.snapshot.members
     assert reading.snapshot.loose_index.get("inv-000005") == "inv_000005"
+
+
+async def test_a_replaced_large_copy_is_let_go_off_the_loop(table) -> None:
+    """Its packed buffers are handed back by a worker thread (set_table._replace), not by the loop's."""
+    import threading
+    import weakref
+
+    _, updates, state, owner = table
+    freed_on: list[str] = []
+    weakref.finalize(state.snapshot.members, lambda: freed_on.append(threading.current_thread().name))
+    await updates.take_update("b", owner.delta(added=["one"]), {NAME: state})  # layered: the base stays
+    await asyncio.sleep(0.05)
+    assert freed_on == []
+    await updates.take_whole(state, owner.whole())
+    await eventually(lambda: bool(freed_on), seconds=10)
+    assert freed_on != [threading.current_thread().name]
+    assert holds_the_owners(state, owner)
