@@ -31,6 +31,7 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figures import report
+from loop_work import longest_callback
 from refresh import Source, rss_bytes, started_provider, until_applied
 
 from argwatch.server.sets.overlay import OverlaySet
@@ -86,11 +87,12 @@ async def run(source: Source, size: int, rate: float, seconds: float, stacks: Co
 
     path = os.path.join(tempfile.mkdtemp(), "published.json")
     tasks = [asyncio.create_task(watch()), asyncio.create_task(sample_rss())]
-    source.send(f"churn {name} {rate} {seconds} {path}")
-    await asyncio.get_running_loop().run_in_executor(None, source.ack)
-    await asyncio.sleep(0.2)  # the last deltas land
-    done.set()
-    await asyncio.gather(*tasks)
+    with longest_callback() as work:
+        source.send(f"churn {name} {rate} {seconds} {path}")
+        await asyncio.get_running_loop().run_in_executor(None, source.ack)
+        await asyncio.sleep(0.2)  # the last deltas land
+        done.set()
+        await asyncio.gather(*tasks)
     gc.callbacks.remove(timed_collection)
     await provider.close()
     published = await asyncio.to_thread(_published, path)
@@ -105,6 +107,9 @@ async def run(source: Source, size: int, rate: float, seconds: float, stacks: Co
         "rss": rss,
         "bases": len(bases),
         "collections": collections,
+        "longest_callback_cpu_ms": work.seconds * 1000,
+        "longest_callback": work.where,
+        "longest_callbacks": work.worst(),
     }
 
 
@@ -162,6 +167,10 @@ def main() -> int:
         f"max {max(lags):.1f} ms; over 50 ms: {late}"
     )
     print(f"loop stall: p99 {quantile(stalls, 0.99):.1f} ms, max {max(stalls):.1f} ms")
+    print(
+        f"the loop's longest callback, its thread's CPU time (loop_work.py): {found['longest_callback_cpu_ms']:.1f} ms"
+        f" (by callback: {found['longest_callbacks']})"
+    )
     started = found["published"][0][1]  # type: ignore[index]
     worst: dict[int, float] = {}
     for (_, at), lag in zip(found["published"], lags, strict=True):  # type: ignore[call-overload]
@@ -180,6 +189,8 @@ def main() -> int:
     report(f"{churned}: owner to gateway, p99", lag_p99, "ms", "<= 50 ms", lag_p99 <= 50)
     report(f"{churned}: deltas over 50 ms behind", late, f"of {len(lags):,}", "0", late == 0)
     report(f"{churned}: loop stall, max", stall_max, "ms", "<= 5 ms", stall_max <= 5)
+    work_ms = float(found["longest_callback_cpu_ms"])  # type: ignore[arg-type]
+    report(f"{churned}: the loop's longest callback, its thread's CPU time (loop_work.py)", work_ms, "ms")
     # "RSS flat" sets no number to judge by: the growth is shown, the table does not call it met.
     report(f"{churned}: RSS, last tenth's sample less the first", rss[-1] - rss[0], "MiB", "flat")
     for stack, samples in (stacks or Counter()).most_common(6):

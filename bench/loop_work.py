@@ -11,16 +11,37 @@ held the loop. Measured by wrapping asyncio's Handle._run for the duration
 
 from __future__ import annotations
 
+import asyncio
 import asyncio.events
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+class Longest:
+    """The longest callback so far: its CPU seconds, and what it ran (a task's coroutine, or the callback)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.where = ""
+        self.by_name: dict[str, float] = {}  # the longest of each callback that took over a millisecond
+
+    def worst(self, count: int = 3) -> str:
+        """The `count` callbacks that took longest, with their CPU milliseconds."""
+        ranked = sorted(self.by_name.items(), key=lambda item: -item[1])[:count]
+        return ", ".join(f"{name} {seconds * 1000:.1f} ms" for name, seconds in ranked)
+
+
+def _named(handle: asyncio.events.Handle) -> str:
+    task = getattr(handle._callback, "__self__", None)  # a task's step is its bound method
+    coroutine = task.get_coro() if isinstance(task, asyncio.Task) else None
+    return getattr(coroutine, "__qualname__", "") or repr(handle._callback)[:80]
+
+
 @contextmanager
-def longest_callback() -> Iterator[list[float]]:
-    """Yields a one-element list holding the longest callback's CPU seconds so far (read it after)."""
-    longest = [0.0]
+def longest_callback() -> Iterator[Longest]:
+    """Yields the longest callback seen while the block runs (read it after)."""
+    longest = Longest()
     original = asyncio.events.Handle._run
     clock = time.thread_time
 
@@ -28,8 +49,11 @@ def longest_callback() -> Iterator[list[float]]:
         started = clock()
         original(handle)
         spent = clock() - started
-        if spent > longest[0]:
-            longest[0] = spent
+        if spent > 0.001:
+            name = _named(handle)
+            longest.by_name[name] = max(spent, longest.by_name.get(name, 0.0))
+            if spent > longest.seconds:
+                longest.seconds, longest.where = spent, name
 
     asyncio.events.Handle._run = timed  # type: ignore[method-assign]
     try:

@@ -165,7 +165,7 @@ async def measure_size(source: Source, provider: ValueSetProvider, name: str, si
             done.set()
             await ticking
         source.ack()
-        return applied, longest, work[0]
+        return applied, longest, work.seconds
 
     applied, stall, work = await timed(f"publish {name} {size}", size)
     delta_applied, delta_stall, _ = await timed(f"add {name} delta-value", size + 1)

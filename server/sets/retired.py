@@ -63,7 +63,12 @@ class RetiredHistory(dict[str, Retirement]):
         self.loose: dict[str, str] = dict(loose) if loose is not None else {value: _loose(value) for value in self}
 
     def copy(self) -> RetiredHistory:
-        return RetiredHistory(self.items(), self.loose)
+        # dict.update from a dict into an empty one clones its table in C, faster than building it again from
+        # items(); every delta on a large set makes one copy (docs/performance.md, churn.py).
+        made = RetiredHistory.__new__(RetiredHistory)
+        dict.update(made, self)
+        made.loose = self.loose.copy()
+        return made
 
     def retire(self, value: str, info: Retirement) -> None:
         """`value` retired now: the newest entry (if it was retired before, it moves to the end)."""
