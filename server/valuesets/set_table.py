@@ -212,21 +212,23 @@ class SetTable:
             # However it ended (done, given up, failed, cancelled): the next due delta may start another.
             if state.replay is replay:
                 state.replay = None
+        # Not held here past the swap: the replaced base is let go by a worker thread (_replace), which must
+        # hold its last reference; this frame's would be dropped on the loop, were anything awaited after.
+        del layered
         current = state.snapshot
         if compacted is None or current is None or compacted.version != current.version:
             return
         # What the deltas retired, and when, is the current copy's (retired_after, in the order they came).
-        self._release_after_large(compacted)
-        self._replace(
-            state,
-            replace(
-                compacted,
-                retired=current.retired,
-                retirements=current.retirements,
-                loose_retired=current.loose_retired,
-                received_at=current.received_at,
-            ),
+        made = replace(
+            compacted,
+            retired=current.retired,
+            retirements=current.retirements,
+            loose_retired=current.loose_retired,
+            received_at=current.received_at,
         )
+        del current
+        self._release_after_large(compacted)
+        self._replace(state, made)
         log.info("value set %s: version %d compacted (%d members)", compacted.name, compacted.version, compacted.size)
 
     async def _compacted(

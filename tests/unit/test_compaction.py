@@ -163,3 +163,17 @@ async def test_a_replaced_large_copy_is_let_go_off_the_loop(table) -> None:
     await eventually(lambda: bool(freed_on), seconds=10)
     assert freed_on != [threading.current_thread().name]
     assert holds_the_owners(state, owner)
+
+
+async def test_a_compaction_lets_go_of_the_replaced_base_off_the_loop(table) -> None:
+    import threading
+    import weakref
+
+    _, updates, state, owner = table
+    freed_on: list[str] = []
+    weakref.finalize(state.snapshot.members, lambda: freed_on.append(threading.current_thread().name))
+    await start_compaction(updates, state, owner)
+    await settled(state)
+    await eventually(lambda: bool(freed_on), seconds=10)
+    assert freed_on != [threading.current_thread().name]
+    assert holds_the_owners(state, owner)
