@@ -22,7 +22,7 @@ import cel
 from argwatch.server.policy.model import ToolPolicy
 from argwatch.server.records.checks import MAX_ID_CHARS, owned_by
 from argwatch.server.records.lookup_client import RecordLookups
-from argwatch.server.verdict.rule_elements import is_json_type
+from argwatch.server.verdict.rule_checks import bind_paths, mistyped
 
 
 class CleanPath:
@@ -62,24 +62,11 @@ class CleanPath:
             found[name] = hit.attributes
         if not self._programs:
             return True
-        for name, kinds in self._types:
-            if name in arguments:
-                value = arguments[name]
-                for kind in kinds:
-                    if is_json_type(value, kind):
-                        break
-                else:
-                    return False
-        roots = {"args": arguments, "record": found, "session": session}
+        if mistyped(self._types, arguments):
+            return False
         variables: dict[str, object] = {}
-        for variable, path in self._paths:
-            node: Any = roots[path[0]]
-            for part in path[1:]:
-                # A dict first: the ABC's isinstance is a Python-level call, several a call.
-                if (node.__class__ is not dict and not isinstance(node, Mapping)) or part not in node:
-                    return False
-                node = node[part]
-            variables[variable] = node
+        if not bind_paths(self._paths, {"args": arguments, "record": found, "session": session}, variables):
+            return False
         context = cel.Context(variables=variables)
         for program in self._programs:
             try:

@@ -152,6 +152,12 @@ def with_delta(
     )
 
 
+def base_members(snapshot: ValueSetSnapshot) -> Set[str]:
+    """The members a snapshot rests on: a layered copy's base, else its own."""
+    members = snapshot.members
+    return members.base if isinstance(members, OverlaySet) else members
+
+
 def compaction_due(snapshot: ValueSetSnapshot) -> bool:
     """Whether the snapshot's layers have grown enough to rebuild its base (in the background)."""
     members = snapshot.members

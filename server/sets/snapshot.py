@@ -195,7 +195,8 @@ def snapshot_steps(
     scoped: bool = False,
 ) -> Generator[Step, object, ValueSetSnapshot]:
     """The builder, one chunk a step: make_snapshot_async lets the event loop run between steps. A step may
-    instead yield a function to be run off the loop, and is sent what it returns (run_steps does it in place)."""
+    instead yield a function to be run off the loop, and is sent what it returns (tests/snapshots.py runs it
+    in place)."""
     other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
     if len(members) > PACK_ABOVE:
         return (

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from argwatch.common.tasks import TaskSet
 from argwatch.server.policy.model import Policy
-from argwatch.server.sets.overlay import OverlaySet, with_delta
+from argwatch.server.sets.overlay import OverlaySet, base_members, with_delta
 from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate, SetPayload
 from argwatch.server.sets.retired import RetiredKeep, ValueTooLong
@@ -288,7 +288,11 @@ class SetTable:
         million members, giving back its pages took milliseconds, which on the loop is a stall."""
         old = state.snapshot
         # A delta's layered copy shares its base with the copy it replaces: nothing large is let go then.
-        replaced = [old] if old is not None and old.size > PACK_ABOVE and _base(old) is not _base(snapshot) else []
+        replaced = (
+            [old]
+            if old is not None and old.size > PACK_ABOVE and base_members(old) is not base_members(snapshot)
+            else []
+        )
         del old
         state.snapshot = snapshot
         state.reading = None  # it held the old copy: the next read makes a new one
@@ -455,9 +459,3 @@ class SetTable:
     def count_resync(self, name: str, reason: str) -> None:
         """A fetch of the whole set because an update did not follow the copy held (or on request)."""
         self._metrics.value_set_resync(name, reason)
-
-
-def _base(snapshot: ValueSetSnapshot) -> object:
-    """The members a snapshot rests on: a layered copy's base (overlay.py), else its own."""
-    members = snapshot.members
-    return members.base if isinstance(members, OverlaySet) else members

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import cel
@@ -50,7 +50,8 @@ def check_rules(
     for rule in tool.rules:
         if not rule.records <= found.keys():
             continue
-        if _mistyped(rule, arguments):  # compared, it could pass (args.id != 5 holds for "5"): not compared
+        # Compared, it could pass (args.id != 5 holds for "5"): not compared.
+        if mistyped(rule.argument_types.items(), arguments):
             outcome.errors.append(rule.name)
             if rule.on_error is Failure.OPEN:
                 outcome.skipped.append(SkippedCheck(rule.argument, f"rule.{rule.name}"))
@@ -70,7 +71,7 @@ def check_rules(
     nested: list[Rule] = []
     variables: dict[str, object] = {}
     for rule in runnable:
-        if rule.flat_program is not None and _bind(rule, roots, variables):
+        if rule.flat_program is not None and bind_paths(rule.flat_paths, roots, variables):
             flat.append(rule)
         else:
             nested.append(rule)
@@ -98,18 +99,17 @@ def _records(found: Mapping[str, Any]) -> dict[str, object]:
     }
 
 
-def _bind(
-    rule: Rule,
-    roots: Mapping[str, Any],
-    variables: dict[str, object],
-    paths: tuple[tuple[str, tuple[str, ...]], ...] | None = None,
+def bind_paths(
+    paths: Iterable[tuple[str, tuple[str, ...]]], roots: Mapping[str, Any], variables: dict[str, object]
 ) -> bool:
-    """Adds the rule's variables (or those of `paths`); False (adding none) when a field it reads is absent."""
+    """Adds the variables of a flat rule's `paths` (Rule.flat_paths), each read from `roots`; False (adding
+    none) when a field one reads is absent. Also the clean path's (records/clean_path.py)."""
     values = []
-    for variable, path in rule.flat_paths if paths is None else paths:
+    for variable, path in paths:
         node: Any = roots[path[0]]
         for part in path[1:]:
-            if not isinstance(node, Mapping) or part not in node:
+            # A dict first: the ABC's isinstance is a Python-level call, several a call.
+            if (node.__class__ is not dict and not isinstance(node, Mapping)) or part not in node:
                 return False
             node = node[part]
         values.append((variable, node))
@@ -140,10 +140,16 @@ def _run(
             outcome.problems.append(_rule_problem(rule, roots, arguments))
 
 
-def _mistyped(rule: Rule, arguments: Mapping[str, object]) -> bool:
-    for name, kinds in rule.argument_types.items():
-        if name in arguments and not any(is_json_type(arguments[name], kind) for kind in kinds):
-            return True
+def mistyped(types: Iterable[tuple[str, tuple[str, ...]]], arguments: Mapping[str, object]) -> bool:
+    """Whether an argument a rule reads has none of the JSON types `types` allows it (Rule.argument_types)."""
+    for name, kinds in types:
+        if name in arguments:
+            value = arguments[name]
+            for kind in kinds:
+                if is_json_type(value, kind):
+                    break
+            else:
+                return True
     return False
 
 
@@ -167,7 +173,7 @@ def _run_over_arrays(
     per_element = tuple(pair for pair in rule.flat_paths if pair[1][0] == EACH_VARIABLE)
     once = tuple(pair for pair in rule.flat_paths if pair[1][0] != EACH_VARIABLE)
     flat: dict[str, object] = {}
-    flat_ok = rule.flat_program is not None and _bind(rule, roots, flat, once)
+    flat_ok = rule.flat_program is not None and bind_paths(once, roots, flat)
     functions = FUNCTIONS if rule.arrays.sums else None
     each = rule.arrays.each
     if not each:
@@ -209,7 +215,7 @@ def _run_over_arrays(
             continue
         item_roots = {**roots, EACH_VARIABLE: element}
         variables = dict(flat)
-        if flat_ok and _bind(rule, {EACH_VARIABLE: element}, variables, per_element):
+        if flat_ok and bind_paths(per_element, {EACH_VARIABLE: element}, variables):
             _judge(rule, rule.flat_program, outcome, variables, functions, item_roots, arguments, argument, at)
         else:  # a field the element lacks: the nested program says what CEL says of it (has() may allow it)
             variables = {**nested, EACH_VARIABLE: element}
