@@ -218,10 +218,11 @@ class PolicyReloader:
         )
 
     async def _retire(self, clients: Mapping[str, RecordClient]) -> None:
-        """Closes the old record clients once calls in flight on the old policy have had the grace period."""
+        """Closes the old record clients once calls in flight on the old policy have had the grace period to
+        ask their look-ups; a look-up asked by then has its source's timeout to end before it is cut (closed
+        at once, a look-up asked just before the grace ran out made its call wait out its deadline)."""
         await asyncio.sleep(self._gateway.settings.grace_seconds)
-        for client in clients.values():
-            await client.close()
+        await asyncio.gather(*(client.close(grace=client.timeout_seconds) for client in clients.values()))
 
 
 def _cut(text: str, limit: int = 2000) -> str:

@@ -91,8 +91,10 @@ class RecordClient:
         except grpc.aio.AioRpcError as error:
             self._failed(error, "Lookup")
             return Lookup(False, {}, f"{self._config.target} Lookup: {error.code().name}")
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, grpc.aio.UsageError):
+            if _cancelled_by_caller():
+                raise
+            return Lookup(False, {}, self._closed("Lookup"))
         self.answering = True
         return self._kept(key, response)
 
@@ -115,6 +117,10 @@ class RecordClient:
                 response = await self._stub.LookupBatch(
                     sources_pb2.LookupBatchRequest(kind=kind, ids=asked), timeout=timeout
                 )
+            except (asyncio.CancelledError, grpc.aio.UsageError):
+                if _cancelled_by_caller():
+                    raise
+                fetched = [Lookup(False, {}, self._closed("LookupBatch"))] * len(asked)
             except grpc.aio.AioRpcError as error:
                 if error.code() is grpc.StatusCode.UNIMPLEMENTED:
                     self._batch_unimplemented = True  # an owner without it: asked one id at a time from now on
@@ -145,6 +151,14 @@ class RecordClient:
         self.last_error = f"{self._config.target} {method}: {error.code().name}: {error.details()}"
         self.last_error_at = self._clock()
 
+    def _closed(self, method: str) -> str:
+        """A look-up cut short because this client's channel was closed under it (a reload retiring it): the
+        check could not run, so the call gets a problem, never a hang until its deadline."""
+        self.answering = False
+        self.last_error = f"{self._config.target} {method}: the channel was closed before the source answered"
+        self.last_error_at = self._clock()
+        return self.last_error
+
     def _timeout(self, deadline: float | None) -> float:
         timeout = self._config.timeout_seconds
         if deadline is not None:
@@ -160,8 +174,21 @@ class RecordClient:
         self._cache.set(key, found, ttl=self._ttl)
         return found
 
-    async def close(self) -> None:
-        await self._channel.close()
+    @property
+    def timeout_seconds(self) -> float:
+        return self._config.timeout_seconds
+
+    async def close(self, grace: float | None = None) -> None:
+        """Closes the channel; with `grace`, look-ups in flight have that long to end before they are cut."""
+        await self._channel.close(grace)
+
+
+def _cancelled_by_caller() -> bool:
+    """Whether a CancelledError is this task's own cancellation. gRPC also raises it (or UsageError, for a
+    call started on a closing channel) in a call whose channel was closed, and that is not a cancellation
+    of the call being judged: swallowed as one, the gateway's answer was never sent."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def answer_margin(deadline: float) -> float:

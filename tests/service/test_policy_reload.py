@@ -15,7 +15,9 @@ import orjson
 import pytest
 from google.protobuf import struct_pb2
 
+from argwatch.server.policy.model import GrpcSourceConfig
 from argwatch.server.process.app import RunningGateway
+from argwatch.server.records.lookup_client import RecordClient
 from argwatch.v1 import admin_pb2, sources_pb2, sources_pb2_grpc
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import gateway_on
@@ -203,8 +205,19 @@ class SlowRecords(sources_pb2_grpc.RecordSourceServicer):
         attributes.update({"customer_id": "cus_A"})
         return sources_pb2.LookupResponse(found=True, attributes=attributes)
 
+    async def LookupBatch(
+        self, request: sources_pb2.LookupBatchRequest, context: object
+    ) -> sources_pb2.LookupBatchResponse:
+        answers = [
+            await self.Lookup(sources_pb2.LookupRequest(kind=request.kind, id=one), context) for one in request.ids
+        ]
+        return sources_pb2.LookupBatchResponse(records=answers)
 
-async def test_a_call_in_flight_finishes_on_the_policy_it_started_on(tmp_path: Path) -> None:
+
+# A grace of 0 closes the old record clients at the swap, with the look-up still in flight: it ends on its own
+# (CI once caught it cut, and its call unanswered until the caller's deadline).
+@pytest.mark.parametrize("grace_seconds", [1.0, 0.0])
+async def test_a_call_in_flight_finishes_on_the_policy_it_started_on(tmp_path: Path, grace_seconds: float) -> None:
     records = SlowRecords(delay=1.0)
     server = grpc.aio.server()
     sources_pb2_grpc.add_RecordSourceServicer_to_server(records, server)
@@ -219,7 +232,7 @@ tools:
     records:
       order: {{source: orders_db, kind: order, id_argument: order_id, failure: closed}}
 """
-    gateway = await gateway_on(tmp_path, with_records)
+    gateway = await gateway_on(tmp_path, with_records, grace_seconds=grace_seconds)
     try:
         before = gateway.policy.version
         channel, stub = gateway_stub(gateway)
@@ -367,3 +380,29 @@ async def test_a_tool_removed_then_added_back_counts_from_zero_in_series_that_ex
     assert (await verdict(gateway, "old_tool", {"x": "X"})).decision == pb.DECISION_ALLOW
     assert sample(gateway, "argwatch_decisions_total", tool="old_tool", mode="reject", decision="allow") == 1
     assert sample(gateway, "argwatch_mode", tool="old_tool") == 1
+
+
+@pytest.mark.parametrize("batch", [False, True])
+async def test_a_look_up_whose_channel_is_closed_under_it_is_unavailable_not_unanswered(batch: bool) -> None:
+    """Closed at once (as at shutdown, or past the retire's grace), the channel cuts the look-up: it answers
+    unavailable, so its check is a problem, where gRPC's CancelledError once ended the call's handler."""
+    records = SlowRecords(delay=30.0)
+    server = grpc.aio.server()
+    sources_pb2_grpc.add_RecordSourceServicer_to_server(records, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = RecordClient(GrpcSourceConfig(target=f"127.0.0.1:{port}", timeout_seconds=30.0), ttl=5.0)
+    try:
+        ids = ["ord_1", "ord_2"] if batch else ["ord_1"]
+        asking = asyncio.ensure_future(client.lookup_many("order", ids, deadline=None))
+        await records.started.wait()
+        await client.close()
+        async with asyncio.timeout(5):
+            answers = await asking
+        assert [answer.available for answer in answers] == [False] * len(ids)
+        assert "channel was closed" in answers[0].error and not client.answering
+        # A look-up asked after the close is cut the same way.
+        assert not (await client.lookup("order", "ord_3", deadline=None)).available
+    finally:
+        await client.close()
+        await server.stop(0)
