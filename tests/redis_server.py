@@ -232,7 +232,7 @@ def _start_sentinel(folder: str, index: int, primary_port: int, down_after_ms: i
 
 @dataclass
 class RedisCluster:
-    """Three primaries (no replicas) holding every slot between them."""
+    """Three primaries holding every slot between them, each with `replicas` replicas."""
 
     nodes: list[RedisProcess]
 
@@ -248,13 +248,60 @@ class RedisCluster:
         for node in self.nodes:
             ask(node.port, "FLUSHALL")
 
+    def layout(self) -> dict[int, ClusterNodeLine]:
+        """The Cluster as a live node sees it (CLUSTER NODES), by port."""
+        for node in self.nodes:
+            if node.process.poll() is None:
+                listing = ask(node.port, "CLUSTER", "NODES")
+                assert isinstance(listing, bytes)
+                return {line.port: line for line in map(ClusterNodeLine.parse, listing.decode().splitlines())}
+        raise RuntimeError("no node of the cluster is running")
 
-def start_cluster(folder: str) -> RedisCluster:
-    """Three cluster-enabled redis-servers joined with `redis-cli --cluster create`; returns once every node
-    says cluster_state:ok."""
+    def primary_of(self, key: str) -> RedisProcess:
+        """The node that serves `key`'s slot now."""
+        slot = self.slot_of(key)
+        port = next(line.port for line in self.layout().values() if line.primary and line.holds(slot))
+        return next(node for node in self.nodes if node.port == port)
+
+    def replica_of(self, primary: RedisProcess) -> RedisProcess:
+        layout = self.layout()
+        port = next(line.port for line in layout.values() if line.replica_of == layout[primary.port].node_id)
+        return next(node for node in self.nodes if node.port == port)
+
+    def slot_of(self, key: str) -> int:
+        slot = ask(next(node.port for node in self.nodes if node.process.poll() is None), "CLUSTER", "KEYSLOT", key)
+        assert isinstance(slot, int)
+        return slot
+
+
+@dataclass(frozen=True)
+class ClusterNodeLine:
+    """One line of CLUSTER NODES: id, address, flags, primary's id, ping, pong, epoch, link, slots."""
+
+    node_id: str
+    port: int
+    primary: bool
+    replica_of: str  # the primary's id, "-" for a primary
+    slots: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def parse(cls, line: str) -> ClusterNodeLine:
+        fields = line.split()
+        ranges = tuple((int(part.split("-")[0]), int(part.split("-")[-1])) for part in fields[8:] if part[:1].isdigit())
+        port = int(fields[1].split(":")[1].split("@")[0])
+        return cls(fields[0], port, "master" in fields[2].split(","), fields[3], ranges)
+
+    def holds(self, slot: int) -> bool:
+        return any(low <= slot <= high for low, high in self.slots)
+
+
+def start_cluster(folder: str, *, replicas: int = 0, node_timeout_ms: int = 15000) -> RedisCluster:
+    """Three primaries (and `replicas` replicas of each), cluster-enabled redis-servers joined with
+    `redis-cli --cluster create`; returns once every node says cluster_state:ok and every replica has its
+    primary's copy. `node_timeout_ms`: how long a primary may be silent before its replica takes over."""
     nodes: list[RedisProcess] = []
     try:
-        for index in range(3):
+        for index in range(3 * (1 + replicas)):
             home = _subfolder(folder, f"node{index}")
             nodes.append(
                 start_redis(
@@ -267,24 +314,33 @@ def start_cluster(folder: str) -> RedisCluster:
                         str(free_port()),
                         "--cluster-config-file",
                         os.path.join(home, "nodes.conf"),
+                        "--cluster-node-timeout",
+                        str(node_timeout_ms),
                     ),
                 )
             )
         subprocess.run(
             [_binary("redis-cli"), "--cluster", "create"]
             + [f"127.0.0.1:{node.port}" for node in nodes]
-            + ["--cluster-replicas", "0", "--cluster-yes"],
+            + ["--cluster-replicas", str(replicas), "--cluster-yes"],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=30,
         )
         wait_for(lambda: all(_cluster_ok(node.port) for node in nodes), "the cluster forming")
+        wait_for(lambda: all(_replica_synced(node.port) for node in nodes), "the replicas copying their primaries")
         return RedisCluster(nodes)
     except BaseException:
         for node in nodes:
             node.kill()
         raise
+
+
+def _replica_synced(port: int) -> bool:
+    """A primary, or a replica whose link to its primary is up."""
+    replication = info(port, "replication")
+    return "role:master" in replication or "master_link_status:up" in replication
 
 
 def _cluster_ok(port: int) -> bool:

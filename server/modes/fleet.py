@@ -44,8 +44,8 @@ from typing import Any, TypeVar
 import orjson
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import AskError, MovedError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MovedError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from argwatch.common.backoff import backoff_delay
@@ -342,9 +342,10 @@ class SharedModes:
         (WAIT) and keep why it did not confirm in self._unconfirmed; only a change whose answer says so
         waits, so an audit, a refusal or an expiry never holds the lock for it."""
         key = self._keys.modes
+        asking: tuple[str, int] | None = None  # the node an ASK named: the key's slot is migrating there
         for _ in range(10):
             try:
-                async with pinned_connection(self._redis, key) as send:
+                async with pinned_connection(self._redis, key, asking) as send:
                     _, raw = await send(("WATCH", key), ("GET", key))
                     shared = self._readable(raw)
                     local = self._store.document
@@ -360,8 +361,8 @@ class SharedModes:
                         # retrying would apply the change a second time. The next read takes whatever Redis holds.
                         self._uncertain_from = local.version
                         raise UncertainCommit(str(error) or type(error).__name__) from None
-                    except MovedError:
-                        raise  # refused at MULTI, so EXEC aborted: nothing was written
+                    except AskError:
+                        raise  # MOVED or ASK: refused at MULTI, so EXEC aborted: nothing was written
                     except BaseException:
                         self._uncertain_from = local.version  # not known to be shared: not in force here
                         raise
@@ -372,6 +373,12 @@ class SharedModes:
                 # The Cluster moved the key's slot (a failover or resharding) before anything was written (a
                 # command queued in MULTI and refused aborts EXEC): pinned_connection learnt the Cluster's
                 # layout again, so the next attempt reaches the slot's new primary.
+                asking = None
+                continue
+            except AskError as redirected:
+                # The slot is being migrated and the key has already gone to the node named: the next attempt
+                # runs there, each command after ASKING (the source answers ASK until the migration ends).
+                asking = (redirected.host, redirected.port)
                 continue
             # In force here: grown from ours, or from the fleet's newer document. What this replica audited
             # by itself while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on

@@ -125,26 +125,44 @@ class _NodeSubscription(PubSub):
 
 
 @contextlib.asynccontextmanager
-async def pinned_connection(client: RedisClient, key: str) -> AsyncIterator[Commands]:
+async def pinned_connection(
+    client: RedisClient, key: str, asking: tuple[str, int] | None = None
+) -> AsyncIterator[Commands]:
     """One connection to the primary that holds `key`, for WATCH ... EXEC and then WAIT: WAIT counts the
     replicas that have what *this connection* wrote, so it cannot go through a pool that may hand out
     another. Commands sent together are pipelined (one round trip). Any error disconnects the connection
-    before it goes back to its pool, so no unread reply is left on it."""
+    before it goes back to its pool, so no unread reply is left on it.
+
+    `asking`: the Cluster node an ASK redirection named (the key's slot is being migrated to it, and the key
+    already moved): the connection goes there, and each command is preceded by ASKING, which the node
+    honours for the next command only, or, sent before MULTI, for the whole transaction."""
     if isinstance(client, RedisCluster):
         await client.initialize()
-        node = client.get_node_from_key(key)
+        node = client.get_node_from_key(key) if asking is None else await _node_at(client, *asking)
         if node is None:  # the slot's primary: never None, typed so for replicas
-            raise RedisConnectionError(f"no node holds the slot of {key!r}")
+            sent = f" at {asking[0]}:{asking[1]}, where an ASK sent it" if asking is not None else ""
+            raise RedisConnectionError(f"no node holds {key!r}{sent}")
         connection: Any = node.acquire_connection()
         release: Callable[[], Awaitable[None]] = _released_to_node(node, connection)
     else:
         pool = client.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # unannotated in redis-py
         release = _released_to_pool(pool, connection)
+    in_transaction = False
 
     async def commands(*batch: tuple[Any, ...]) -> list[Any]:
-        await connection.send_packed_command(connection.pack_commands(batch))
-        replies = [await connection.read_response() for _ in batch]
+        nonlocal in_transaction
+        sent: list[tuple[Any, ...]] = []
+        for command in batch:
+            if asking is not None and not in_transaction:
+                sent.append(("ASKING",))
+            sent.append(command)
+            name = str(command[0]).upper()
+            in_transaction = (in_transaction or name == "MULTI") and name not in ("EXEC", "DISCARD")
+        await connection.send_packed_command(connection.pack_commands(sent))
+        replies = [await connection.read_response() for _ in sent]
+        if asking is not None:
+            replies = [reply for command, reply in zip(sent, replies, strict=True) if command[0] != "ASKING"]
         for reply in replies:
             if isinstance(reply, ResponseError):
                 raise reply
@@ -164,6 +182,15 @@ async def pinned_connection(client: RedisClient, key: str) -> AsyncIterator[Comm
         raise
     finally:
         await release()
+
+
+async def _node_at(client: RedisCluster, host: str, port: int) -> ClusterNode | None:
+    """The Cluster node at host:port, learning the Cluster's layout again if the client does not know it."""
+    known = client.get_node(host=host, port=port)
+    if known is None:
+        await client.nodes_manager.initialize()
+        known = client.get_node(host=host, port=port)
+    return known
 
 
 def _released_to_node(node: ClusterNode, connection: Any) -> Callable[[], Awaitable[None]]:

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.modes.fleet import CLUSTER_KEYS, SharedModes
-from argwatch.server.policy.model import SideEffect
+from argwatch.server.policy.model import Mode, SideEffect
 from argwatch.server.process.app import build_gateway
 from argwatch.server.state.operations import OperationLog
 from argwatch.server.state.shared_cache import SharedCache, redis_from_url
@@ -125,29 +125,42 @@ async def test_a_gateway_on_a_cluster_that_does_not_answer_serves_and_says_so(tm
         await gateway.stop(0)
 
 
-def move_slot(cluster: RedisCluster, key: str) -> None:
-    """Reshards the slot of `key` to another primary, its keys with it (what redis-cli --cluster reshard does)."""
-    slot = ask(cluster.nodes[0].port, "CLUSTER", "KEYSLOT", key)
-    nodes = {}  # port -> (node id, slot ranges)
-    listing = ask(cluster.nodes[0].port, "CLUSTER", "NODES")
-    assert isinstance(listing, bytes) and isinstance(slot, int)
-    for line in listing.decode().splitlines():
-        fields = line.split()  # id, address, flags, primary, ping, pong, epoch, link, then the slots held
-        node_id, address, held = fields[0], fields[1], fields[8:]
-        ranges = [tuple(int(n) for n in part.split("-")) for part in held if part[:1].isdigit()]
-        nodes[int(address.split(":")[1].split("@")[0])] = (node_id, ranges)
-    source = next(port for port, (_, ranges) in nodes.items() if any(r[0] <= slot <= r[-1] for r in ranges))
-    target = next(port for port in nodes if port != source)
-    (source_id, _), (target_id, _) = nodes[source], nodes[target]
-    ask(target, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", source_id)
-    ask(source, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", target_id)
-    keys = ask(source, "CLUSTER", "GETKEYSINSLOT", str(slot), "1000")
+@dataclass(frozen=True)
+class SlotMove:
+    """A slot on its way from one primary to another."""
+
+    slot: int
+    source: int  # ports
+    target: int
+    target_id: str
+
+
+def start_moving_slot(cluster: RedisCluster, key: str) -> SlotMove:
+    """The first half of a resharding of `key`'s slot (what redis-cli --cluster reshard does): the slot marked
+    migrating and importing, and its keys migrated; the source answers ASK for them until `finish_moving`."""
+    slot = cluster.slot_of(key)
+    layout = cluster.layout()
+    source = next(line for line in layout.values() if line.primary and line.holds(slot))
+    target = next(line for line in layout.values() if line.primary and line.port != source.port)
+    ask(target.port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", source.node_id)
+    ask(source.port, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", target.node_id)
+    keys = ask(source.port, "CLUSTER", "GETKEYSINSLOT", str(slot), "1000")
     assert isinstance(keys, list)
     for moving in keys:
         assert isinstance(moving, bytes)
-        ask(source, "MIGRATE", "127.0.0.1", str(target), moving.decode(), "0", "5000")
-    for port in nodes:
-        ask(port, "CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
+        ask(source.port, "MIGRATE", "127.0.0.1", str(target.port), moving.decode(), "0", "5000")
+    return SlotMove(slot, source.port, target.port, target.node_id)
+
+
+def finish_moving(cluster: RedisCluster, move: SlotMove) -> None:
+    """The slot assigned to its new primary on every node: the end of the resharding."""
+    for node in cluster.nodes:
+        ask(node.port, "CLUSTER", "SETSLOT", str(move.slot), "NODE", move.target_id)
+
+
+def move_slot(cluster: RedisCluster, key: str) -> None:
+    """Reshards the slot of `key` to another primary, its keys with it."""
+    finish_moving(cluster, start_moving_slot(cluster, key))
 
 
 async def test_a_mode_change_after_its_slot_moved_reaches_the_new_primary(
@@ -178,3 +191,51 @@ async def test_a_mode_change_after_its_slot_moved_reaches_the_new_primary(
         assert (await admin_status(gateway)).mode_store_connected
     finally:
         await gateway.stop(0)
+
+
+async def test_a_mode_change_while_its_slot_migrates_is_made_on_the_importing_primary(
+    tmp_path, source: SourceServer, redis_cluster: RedisCluster
+) -> None:
+    """Mid-resharding, the modes key has already gone to the importing primary: the old one answers ASK to
+    the transaction, which then runs there after ASKING (once refused as a store error); every replica reads
+    the change, during the migration and after it."""
+    redis_cluster.flushall()
+    policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
+    settings = replace(loopback_settings(policy.path), redis=redis_cluster.url)
+    gateways = [
+        await build_gateway(replace(settings, replica_id=name), policy=policy, registry=CollectorRegistry())
+        for name in ("replica-a", "replica-b")
+    ]
+    try:
+        first, second = gateways
+        channel, admin = admin_stub(first)
+        async with channel:
+
+            async def set_mode(mode: pb.Mode, reason: str) -> None:
+                await admin.SetMode(
+                    admin_pb2.SetModeRequest(tool="refund_order", mode=mode, reason=reason),
+                    metadata=(("x-argwatch-actor", "ana@oncall"),),
+                    timeout=5,
+                )
+
+            await set_mode(pb.MODE_OBSERVE, "INC-0")
+            move = start_moving_slot(redis_cluster, CLUSTER_KEYS.modes)
+            try:
+                await set_mode(pb.MODE_REJECT, "INC-1")
+                assert first.modes.mode_for("refund_order") is Mode.REJECT
+                # Read back as any replica reads it (redis-py follows the ASK for a single command).
+                assert isinstance(second.control, SharedModes)
+                await second.control.reread()
+                assert second.modes.mode_for("refund_order") is Mode.REJECT
+                with pytest.raises(RuntimeError, match="ASK"):  # not on the old primary: it sends the reader on
+                    ask(move.source, "GET", CLUSTER_KEYS.modes)
+            finally:
+                finish_moving(redis_cluster, move)
+            await set_mode(pb.MODE_OBSERVE, "INC-2")
+        assert [change.reason for change in first.modes.changes()] == ["INC-2", "INC-1", "INC-0"]
+        await second.control.reread()
+        assert [change.reason for change in second.modes.changes()] == ["INC-2", "INC-1", "INC-0"]
+        assert all([(await admin_status(gateway)).mode_store_connected for gateway in gateways])
+    finally:
+        for gateway in gateways:
+            await gateway.stop(0)

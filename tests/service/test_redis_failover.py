@@ -5,25 +5,22 @@ follow it, Validate answers throughout, and no change whose answer claimed durab
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field, replace
 
-import grpc
 import orjson
 import pytest
-from prometheus_client import CollectorRegistry
 
 from argwatch.server.modes import fleet as fleet_module
 from argwatch.server.modes.fleet import KEY
 from argwatch.server.policy.model import Mode
-from argwatch.server.process.app import RunningGateway, build_gateway
+from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
-from tests.conftest import SourceServer, loopback_settings, make_policy
+from tests.conftest import SourceServer
 from tests.redis_server import SentinelGroup, ask, start_sentinel_group
-from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request
+from tests.service.fleet_traffic import Changes, change_modes, fleet_on, the_fleet_agrees, validate_throughout
+from tests.service.helpers import admin_status, admin_stub, eventually
 
 
 @pytest.fixture
@@ -35,73 +32,8 @@ def group(tmp_path) -> Iterator[SentinelGroup]:
 
 @pytest.fixture
 async def fleet(tmp_path, source: SourceServer, group: SentinelGroup) -> AsyncIterator[list[RunningGateway]]:
-    started: list[RunningGateway] = []
-    try:
-        for name in ("replica-a", "replica-b"):
-            policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
-            settings = replace(loopback_settings(policy.path), redis=group.url, replica_id=name)
-            started.append(await build_gateway(settings, policy=policy, registry=CollectorRegistry()))
+    async with fleet_on(str(tmp_path), source.target, group.url) as started:
         yield started
-    finally:
-        for gateway in started:
-            await gateway.stop(0)
-
-
-@dataclass
-class Changes:
-    """Every mode change asked for, by what its answer said."""
-
-    durable: list[str] = field(default_factory=list)  # answered, with no durability warning
-    warned: list[str] = field(default_factory=list)  # answered, with a warning that a failover may undo it
-    failed: list[str] = field(default_factory=list)  # refused, or not confirmed
-    warnings: list[str] = field(default_factory=list)
-
-
-async def change_modes(fleet: list[RunningGateway], changes: Changes, stop: asyncio.Event) -> None:
-    """Flips refund_order through each gateway in turn, one change after another, until `stop`."""
-    channels = [admin_stub(gateway) for gateway in fleet]
-    try:
-        number = 0
-        while not stop.is_set():
-            _, admin = channels[number % len(channels)]
-            reason = f"CHG-{number}"
-            mode = (pb.MODE_OBSERVE, pb.MODE_REJECT)[number % 2]
-            try:
-                answer: admin_pb2.SetModeResponse = await admin.SetMode(
-                    admin_pb2.SetModeRequest(tool="refund_order", mode=mode, reason=reason),
-                    metadata=(("x-argwatch-actor", "ana@oncall"),),
-                    timeout=5,
-                )
-            except grpc.aio.AioRpcError:
-                changes.failed.append(reason)
-                with contextlib.suppress(TimeoutError):  # the store is away: on-call tries again shortly
-                    await asyncio.wait_for(stop.wait(), 0.05)
-            else:
-                if answer.durability_warning:
-                    changes.warned.append(reason)
-                    changes.warnings.append(answer.durability_warning)
-                else:
-                    changes.durable.append(reason)
-            number += 1
-    finally:
-        for channel, _ in channels:
-            await channel.close()
-
-
-async def validate_throughout(fleet: list[RunningGateway], answered: list[int], stop: asyncio.Event) -> None:
-    """Validate on every gateway, without pause, until `stop`; any error fails the test."""
-    channels = [gateway_stub(gateway) for gateway in fleet]
-    try:
-        while not stop.is_set():
-            for index, (_, stub) in enumerate(channels):
-                verdict = await stub.Validate(request("refund_order", {"reason_code": "MADE_UP"}), timeout=2)
-                assert verdict.decision in (pb.DECISION_ALLOW, pb.DECISION_REJECT)
-                answered[index] += 1
-            with contextlib.suppress(TimeoutError):  # a pause between rounds, ended early by `stop`
-                await asyncio.wait_for(stop.wait(), 0.01)
-    finally:
-        for channel, _ in channels:
-            await channel.close()
 
 
 def audited_in_redis(port: int) -> list[str]:
@@ -154,18 +86,7 @@ async def test_the_primary_killed_mid_changes_loses_no_change_answered_as_durabl
     must_keep = set(changes.durable) | set(changes.warned[warned_before:])
     assert must_keep <= set(audited_in_redis(group.replica.port))
 
-    async def the_fleet_agrees() -> bool:
-        audits = [
-            {change.reason for change in gateway.modes.changes(limit=1000) if change.reason.startswith("CHG-")}
-            for gateway in fleet
-        ]
-        return (
-            must_keep <= audits[0]
-            and all(audit == audits[0] for audit in audits)
-            and len({gateway.modes.version for gateway in fleet}) == 1
-        )
-
-    await eventually(the_fleet_agrees, seconds=10)
+    await eventually(lambda: the_fleet_agrees(fleet, must_keep), seconds=10)
     statuses = [await admin_status(gateway) for gateway in fleet]
     assert all(status.mode_store_connected for status in statuses)
     assert len({gateway.modes.mode_for("refund_order") for gateway in fleet}) == 1

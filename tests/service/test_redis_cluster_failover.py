@@ -1,0 +1,84 @@
+"""A Redis Cluster that fails over: two gateways on 3 primaries with a replica each (real processes on loopback).
+The primary holding the modes is killed in the middle of a stream of mode changes; the Cluster promotes its
+replica; the gateways follow it, Validate answers throughout, and no change answered as durable is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import orjson
+import pytest
+
+from argwatch.server.modes.fleet import CLUSTER_KEYS
+from argwatch.server.process.app import RunningGateway
+from tests.conftest import SourceServer
+from tests.redis_server import RedisCluster, ask, start_cluster
+from tests.service.fleet_traffic import Changes, change_modes, fleet_on, the_fleet_agrees, validate_throughout
+from tests.service.helpers import admin_status, eventually
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[RedisCluster]:
+    # A primary silent for 500 ms is failed over (the default, 15 s, would outlast the test).
+    started = start_cluster(str(tmp_path / "cluster"), replicas=1, node_timeout_ms=500)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+async def fleet(tmp_path, source: SourceServer, cluster: RedisCluster) -> AsyncIterator[list[RunningGateway]]:
+    async with fleet_on(str(tmp_path), source.target, cluster.url) as started:
+        yield started
+
+
+def audited_on(port: int) -> list[str]:
+    raw = ask(port, "GET", CLUSTER_KEYS.modes)
+    assert isinstance(raw, bytes)
+    return [entry["reason"] for entry in orjson.loads(raw)["audit"]]
+
+
+async def test_the_primary_of_the_modes_killed_mid_changes_loses_no_change_answered_as_durable(
+    cluster: RedisCluster, fleet: list[RunningGateway]
+) -> None:
+    changes, answered = Changes(), [0, 0]
+    stop = asyncio.Event()
+    flipping = asyncio.create_task(change_modes(fleet, changes, stop))
+    validating = asyncio.create_task(validate_throughout(fleet, answered, stop))
+    try:
+        await eventually(lambda: len(changes.durable) >= 6, seconds=15)
+        # Each was confirmed by the primary's replica (WAIT 1): the Cluster's primaries have replicas.
+        assert not changes.warned
+        primary = cluster.primary_of(CLUSTER_KEYS.modes)
+        replica = cluster.replica_of(primary)
+        primary.kill()  # SIGKILL, while the changes keep coming
+
+        async def promoted() -> bool:
+            return cluster.primary_of(CLUSTER_KEYS.modes) is replica
+
+        await eventually(promoted, seconds=20)
+        answered_in_gap, made_before = list(answered), len(changes.durable) + len(changes.warned)
+
+        async def changes_made_on_the_new_primary() -> bool:
+            return len(changes.durable) + len(changes.warned) >= made_before + 3
+
+        await eventually(changes_made_on_the_new_primary, seconds=20)
+        stop.set()
+        await asyncio.gather(flipping, validating)  # raises if a Validate failed at any moment
+    finally:
+        stop.set()
+        for task in (flipping, validating):
+            task.cancel()
+        await asyncio.gather(flipping, validating, return_exceptions=True)
+
+    # Validate answered on both gateways, during the failover too.
+    assert all(count > 0 for count in answered_in_gap) and answered[0] > answered_in_gap[0]
+    # Every change answered as durable before the kill is on the promoted replica, and so is every change made
+    # since (the new primary has no replica: nothing is left to fail over to, so no answer warns). A change
+    # answered with the warning while the primary was dying may be lost, on every gateway alike.
+    must_keep = set(changes.durable)
+    assert must_keep <= set(audited_on(replica.port))
+
+    await eventually(lambda: the_fleet_agrees(fleet, must_keep), seconds=10)
+    assert all([(await admin_status(gateway)).mode_store_connected for gateway in fleet])
+    assert len({gateway.modes.mode_for("refund_order") for gateway in fleet}) == 1
