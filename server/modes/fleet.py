@@ -4,9 +4,11 @@ The state is one JSON document under KEY, with a version. A change is made in
 a Redis transaction (WATCH, read, apply on top of what was read, write back
 with the version bumped) and announced on CHANNEL; every replica re-reads on
 the announcement, and every REREAD_SECONDS anyway, so a missed message cannot
-leave a replica behind. The newer version wins: a replica that finds Redis
-empty or older (Redis restarted without persistence) writes its own state
-back, so the fleet's modes survive a Redis restart.
+leave a replica behind. Nothing is written over: a replica that finds Redis
+lacking what it holds (Redis restarted empty, lost the last changes in a
+failover, or was away while the replica audited by itself) adds what is
+missing to what Redis holds (merge.py), so the fleet's modes survive a Redis
+restart and no replica's copy undoes another's changes.
 
 Redis down: every replica keeps enforcing the last modes it knew (they are
 local, read on every call without touching Redis), reports the store
@@ -24,8 +26,9 @@ after EXEC, the connection that wrote the change asks for one replica's copy
 (WAIT). A change no replica confirmed is in force, but a failover before a
 replica copies it may undo it, and the Admin API's answer says so
 (durability_warning). The replicas follow a promoted primary by themselves (the
-Sentinel-aware client); at equal versions with different contents (two changes
-made on either side of a failover) Redis's state wins, so the fleet agrees.
+Sentinel-aware client); a change the promoted replica lacks is written back by
+a gateway that still holds it, beside any made since on the new primary (each
+override follows its target's latest change), so the fleet agrees.
 In a Cluster every key here carries the hash tag {argwatch:modes} (CLUSTER_KEYS),
 so the reports are read with one MGET; with one Redis or Sentinel the names are
 unchanged (KEYS), so replicas of earlier versions share the same state.
@@ -51,6 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, OverrideRequest, Target
+from argwatch.server.modes.merge import merge, missing_from
 from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
 from argwatch.server.state.redis_connect import (
@@ -76,6 +80,7 @@ REPORT_TTL_SECONDS = 10.0
 FORGET_STOPPED_SECONDS = 600.0  # a replica that stopped reporting is listed as such for this long
 SHARED_AUDIT_KEEP = 1000
 SHARED_REFUSED_KEEP = 100
+SHARED_KEEP = (SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
 MAX_PENDING_REFUSALS = 64
 TIMEOUT_SECONDS = 0.5
 # How long a change waits for a replica of Redis to confirm its copy (WAIT), within TIMEOUT_SECONDS.
@@ -144,10 +149,6 @@ class SharedModes:
         self.connected = False
         self.last_error = ""
         self._fleet: dict[str, dict[str, Any]] = {}  # replica id -> its last report (with "seen_at")
-        # Set when a transaction failed after EXEC was sent (a timeout on its reply): Redis may hold the
-        # change or not. The next read then takes Redis's state if it is at least as new as ours was before
-        # the attempt, even at an equal version: versions alone cannot tell the two apart.
-        self._uncertain_from: int | None = None
         metrics.mode_store_connected(False)
 
     # ---- lifecycle
@@ -284,33 +285,30 @@ class SharedModes:
     async def _reread(self) -> None:
         try:
             # Under the transaction lock: a change of this replica committed between the read and the
-            # comparison would make Redis look behind ("wrote ours back" while Redis was healthy).
+            # comparison would make Redis look as if it lacked it ("wrote them back" while Redis was healthy).
             async with self._lock:
                 raw = await self._redis.get(self._keys.modes)
                 shared = self._readable(raw)
-                shared_version = shared.version if shared else 0
-                uncertain, self._uncertain_from = self._uncertain_from, None
-                if shared is not None and (
-                    shared_version > self._store.version
-                    or (uncertain is not None and shared_version >= uncertain)
-                    or (shared_version == self._store.version and self._differs(shared))
-                ):
-                    self._store.adopt(shared)
-                    log.info("modes: adopted the fleet's state, version %d", shared_version)
-                elif shared_version < self._store.version:
-                    # Redis is behind (restarted empty?): ours is newer, written back as it is.
+                local = self._store.document
+                missing = local.entries() if shared is None else missing_from(shared, local, SHARED_KEEP)
+                if missing or (shared is None and local.version):
+                    # Redis restarted empty, lost changes in a failover, or was away while this replica
+                    # audited by itself: what it lacks is added to what it holds (merge), never written over it.
                     await self._transact_locked(lambda base: (base, [], None))
-                    log.warning("modes: the shared store was behind (version %d); wrote ours back", shared_version)
+                    log.warning(
+                        "modes: the shared store lacked %d entries this replica holds; wrote them back", len(missing)
+                    )
+                elif shared is not None and self._differs(shared):
+                    self._store.adopt(shared)  # it holds all of ours, and more: another replica's changes
+                    log.info("modes: adopted the fleet's state, version %d", shared.version)
             await self._publish_report()
             self._up()
         except STORE_ERRORS as error:
             self._down(error)
 
     def _differs(self, shared: ModeDocument) -> bool:
-        """Whether Redis holds another state at this replica's version: a change Redis lost in a failover
-        (never copied to the replica promoted) and another made since on the new primary. Redis's wins."""
-        keep = (SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP)
-        return doc.to_json(shared, *keep) != doc.to_json(self._store.document, *keep)
+        """Whether Redis holds another state than this replica's, as Redis keeps it."""
+        return doc.to_json(shared, *SHARED_KEEP) != doc.to_json(self._store.document, *SHARED_KEEP)
 
     def _readable(self, raw: bytes | str | None) -> ModeDocument | None:
         """The fleet's state as stored, if it is one: anything else in the key (not JSON, another shape) is
@@ -349,23 +347,21 @@ class SharedModes:
                     _, raw = await send(("WATCH", key), ("GET", key))
                     shared = self._readable(raw)
                     local = self._store.document
-                    base = shared if shared is not None and shared.version >= local.version else local
+                    # Redis's, with what only this replica holds added (merge.py): never ours over Redis's.
+                    base = local if shared is None else merge(shared, local, SHARED_KEEP)
                     document, entries, result = change(base)
-                    payload = orjson.dumps(doc.to_json(document, SHARED_AUDIT_KEEP, SHARED_REFUSED_KEEP))
+                    payload = orjson.dumps(doc.to_json(document, *SHARED_KEEP))
                     try:
                         *_, committed = await send(
                             ("MULTI",), ("SET", key, payload), ("PUBLISH", CHANNEL, str(document.version)), ("EXEC",)
                         )
                     except (RedisConnectionError, RedisTimeoutError, OSError) as error:
                         # EXEC may have reached Redis (a paused or slow Redis) and its reply not come back:
-                        # retrying would apply the change a second time. The next read takes whatever Redis holds.
-                        self._uncertain_from = local.version
+                        # retrying would apply the change a second time. The next read takes whatever Redis holds
+                        # (nothing of it is in force here, so nothing of it is missing from Redis).
                         raise UncertainCommit(str(error) or type(error).__name__) from None
                     except AskError:
                         raise  # MOVED or ASK: refused at MULTI, so EXEC aborted: nothing was written
-                    except BaseException:
-                        self._uncertain_from = local.version  # not known to be shared: not in force here
-                        raise
                     if committed is None:
                         continue  # another replica changed it meanwhile (WATCH): read again, compute again
                     self._unconfirmed = await self._confirmed_by_replica(send, key) if confirm else ""

@@ -1,16 +1,18 @@
-"""A fleet mode change committed after EXEC keeps what this replica audited by itself meanwhile."""
+"""What a replica audited by itself is kept, and never written over another's: during a transaction, and while
+Redis was away from it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, OverrideRequest, Target
-from argwatch.server.modes.fleet import SharedModes
+from argwatch.server.modes.fleet import KEY, SharedModes
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import Mode
@@ -53,3 +55,33 @@ async def test_a_refusal_audited_locally_during_a_transaction_is_not_lost(tmp_pa
         await other_fleet.close()
     finally:
         await fleet.close()
+
+
+async def test_a_replica_that_audited_alone_writes_back_beside_a_change_made_meanwhile_not_over_it(
+    redis: RedisProcess,
+) -> None:
+    """What lost a change in CI: a replica that refused changes by itself (Redis away from it) had a version past
+    Redis's, and wrote its copy over the change another replica had made meanwhile."""
+    stores = [ModeStore(POLICY), ModeStore(POLICY)]
+    fleets = [
+        SharedModes(store, redis.url, GatewayMetrics(CollectorRegistry()), replica_id=f"r{n}", report=dict)
+        for n, store in enumerate(stores)
+    ]
+    for fleet in fleets:
+        await fleet.start()
+    try:
+        for _ in range(3):  # what SharedModes does with a refusal while Redis is unreachable
+            stores[1].record_refusal("eve", "the shared mode store (Redis) is unreachable")
+        await fleets[0].set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="CHG-18")
+        assert stores[1].version > stores[0].version  # the version says nothing of who holds more
+        for fleet in (fleets[1], fleets[0]):
+            await fleet.reread()
+        raw = await fleets[0]._redis.get(KEY)
+        assert raw is not None
+        shared = doc.from_json(orjson.loads(raw))
+        assert [entry.reason for entry in shared.audit] == ["CHG-18"] and len(shared.refused) == 3
+        assert all(store.mode_for("refund_order") is Mode.OBSERVE for store in stores)
+        assert stores[0].document == stores[1].document
+    finally:
+        for fleet in fleets:
+            await fleet.close()

@@ -118,11 +118,12 @@ async def test_concurrent_flips_through_every_replica_are_each_applied_once(star
 
 
 @pytest.mark.parametrize("shared_url", ["redis"], indirect=True)  # the state written into one redis-server
-async def test_another_state_at_the_same_version_in_redis_wins_on_every_replica(
+async def test_a_change_redis_lost_comes_back_beside_the_one_made_on_the_new_primary(
     start: Start, redis: RedisProcess
 ) -> None:
-    """What a failover leaves: the change Redis lost, and another made on the new primary at the same version.
-    Every replica takes Redis's, so the fleet enforces one state (versions alone cannot tell them apart)."""
+    """What a failover leaves: Redis lost a change every replica holds, and another was made on the new primary at
+    the same version. Versions cannot tell them apart; the replicas add the lost change back beside the new one,
+    whose target's override (the later change) is in force everywhere, and the fleet agrees."""
     first, second = await start("replica-a"), await start("replica-b")
     await set_mode(first, pb.MODE_OBSERVE, reason="INC-lost")
 
@@ -133,14 +134,21 @@ async def test_another_state_at_the_same_version_in_redis_wins_on_every_replica(
     raw = ask(redis.port, "GET", KEY)
     assert isinstance(raw, bytes)
     other = orjson.loads(raw)
-    other["audit"][-1]["reason"] = "INC-made-on-the-new-primary"
+    (lost,) = other["audit"]
+    made = {**lost, "at": lost["at"] + 1, "old": "observe", "new": "reject", "reason": "INC-made-on-the-new-primary"}
+    other["audit"] = [made]
+    other["overrides"]["refund_order"].update(mode="reject", reason=made["reason"], set_at=made["at"])
     ask(redis.port, "SET", KEY, orjson.dumps(other).decode())
 
-    async def both_take_redis() -> bool:
-        return all(g.modes.changes()[-1].reason == "INC-made-on-the-new-primary" for g in (first, second))
+    async def both_hold_both() -> bool:
+        reasons = [[change.reason for change in g.modes.changes()] for g in (first, second)]
+        return all(found == ["INC-made-on-the-new-primary", "INC-lost"] for found in reasons)
 
-    await eventually(both_take_redis, seconds=10)
-    assert first.modes.version == second.modes.version == other["version"]
+    await eventually(both_hold_both, seconds=10)
+    assert all(g.modes.mode_for("refund_order") is Mode.REJECT for g in (first, second))
+    await eventually(lambda: first.modes.version == second.modes.version > other["version"], seconds=10)
+    stored = orjson.loads(ask(redis.port, "GET", KEY))  # type: ignore[arg-type]
+    assert [entry["reason"] for entry in stored["audit"]] == ["INC-lost", "INC-made-on-the-new-primary"]
 
 
 async def test_an_acl_user_and_an_escaped_password_reach_redis_for_modes_and_the_shared_cache(
