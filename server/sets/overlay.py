@@ -2,11 +2,14 @@
 
 A version produced by a delta keeps the base tables (members and indexes, which
 may hold a million entries) and layers small `added` and `removed` sets on top,
-so a one-value change costs one value, not a re-index of the whole set. When the
-layers grow past max(COMPACT_MIN, base/COMPACT_RATIO), the set is due to be
-compacted: the table rebuilds it in full in the background (in chunks, on the
-loop) while deltas keep being layered, then replays those deltas over the new
-base (set_table.py). Only layers HARD_FACTOR times that size, which a
+so a one-value change costs one value, not a re-index of the whole set. The
+layers are two levels: a delta copies only the top one (at most FOLD_AT values),
+which folds into the level below once past that; the retired history is layered
+likewise (retired.LayeredHistory). When the layers, both levels counted, grow
+past max(COMPACT_MIN, base/COMPACT_RATIO), the set is due to be compacted: the
+table rebuilds it in full in the background (in chunks, on the loop) while
+deltas keep being layered, then replays those deltas over the new base
+(set_table.py). Only layers HARD_FACTOR times that size, which a
 compaction that keeps up never reaches, make the next delta wait for a rebuild.
 
 One simplification: when a removed member shared a loose form with a member
@@ -18,7 +21,8 @@ miss a member). Membership itself is exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
+from dataclasses import replace
 from itertools import chain
 from types import MappingProxyType
 
@@ -26,14 +30,15 @@ from argwatch.server.policy.model import Normalisation
 from argwatch.server.sets.normalise import LOOSE, normaliser
 from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate
-from argwatch.server.sets.retired import KEEP_ALL, RetiredKeep
+from argwatch.server.sets.retired import KEEP_ALL, LayeredHistory, RetiredKeep
 from argwatch.server.sets.scoped import OverlayListing, value_of, within_scope
 from argwatch.server.sets.snapshot import ValueSetSnapshot
-from argwatch.server.sets.updates import retired_after
 
 COMPACT_MIN = 4096
 COMPACT_RATIO = 64
 HARD_FACTOR = 4
+# Values the top level of layers holds before it folds into the level below (with_delta).
+FOLD_AT = 512
 
 
 class OverlaySet(Set[str]):
@@ -94,74 +99,127 @@ def with_delta(
 ) -> ValueSetSnapshot | None:
     """The next version as layers over `current`'s tables, in O(delta); None when the set must be rebuilt
     first: a set of at most `min_base` members (small sets rebuild quickly enough, and keep their sorted
-    list), or layers past HARD_FACTOR times what makes a compaction due."""
-    if isinstance(current.members, OverlaySet):
-        base, added, removed = current.members.base, set(current.members.added), set(current.members.removed)
-    elif current.size > min_base:
-        base, added, removed = current.members, set(), set()
-    else:
+    list), or layers past HARD_FACTOR times what makes a compaction due.
+
+    Two levels of layers: a delta copies only the top one (at most FOLD_AT values), which folds into the
+    level below once it passes that; a single level grew to thousands of values between compactions, and
+    copying it every delta (and the collector traversing each copy) was most of a busy set's loop time."""
+    members = current.members
+    if not isinstance(members, OverlaySet) and current.size <= min_base:
         return None
-    gained: list[str] = []  # values this delta puts in the added layer
+    history = LayeredHistory.over(current.retirements).after(delta.removed, delta.added, delta.replaced_by, now, keep)
+    if isinstance(members, OverlaySet) and isinstance(members.base, OverlaySet):
+        if len(members.added) + len(members.removed) <= FOLD_AT:
+            layered = _layer(current, delta.added, delta.removed, on_top=False)
+        else:  # the top folded into the level below (O(that level), once every FOLD_AT values), then a new top
+            folded = _layer(_below(current), members.added, members.removed, on_top=False)
+            layered = _layer(folded, delta.added, delta.removed, on_top=True)
+    else:  # no layer yet (a first level over the base), or one (a top over it)
+        layered = _layer(current, delta.added, delta.removed, on_top=True)
+    if _layered_values(layered.members) > HARD_FACTOR * _due_at(base_members(layered)):
+        return None
+    return replace(
+        layered,
+        version=delta.to_version,
+        sorted_members=(),
+        retired=history,
+        retirements=history,
+        received_at=now,
+        loose_retired=history.loose_forms(),
+    )
+
+
+def _below(snapshot: ValueSetSnapshot) -> ValueSetSnapshot:
+    """The snapshot as its level below the top reads it: each table's layer taken off."""
+    members = snapshot.members
+    assert isinstance(members, OverlaySet)
+    by_scope = snapshot.by_scope
+    holders = snapshot.holders
+    return replace(
+        snapshot,
+        members=members.base,
+        loose_index=_under(snapshot.loose_index),
+        by_rule=MappingProxyType({rule: _under(index) for rule, index in snapshot.by_rule.items()}),
+        by_scope=by_scope.base if isinstance(by_scope, OverlayListing) else by_scope,
+        holders=_under(holders),
+    )
+
+
+def _under(index: Mapping[str, str]) -> Mapping[str, str]:
+    return index.base if isinstance(index, OverlayIndex) else index
+
+
+def _layer(current: ValueSetSnapshot, put: Iterable[str], taken: Iterable[str], *, on_top: bool) -> ValueSetSnapshot:
+    """`current` with `taken` values removed and `put` added (in that order, as a delta reads), as a new
+    layer over its tables (`on_top`) or by changing its top layer: O(the layer changed), never O(set)."""
+    members = current.members
+    if not on_top and isinstance(members, OverlaySet):
+        base, added, removed = members.base, set(members.added), set(members.removed)
+    else:
+        base, added, removed = members, set(), set()
+    gained: list[str] = []  # values this change puts in the added layer
     lost: list[str] = []  # and those it takes out of it
-    for value in delta.removed:
+    for value in taken:
         if value in added:
             added.discard(value)
             lost.append(value)
         elif value in base:
             removed.add(value)
-    for value in delta.added:
+    for value in put:
         if value in removed:
             removed.discard(value)
         elif value not in base and value not in added:
             added.add(value)
             gained.append(value)
-    if len(added) + len(removed) > HARD_FACTOR * _due_at(base):
-        return None
-    # The history, as apply_delta keeps it: O(history), which the policy's retired_keep bounds (once, every
-    # member a delta removed stayed retired for ever, and each delta cost more than the one before).
-    history = retired_after(current, delta, now).keep_to(keep)
-    members = OverlaySet(base, frozenset(added), frozenset(removed))
-    retired = frozenset(history)
+    layered = OverlaySet(base, frozenset(added), frozenset(removed))
     loose = normaliser(LOOSE)
     scoped = current.scoped
-    return ValueSetSnapshot(
-        name=current.name,
-        version=delta.to_version,
-        members=members,
-        sorted_members=(),
-        retired=retired,
-        retirements=history,
-        received_at=now,
-        loose_index=_layered(current.loose_index, within_scope(loose) if scoped else loose, members, gained, lost),
+
+    def index(previous: Mapping[str, str], apply: Callable[[str], str]) -> OverlayIndex:
+        return _layered(previous, apply, layered, gained, lost, on_top)
+
+    by_scope = current.by_scope
+    if scoped:
+        # A scoped set's listing and value index, layered the same way (the same simplification applies to
+        # the value index: a value removed from one scope and held by another may read `invented` until a
+        # rebuild).
+        by_scope = OverlayListing.layered(by_scope, gained, lost, layered.removed, on_top=on_top)
+    return replace(
+        current,
+        members=layered,
+        loose_index=index(current.loose_index, within_scope(loose) if scoped else loose),
         by_rule=MappingProxyType(
             {
-                rule: _layered(
-                    index, within_scope(normaliser(rule)) if scoped else normaliser(rule), members, gained, lost
-                )
-                for rule, index in current.by_rule.items()
+                rule: index(previous, within_scope(normaliser(rule)) if scoped else normaliser(rule))
+                for rule, previous in current.by_rule.items()
             }
         ),
-        loose_retired=history.loose_forms(),
-        scoped=scoped,
-        # A scoped set's listing and value index, layered the same way (the same simplification applies to the
-        # value index: a value removed from one scope and held by another may read `invented` until a rebuild).
-        by_scope=(
-            OverlayListing.layered(current.by_scope, gained, lost, members.removed) if scoped else current.by_scope
-        ),
-        holders=_layered(current.holders, value_of, members, gained, lost) if scoped else current.holders,
+        by_scope=by_scope,
+        holders=index(current.holders, value_of) if scoped else current.holders,
     )
 
 
+def _layered_values(members: Set[str]) -> int:
+    """How many values the layers over the base hold, every level counted."""
+    count = 0
+    while isinstance(members, OverlaySet):
+        count += len(members.added) + len(members.removed)
+        members = members.base
+    return count
+
+
 def base_members(snapshot: ValueSetSnapshot) -> Set[str]:
-    """The members a snapshot rests on: a layered copy's base, else its own."""
+    """The members a snapshot rests on: a layered copy's base (under every level), else its own."""
     members = snapshot.members
-    return members.base if isinstance(members, OverlaySet) else members
+    while isinstance(members, OverlaySet):
+        members = members.base
+    return members
 
 
 def compaction_due(snapshot: ValueSetSnapshot) -> bool:
     """Whether the snapshot's layers have grown enough to rebuild its base (in the background)."""
     members = snapshot.members
-    return isinstance(members, OverlaySet) and len(members.added) + len(members.removed) > _due_at(members.base)
+    return isinstance(members, OverlaySet) and _layered_values(members) > _due_at(base_members(snapshot))
 
 
 def _due_at(base: Set[str]) -> int:
@@ -169,12 +227,17 @@ def _due_at(base: Set[str]) -> int:
 
 
 def _layered(
-    index: Mapping[str, str], apply: Callable[[str], str], members: OverlaySet, gained: list[str], lost: list[str]
+    index: Mapping[str, str],
+    apply: Callable[[str], str],
+    members: OverlaySet,
+    gained: list[str],
+    lost: list[str],
+    on_top: bool = False,
 ) -> OverlayIndex:
-    """The base of `index` (unwrapping a previous layer) with the members' removals, and the previous layer's
-    index of additions changed by this delta's: a C-level copy and O(delta) normalisations, not one per value
-    the layers hold (which made each delta cost the layers, and a busy large set fall behind its owner)."""
-    if isinstance(index, OverlayIndex):
+    """The base of `index` (unwrapping its top layer, unless a layer goes `on_top` of it) with the members'
+    removals, and the layer's index of additions changed by this delta's: a C-level copy of the top layer
+    (at most FOLD_AT values) and O(delta) normalisations, not one per value every layer holds."""
+    if isinstance(index, OverlayIndex) and not on_top:
         base, added = index.base, dict(index.added)
     else:
         base, added = index, {}

@@ -13,7 +13,8 @@ per retired value.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence, Set
+from collections import Counter
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence, Set
 from itertools import chain, islice
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -108,7 +109,7 @@ def history_steps(
     """The history to keep, CHUNK values at a time (a step per chunk): the plain retired values in the owner's
     order, then those with details; none that is a member; each, and its replacement, at most MAX_VALUE_CHARS
     (ValueTooLong); never more than `keep.newest` held while it is built."""
-    if isinstance(retirements, RetiredHistory) and not retired:
+    if isinstance(retirements, RetiredHistory | LayeredHistory) and not retired:
         # A history this gateway kept, after a delta (updates.apply_delta): already checked, in order, and
         # holding no member. A small set rebuilt whole on every delta must not pay per retired value. A copy
         # (C-level): the history handed in may be a snapshot's, which never changes.
@@ -134,3 +135,192 @@ def history_steps(
             history.keep_to(keep)  # once a chunk: never more than a chunk past the bound
         yield
     return history
+
+
+# Layer entries (values retired since the base, and base values no longer retired) past which the next delta
+# folds a layered history into a new base: O(history), once every few hundred deltas.
+FOLD_AT = 512
+
+
+class _HistoryBase:
+    """A frozen history a layered one rests on, with what reading it past its layers needs: its order (the
+    oldest first), how many of its values share each loose form, and its dated values by date (made when an
+    age is first asked for)."""
+
+    __slots__ = ("_dated", "entries", "loose_counts", "order")
+
+    def __init__(self, entries: RetiredHistory) -> None:
+        self.entries = entries  # a snapshot's, never changed
+        self.order = list(entries)
+        self.loose_counts: Counter[str] = Counter(entries.loose.values())
+        self._dated: list[tuple[float, str]] | None = None
+
+    def dated(self) -> list[tuple[float, str]]:
+        if self._dated is None:
+            self._dated = sorted((at, value) for value, (at, _) in self.entries.items() if at is not None)
+        return self._dated
+
+
+class LayeredHistory(Mapping[str, Retirement]):
+    """A retired history as a frozen base and two small layers: the values retired since (the newest last)
+    and the base's values no longer retired (restored, retired again, or past the keep). A delta makes the
+    next one in O(delta + layers), where a copy of the whole history made every delta on a large set cost
+    the history (10,000 values by default); the layers fold into a new base once past FOLD_AT. Reads as the
+    RetiredHistory it stands for: the same values, in the same order, with the same loose forms."""
+
+    __slots__ = ("_base", "_dated_from", "_dropped", "_dropped_loose", "_oldest", "_recent", "_recent_loose", "_size")
+
+    def __init__(
+        self,
+        base: _HistoryBase,
+        recent: RetiredHistory,
+        dropped: frozenset[str],
+        dropped_loose: Mapping[str, int],
+        recent_loose: Mapping[str, int],
+        oldest: int,
+        dated_from: int,
+    ) -> None:
+        self._base, self._recent, self._dropped = base, recent, dropped
+        self._dropped_loose, self._recent_loose = dropped_loose, recent_loose
+        self._oldest = oldest  # base.order[:oldest] are all dropped: where the oldest still kept is looked for
+        self._dated_from = dated_from  # likewise in base.dated(): those before it are all past the age
+        self._size = len(base.entries) - len(dropped) + len(recent)
+
+    @classmethod
+    def over(cls, history: RetiredHistory | LayeredHistory) -> LayeredHistory:
+        """`history` layered: itself if it is, else its values as a base (O(history), once)."""
+        if isinstance(history, LayeredHistory):
+            return history
+        return cls(_HistoryBase(history), RetiredHistory(), frozenset(), {}, {}, 0, 0)
+
+    def get(self, value: str, default: Retirement | None = None) -> Retirement | None:  # type: ignore[override]
+        found = self._recent.get(value)
+        if found is not None:
+            return found
+        return default if value in self._dropped else self._base.entries.get(value, default)
+
+    def __getitem__(self, value: str) -> Retirement:
+        found = self.get(value)
+        if found is None:
+            raise KeyError(value)
+        return found
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._recent or (value in self._base.entries and value not in self._dropped)
+
+    def __iter__(self) -> Iterator[str]:
+        dropped = self._dropped
+        kept = (value for value in islice(self._base.order, self._oldest, None) if value not in dropped)
+        return chain(kept, self._recent)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def has_loose(self, form: str) -> bool:
+        """Whether a value kept has this loose form."""
+        if form in self._recent_loose:
+            return True
+        return self._base.loose_counts.get(form, 0) > self._dropped_loose.get(form, 0)
+
+    def loose_forms(self) -> LooseForms:
+        return LooseForms(self)
+
+    def copy(self) -> RetiredHistory:
+        """The history as a plain RetiredHistory (a new one: a small set rebuilt whole owns it)."""
+        made = RetiredHistory.__new__(RetiredHistory)
+        entries, recent = self._base.entries, self._recent
+        dict.update(made, entries)  # a C-level clone, then the layers' few changes
+        made.loose = entries.loose.copy()
+        for value in self._dropped:
+            del made[value]
+            del made.loose[value]
+        dict.update(made, recent)
+        made.loose.update(recent.loose)
+        return made
+
+    def after(
+        self,
+        removed: Iterable[str],
+        added: Iterable[str],
+        replaced_by: Mapping[str, str],
+        now: float,
+        keep: RetiredKeep,
+    ) -> LayeredHistory:
+        """The history after a delta (as updates.retired_after and keep_to make it): the values it removes
+        retired now (the newest), those it adds no longer retired, then the keep applied."""
+        base = self._base
+        entries, base_loose = base.entries, base.entries.loose
+        recent = self._recent.copy()
+        recent_loose, dropped_loose = dict(self._recent_loose), dict(self._dropped_loose)
+        dropped = set(self._dropped)
+
+        def drop_from_base(value: str) -> None:
+            """`value`, as the base keeps it, is no longer kept (the base and the recent layer share no value)."""
+            if value in entries and value not in dropped and value not in recent.loose:
+                dropped.add(value)
+                _count(dropped_loose, base_loose[value], 1)
+
+        def take_out(value: str) -> None:
+            """`value` is no longer retired, wherever it is kept."""
+            form = recent.loose.get(value)
+            if form is not None:
+                recent.restore(value)
+                _count(recent_loose, form, -1)
+            else:
+                drop_from_base(value)
+
+        for value in removed:
+            take_out(value)
+            recent.retire(value, Retirement(now, replaced_by.get(value, "")))
+            _count(recent_loose, recent.loose[value], 1)
+        for value in added:
+            take_out(value)
+        dated_from = self._dated_from
+        if keep.seconds is not None:
+            oldest_kept = keep.now - keep.seconds
+            dated = base.dated()
+            while dated_from < len(dated) and dated[dated_from][0] < oldest_kept:
+                drop_from_base(dated[dated_from][1])  # its date as the base has it: if retired since, kept
+                dated_from += 1
+            for value in [v for v, (at, _) in recent.items() if at is not None and at < oldest_kept]:
+                take_out(value)
+        oldest = self._oldest
+        excess = len(entries) - len(dropped) + len(recent) - keep.newest
+        while excess > 0:
+            while oldest < len(base.order) and base.order[oldest] in dropped:
+                oldest += 1
+            if oldest < len(base.order):
+                drop_from_base(base.order[oldest])
+            else:
+                take_out(next(iter(recent)))
+            excess -= 1
+        following = LayeredHistory(base, recent, frozenset(dropped), dropped_loose, recent_loose, oldest, dated_from)
+        if len(recent) + len(dropped) > FOLD_AT:
+            return LayeredHistory.over(following.copy())
+        return following
+
+
+class LooseForms(Collection[str]):
+    """The loose forms of a layered history's values, read through it (no set of them is made per delta)."""
+
+    __slots__ = ("_history",)
+
+    def __init__(self, history: LayeredHistory) -> None:
+        self._history = history
+
+    def __contains__(self, form: object) -> bool:
+        return isinstance(form, str) and self._history.has_loose(form)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({_loose(value) for value in self._history})
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _count(counts: dict[str, int], form: str, by: int) -> None:
+    left = counts.get(form, 0) + by
+    if left:
+        counts[form] = left
+    else:
+        del counts[form]

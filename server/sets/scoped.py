@@ -117,11 +117,18 @@ class OverlayListing(Mapping[str, Sequence[str]]):
 
     @classmethod
     def layered(
-        cls, previous: Mapping[str, Sequence[str]], gained: Iterable[str], lost: Iterable[str], removed: Set[str]
+        cls,
+        previous: Mapping[str, Sequence[str]],
+        gained: Iterable[str],
+        lost: Iterable[str],
+        removed: Set[str],
+        *,
+        on_top: bool = False,
     ) -> OverlayListing:
         """The listing after a delta that put `gained` keys in the added layer and took `lost` ones out of it:
-        the previous layer's scopes copied (C-level), only the scopes the delta touches listed again."""
-        if isinstance(previous, OverlayListing):
+        the previous layer's scopes copied (C-level), only the scopes the delta touches listed again; with
+        `on_top`, a new layer over `previous` whole."""
+        if isinstance(previous, OverlayListing) and not on_top:
             base, added = previous.base, dict(previous.added)
         else:
             base, added = previous, {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from types import MappingProxyType
@@ -30,6 +30,7 @@ from argwatch.server.sets.retired import (
     CHUNK,
     KEEP_ALL,
     MAX_VALUE_CHARS,
+    LayeredHistory,
     RetiredHistory,
     RetiredKeep,
     ValueTooLong,
@@ -58,10 +59,12 @@ class ValueSetSnapshot:
     members: Set[str]
     # All members sorted, for sets of up to SORT_UP_TO members; empty for larger sets.
     sorted_members: tuple[str, ...]
-    retired: frozenset[str]
+    # The retired values kept: a frozenset, or after a delta the layered history itself (retired.py).
+    retired: Collection[str]
     # Every retired value kept, in the order it was retired (the oldest first): when, where the source said,
     # and by what it was replaced. At most the policy's retired_keep (retired.py); never changed once here.
-    retirements: RetiredHistory
+    # After a delta on a large set, layered over the history it came from (LayeredHistory).
+    retirements: RetiredHistory | LayeredHistory
     # Wall-clock time (epoch seconds) at which this version arrived. When the source
     # last *confirmed* it is the provider's business (heartbeats confirm without a new snapshot).
     received_at: float
@@ -70,7 +73,7 @@ class ValueSetSnapshot:
     loose_index: Mapping[str, str]
     # normalised form -> legal member, for each other normalisation the policy binds to this set.
     by_rule: Mapping[Normalisation, Mapping[str, str]]
-    loose_retired: frozenset[str]
+    loose_retired: Collection[str]
     # A set scoped by a session field (scoped.py): members, retired values and every index are keyed by
     # scope + NUL + value, and normalised within the scope only.
     scoped: bool = False

@@ -7,11 +7,25 @@ from collections.abc import Iterator, Mapping, Set
 from types import MappingProxyType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from argwatch.server.sets.overlay import COMPACT_MIN, HARD_FACTOR, OverlaySet, compaction_due, with_delta
+from argwatch.server.sets import overlay
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.overlay import (
+    COMPACT_MIN,
+    HARD_FACTOR,
+    OverlaySet,
+    base_members,
+    compaction_due,
+    with_delta,
+)
 from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate
+from argwatch.server.sets.scoped import scope_key, within_scope
 from tests.snapshots import make_snapshot
+
+_loose = within_scope(normaliser(LOOSE))
 
 SIZE = PACK_ABOVE + 1000
 
@@ -85,9 +99,8 @@ def test_layers_stack_and_undo_each_other(large) -> None:
     assert v2 is not None
     v3 = with_delta(v2, delta(2, added=["handle_000001"], removed=["X"]), now=2.0, rules=())
     assert v3 is not None and isinstance(v3.members, OverlaySet)
-    assert (v3.members.added, v3.members.removed) == (frozenset(), frozenset())  # back to the base
-    assert v3.size == SIZE and "X" not in v3.members and "handle_000001" in v3.members
-    assert v3.members.base is large.members  # shared, never copied
+    assert v3.size == SIZE and "X" not in v3.members and "handle_000001" in v3.members  # back to the base
+    assert base_members(v3) is large.members  # shared, never copied
 
 
 def test_layers_past_the_due_size_ask_for_a_compaction_and_past_the_hard_bound_for_a_rebuild(large) -> None:
@@ -125,3 +138,56 @@ def test_layered_indexes_after_many_deltas_find_what_a_rebuild_finds(large) -> N
         assert snapshot.loose_index.get(member.lower().replace("_", "-")) == member
     for gone in ("Added-A", "Added-C", "Added-D", "handle_000004"):
         assert snapshot.loose_index.get(gone.lower().replace("_", "-")) is None
+
+
+# A few values, some sharing a loose form, so that deltas add, remove, re-add and collide.
+POOL = ["Ab", "ab", "A-b", "c", "C", "d", "e_f", "E-F", "g", "h", "i"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.lists(st.sampled_from(POOL), unique=True, min_size=1, max_size=6),
+    steps=st.lists(
+        st.tuples(st.lists(st.sampled_from(POOL), max_size=3), st.lists(st.sampled_from(POOL), max_size=3)),
+        max_size=30,
+    ),
+    fold_at=st.sampled_from([0, 2, 512]),
+    scoped=st.booleans(),
+)
+def test_layers_on_layers_read_as_the_set_they_stand_for(start, steps, fold_at, scoped) -> None:
+    """Whatever run of deltas, with the top level folding into the one below at any size: the members are
+    the model's, each member is found by its loose form and by its scope's listing, and the levels stay two."""
+    key = (lambda value: scope_key("cus_1", value)) if scoped else (lambda value: value)
+    snapshot = make_snapshot("s", 1, [key(value) for value in start], received_at=0.0, scoped=scoped)
+    model = {key(value) for value in start}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(overlay, "FOLD_AT", fold_at)
+        for version, (added, removed) in enumerate(steps, start=1):
+            change = DeltaUpdate(
+                "s",
+                version,
+                version + 1,
+                tuple(map(key, added)),
+                tuple(map(key, removed)),
+                MappingProxyType({}),
+                scoped=scoped,
+            )
+            layered = with_delta(snapshot, change, now=float(version), rules=(), min_base=0)
+            assert layered is not None
+            snapshot = layered
+            model = (model - set(change.removed)) | set(change.added)
+            assert set(snapshot.members) == model and snapshot.size == len(model)
+            assert all(value in snapshot.members for value in model)
+            assert not any(key(value) in snapshot.members for value in POOL if key(value) not in model)
+            levels, members = 0, snapshot.members
+            while isinstance(members, OverlaySet):
+                levels, members = levels + 1, members.base
+            assert levels <= 2
+            for member in model:
+                # Found by its own loose form (another member of the same form may be the one found).
+                found = snapshot.loose_index.get(_loose(member))
+                assert found is None or found in model
+                if sum(1 for value in POOL if _loose(key(value)) == _loose(member)) == 1:
+                    assert found == member  # a form only it has: always found
+            if scoped:
+                assert sorted(snapshot.within("cus_1").members) == sorted(v for v in POOL if key(v) in model)

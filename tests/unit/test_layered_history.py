@@ -1,0 +1,105 @@
+"""A layered retired history reads exactly as the plain history it stands for, after any run of deltas: the
+same values in the same order, the same details, the same loose forms, the same keep (count and age)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from argwatch.server.sets import retired as retired_module
+from argwatch.server.sets.normalise import LOOSE, normaliser
+from argwatch.server.sets.payload import Retirement
+from argwatch.server.sets.retired import LayeredHistory, RetiredHistory, RetiredKeep
+from argwatch.server.sets.scoped import within_scope
+
+_loose = within_scope(normaliser(LOOSE))
+# Few distinct values, some sharing a loose form (Ab, ab, A-b), so values come back, move and collide.
+VALUES = ["Ab", "ab", "A-b", "c", "C", "d", "e_f", "E-F", "g", "h"]
+deltas = st.lists(
+    st.tuples(st.lists(st.sampled_from(VALUES), max_size=3), st.lists(st.sampled_from(VALUES), max_size=3)),
+    max_size=40,
+)
+
+
+def reference_after(history: RetiredHistory, removed, added, replaced, now: float, keep: RetiredKeep):
+    """What updates.retired_after and RetiredHistory.keep_to make: the plain history, copied whole."""
+    following = history.copy()
+    for value in removed:
+        following.retire(value, Retirement(now, replaced.get(value, "")))
+    for value in added:
+        following.restore(value)
+    return following.keep_to(keep)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.lists(st.sampled_from(VALUES), unique=True, max_size=6),
+    steps=deltas,
+    newest=st.integers(1, 8),
+    seconds=st.one_of(st.none(), st.integers(1, 6)),
+    fold_at=st.sampled_from([1, 3, 512]),
+)
+def test_a_layered_history_reads_as_the_plain_one(start, steps, newest, seconds, fold_at) -> None:
+    # The owner's own dates, out of order, and one undated value: the age must not read them as sorted.
+    plain = RetiredHistory(
+        (value, Retirement(None if n == 0 else float((n * 7) % 5), f"r{n}")) for n, value in enumerate(start)
+    )
+    layered = LayeredHistory.over(plain)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retired_module, "FOLD_AT", fold_at)
+        for number, (removed, added) in enumerate(steps, start=1):
+            now = float(number)
+            keep = RetiredKeep(newest, None if seconds is None else float(seconds), now)
+            replaced = MappingProxyType({value: value.upper() for value in removed[:1]})
+            plain = reference_after(plain, removed, added, replaced, now, keep)
+            layered = layered.after(removed, added, replaced, now, keep)
+            assert list(layered) == list(plain) and len(layered) == len(plain)
+            assert dict(layered.items()) == dict(plain)
+            assert layered.copy() == plain and layered.copy().loose == plain.loose
+            for value in VALUES:
+                assert (value in layered) == (value in plain)
+                assert layered.get(value) == plain.get(value)
+                form = _loose(value)
+                assert (form in layered.loose_forms()) == (form in plain.loose_forms())
+            assert set(layered.loose_forms()) == plain.loose_forms()
+
+
+class CountedHistory(RetiredHistory):
+    """A plain history that counts the passes over it (and copies of it)."""
+
+    passes = 0
+
+    def __iter__(self):
+        CountedHistory.passes += 1
+        return super().__iter__()
+
+    def items(self):
+        CountedHistory.passes += 1
+        return super().items()
+
+    def copy(self):
+        CountedHistory.passes += 1
+        return super().copy()
+
+
+def test_a_delta_reads_none_of_the_history_until_the_layers_fold() -> None:
+    """10,000 values kept: each delta retires one and restores one, which was a copy of the whole history
+    each; now the base is read once when layered, then not again until the layers reach FOLD_AT."""
+    base = CountedHistory((f"v{n}", Retirement(float(n), "")) for n in range(10_000))
+    keep = RetiredKeep(newest=10_000)
+    CountedHistory.passes = 0  # not counting its making
+    history = LayeredHistory.over(base)
+    assert CountedHistory.passes == 1  # its order, once
+    steps = retired_module.FOLD_AT // 2 - 1  # each delta adds two layer entries: one new value, one dropped
+    for number in range(steps):
+        history = history.after([f"new{number}"], [f"v{number}"], {}, 20_000.0 + number, keep)
+    assert CountedHistory.passes == 1
+    assert len(history) == 10_000 and f"v{steps}" in history and "v0" not in history
+    assert list(history)[-1] == f"new{steps - 1}"
+    # One more delta folds the layers into a new base, which reads the same.
+    history = history.after(["x", "y", "z"], [], {}, 30_000.0, keep)
+    assert len(history) == 10_000 and list(history)[-3:] == ["x", "y", "z"]
+    assert f"v{steps + 2}" not in history and f"v{steps + 3}" in history  # the three oldest went
