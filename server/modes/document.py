@@ -4,8 +4,9 @@
 refuses one change; `expire` reverts what is due; `record` adds an entry that
 changes no mode. None of them touches a file, Redis or a clock: the stores of
 the document (mode_file.py, fleet.py) and the holder every call reads
-(store.py) use them, so a change is computed once, on whichever copy is newest,
-and then kept or thrown away whole (never rolled back).
+(store.py) use them, so a change is computed once, on the copy in force (in a
+fleet, Redis's with what only this replica holds added: merge.py), and then
+kept or thrown away whole (never rolled back).
 
 An override names a Target: a tool (or every tool, GLOBAL), and optionally a
 check below it. Overrides of targets this replica's policy lacks are kept as
@@ -15,6 +16,7 @@ policy, which enforces (and expires) them.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
@@ -158,10 +160,25 @@ def failures_in_force(document: ModeDocument, tools: PolicyModes) -> Mapping[str
 
 
 def record(document: ModeDocument, entry: ModeChange) -> ModeDocument:
-    """The document with one more audited entry (a change, a refusal, or an event such as a reload)."""
+    """The document with one more audited entry (a change, a refusal, or an event such as a reload), in its
+    place by time (an entry stamped before another replica's committed, or by a clock behind, is not last;
+    among equal times, the last). Every copy is thus in the same order, and cut to its limit the same way:
+    merge.py relies on it."""
     if entry.refused:
-        return replace(document, version=document.version + 1, refused=(*document.refused, entry)[-REFUSED_KEEP:])
-    return replace(document, version=document.version + 1, audit=(*document.audit, entry)[-AUDIT_KEEP:])
+        return replace(document, version=document.version + 1, refused=_placed(document.refused, entry, REFUSED_KEEP))
+    return replace(document, version=document.version + 1, audit=_placed(document.audit, entry, AUDIT_KEEP))
+
+
+def _placed(entries: tuple[ModeChange, ...], entry: ModeChange, keep: int) -> tuple[ModeChange, ...]:
+    if not entries or entries[-1].at <= entry.at:
+        return (*entries, entry)[-keep:]
+    listed = list(entries)
+    bisect.insort(listed, entry, key=_time)
+    return tuple(listed[-keep:])
+
+
+def _time(entry: ModeChange) -> float:
+    return entry.at
 
 
 def apply(
@@ -323,8 +340,8 @@ def from_json(data: object) -> ModeDocument:
 def with_entries(document: ModeDocument, entries: list[ModeChange]) -> ModeDocument:
     """The document with these audit entries, sorted into changes and refusals by time (older state kept
     refusals in the audit too), each list cut to its limit."""
-    audit = sorted((entry for entry in entries if not entry.refused), key=lambda entry: entry.at)
-    refused = sorted((entry for entry in entries if entry.refused), key=lambda entry: entry.at)
+    audit = sorted((entry for entry in entries if not entry.refused), key=_time)
+    refused = sorted((entry for entry in entries if entry.refused), key=_time)
     return replace(document, audit=tuple(audit[-AUDIT_KEEP:]), refused=tuple(refused[-REFUSED_KEEP:]))
 
 

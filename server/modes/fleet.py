@@ -8,7 +8,7 @@ leave a replica behind. Nothing is written over: a replica that finds Redis
 lacking what it holds (Redis restarted empty, lost the last changes in a
 failover, or was away while the replica audited by itself) adds what is
 missing to what Redis holds (merge.py), so the fleet's modes survive a Redis
-restart and no replica's copy undoes another's changes.
+restart and no replica's copy is written over another's changes.
 
 Redis down: every replica keeps enforcing the last modes it knew (they are
 local, read on every call without touching Redis), reports the store
@@ -101,8 +101,8 @@ CLUSTER_KEYS = FleetKeys("{argwatch:modes}", "{argwatch:modes}:replica:")
 
 T = TypeVar("T")
 CHANGE_FIELDS = frozenset(field.name for field in fields(ModeChange))
-# A change of the fleet's state, computed on the newest document: (the document after it, the audit
-# entries it adds, what to return).
+# A change of the fleet's state, computed on Redis's document with what only this replica holds added:
+# (the document after it, the audit entries it adds, what to return).
 Change = Callable[[ModeDocument], tuple[ModeDocument, list[ModeChange], T]]
 
 
@@ -276,8 +276,8 @@ class SharedModes:
     # ---- following the shared state
 
     async def reread(self) -> None:
-        """Adopts a newer shared state, writes ours back if Redis holds an older one (or none), reports
-        this replica and reads the others' reports."""
+        """Adopts the shared state if it holds all of ours and differs, adds what it lacks of ours to it
+        (merge.py) if it lacks anything (or holds none), reports this replica and reads the others' reports."""
         # One at a time, each with a fresh read: an overlapping one would judge by a read older than the other's.
         async with self._rereading:
             await self._reread()
@@ -307,8 +307,16 @@ class SharedModes:
             self._down(error)
 
     def _differs(self, shared: ModeDocument) -> bool:
-        """Whether Redis holds another state than this replica's, as Redis keeps it."""
-        return doc.to_json(shared, *SHARED_KEEP) != doc.to_json(self._store.document, *SHARED_KEEP)
+        """Whether Redis holds another state than this replica's, as Redis keeps it (compared as they are,
+        not as JSON: this runs on every re-read and announcement)."""
+        local = self._store.document
+        audit, refused = SHARED_KEEP
+        return (
+            shared.version != local.version
+            or dict(shared.overrides) != dict(local.overrides)
+            or shared.audit[-audit:] != local.audit[-audit:]
+            or shared.refused[-refused:] != local.refused[-refused:]
+        )
 
     def _readable(self, raw: bytes | str | None) -> ModeDocument | None:
         """The fleet's state as stored, if it is one: anything else in the key (not JSON, another shape) is
@@ -334,11 +342,11 @@ class SharedModes:
             return await self._transact_locked(change, confirm=confirm)
 
     async def _transact_locked(self, change: Change[T], *, confirm: bool = False) -> T:
-        """The body of _transact, run with self._lock held: the change is computed on the newest document
-        (Redis' or ours), written back in one transaction, and only then put in force here. Nothing is
-        changed here before Redis has it, so nothing is rolled back. `confirm`: wait for a replica of Redis
-        (WAIT) and keep why it did not confirm in self._unconfirmed; only a change whose answer says so
-        waits, so an audit, a refusal or an expiry never holds the lock for it."""
+        """The body of _transact, run with self._lock held: the change is computed on Redis's document with
+        what only this replica holds added (merge.py), written back in one transaction, and only then put in
+        force here. Nothing is changed here before Redis has it, so nothing is rolled back. `confirm`: wait
+        for a replica of Redis (WAIT) and keep why it did not confirm in self._unconfirmed; only a change
+        whose answer says so waits, so an audit, a refusal or an expiry never holds the lock for it."""
         key = self._keys.modes
         asking: tuple[str, int] | None = None  # the node an ASK named: the key's slot is migrating there
         for _ in range(10):
@@ -376,9 +384,9 @@ class SharedModes:
                 # runs there, each command after ASKING (the source answers ASK until the migration ends).
                 asking = (redirected.host, redirected.port)
                 continue
-            # In force here: grown from ours, or from the fleet's newer document. What this replica audited
+            # In force here: grown from Redis's document and ours merged. What this replica audited
             # by itself while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on
-            # top: Redis gets it at the next re-read, which finds this replica newer.
+            # top: Redis gets it at the next re-read, which finds it missing there.
             before = set(local.entries())
             meanwhile = [entry for entry in self._store.document.entries() if entry not in before]
             for entry in meanwhile:
