@@ -79,6 +79,27 @@ def use_in_jsonschema() -> None:
         setattr(module, "re", _LinearRe)  # noqa: B010
 
 
+def pattern_texts(schema: object) -> list[str]:
+    """Every pattern a schema holds (`pattern` values, patternProperties keys), at any depth, without where:
+    patterns_in's paths, made for every node, were a fifth of a large catalogue's load, for the rare schema
+    with a pattern to refuse."""
+    found: list[str] = []
+    stack = [schema]
+    while stack:  # a loop, not recursion: a schema may be nested as deeply as its YAML allows
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "pattern" and isinstance(value, str):
+                    found.append(value)
+                elif key == "patternProperties" and isinstance(value, dict):
+                    found.extend(pattern for pattern in value if isinstance(pattern, str))
+                if isinstance(value, dict | list):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(item for item in node if isinstance(item, dict | list))
+    return found
+
+
 def patterns_in(schema: object, path: str = "") -> list[tuple[str, str]]:
     """Every (json path, pattern) a schema holds: `pattern` values and patternProperties keys, at any depth."""
     found: list[tuple[str, str]] = []

@@ -25,7 +25,7 @@ from argwatch.server.policy.arg_paths import ArgPath, parse_path, top_of
 from argwatch.server.policy.cel_flatten import flatten
 from argwatch.server.policy.check_ids import tool_checks
 from argwatch.server.policy.collector_pause import paused_collector
-from argwatch.server.policy.linear_regex import cannot_run, patterns_in
+from argwatch.server.policy.linear_regex import cannot_run, pattern_texts, patterns_in
 from argwatch.server.policy.model import (
     DEFAULT_MAX_ELEMENTS,
     MAX_COHORT_NAMES,
@@ -505,7 +505,9 @@ def _read_tools(
             if not isinstance(schema, dict | bool):
                 reader.fail(f"{path}.schema", "expected a JSON Schema (a mapping, true or false)")
                 schema = None
-            elif slow := [(where, why) for where, pattern in patterns_in(schema) if (why := cannot_run(pattern))]:
+            elif any(cannot_run(pattern) for pattern in pattern_texts(schema)) and (
+                slow := [(where, why) for where, pattern in patterns_in(schema) if (why := cannot_run(pattern))]
+            ):
                 for where, why in slow:  # it would backtrack on text the model wrote, stalling every call
                     reader.fail(f"{path}.schema.{where}", why)
                 schema = None

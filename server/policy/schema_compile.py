@@ -11,7 +11,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator
@@ -46,16 +46,38 @@ _METASCHEMA = jsonschema_rs.Draft202012Validator(
 )
 
 
-class CompiledSchema(NamedTuple):
-    """A tool's schema, compiled for both validators (read-only after load)."""
+class CompiledSchema:
+    """A tool's schema, compiled for both validators (read-only after load). The full check, and where
+    each enum is, are made on the first call that needs them (a call the fast check refuses, or every call
+    where it cannot take the schema): at load they were most of a large catalogue's time, for tools most
+    of which never see a bad call."""
 
-    full: Draft202012Validator  # lists problems, and decides
-    fast: Any  # jsonschema_rs.Draft202012Validator, or None where it cannot take the schema
-    # Where each `enum` is in the schema (a JSON pointer), by the id of its list: the full check reports a
-    # miss with that very list, even reached through a $ref, so a problem can name the enum it missed.
-    enums: Mapping[int, str] = MappingProxyType({})
-    # What it was compiled from (schema_digest): a reload reuses it for a tool whose schema is unchanged.
-    digest: bytes = b""
+    __slots__ = ("_enums", "_full", "_schema", "assert_formats", "digest", "fast")
+
+    def __init__(self, schema: Mapping[str, Any] | bool, fast: Any, assert_formats: bool, digest: bytes) -> None:
+        self._schema = schema
+        self.fast = fast  # jsonschema_rs.Draft202012Validator, or None where it cannot take the schema
+        self.assert_formats = assert_formats
+        # What it was compiled from (schema_digest): a reload reuses it for a tool whose schema is unchanged.
+        self.digest = digest
+        self._full: Draft202012Validator | None = None
+        self._enums: Mapping[int, str] | None = None
+
+    @property
+    def full(self) -> Draft202012Validator:
+        """The check that lists problems, and decides where the fast one cannot."""
+        if self._full is None:
+            formats = FORMATS if self.assert_formats else None
+            self._full = Draft202012Validator(_located_falses(self._schema), format_checker=formats)
+        return self._full
+
+    @property
+    def enums(self) -> Mapping[int, str]:
+        """Where each `enum` is in the schema (a JSON pointer), by the id of its list: the full check reports
+        a miss with that very list, even reached through a $ref, so a problem can name the enum it missed."""
+        if self._enums is None:
+            self._enums = MappingProxyType(enum_pointers(self._schema))
+        return self._enums
 
 
 def schema_digest(schema: Mapping[str, Any] | bool, assert_formats: bool) -> bytes:
@@ -83,7 +105,6 @@ def compile_schema(
     # The schema's own patterns ("is this a regex?") are the policy's: the compiled cache may keep them.
     check_schema(schema)
     use_in_jsonschema()  # the full check's regex searches run in linear time too (linear_regex.py)
-    full = Draft202012Validator(_located_falses(schema), format_checker=FORMATS if assert_formats else None)
     try:
         # offline: a remote $ref is never fetched, at load or per call; LINEAR: patterns never backtrack.
         fast = jsonschema_rs.Draft202012Validator(
@@ -95,7 +116,7 @@ def compile_schema(
     except Exception as error:  # a pattern its regex engine rejects, a reference it cannot resolve offline
         log.info("schema: the fast check cannot take it (%s); every call uses the full check", error)
         fast = None
-    return CompiledSchema(full, fast, MappingProxyType(enum_pointers(schema)), digest)
+    return CompiledSchema(schema, fast, assert_formats, digest)
 
 
 def check_schema(schema: Mapping[str, Any] | bool) -> None:

@@ -4,6 +4,8 @@
   own check, with the policy's formats, is the reference.
 - A YAML document is read by libyaml with a one-pass builder (strict_yaml._load_clean);
   the pure-Python reader with its marks and duplicate-key check is the reference.
+- A schema's patterns are found without their paths (linear_regex.pattern_texts);
+  patterns_in, which says where each is, is the reference.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from jsonschema.exceptions import SchemaError
 
 from argwatch.server.policy import strict_yaml
 from argwatch.server.policy.collector_pause import paused_collector
+from argwatch.server.policy.linear_regex import pattern_texts, patterns_in
 from argwatch.server.policy.schema_compile import _POLICY_FORMATS, check_schema
 
 CATALOGUES = os.path.join(os.path.dirname(__file__), "..", "data", "catalogues")
@@ -177,3 +180,31 @@ def test_overlapping_pauses_resume_the_collector_once_the_last_ends() -> None:
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+def test_a_schemas_patterns_are_found_without_their_paths_at_any_depth() -> None:
+    schema = {
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}, "pattern": {"type": "string"}},
+        "patternProperties": {"^x-": {"items": [{"pattern": "a+"}]}},
+        "allOf": [{"not": {"pattern": "b*"}}],
+    }
+    assert sorted(pattern_texts(schema)) == ["^[A-Z]+$", "^x-", "a+", "b*"]
+    assert sorted(pattern_texts(schema)) == sorted(pattern for _, pattern in patterns_in(schema))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(["pattern", "a+", "(a|b)*c", "x"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["pattern", "patternProperties", "properties", "items", "a"]), inner, max_size=4
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_drawn_schemas_patterns_are_found_without_their_paths(schema: Any) -> None:
+    assert sorted(pattern_texts(schema)) == sorted(pattern for _, pattern in patterns_in(schema))
