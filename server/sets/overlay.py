@@ -3,13 +3,13 @@
 A version produced by a delta keeps the base tables (members and indexes, which
 may hold a million entries) and layers small `added` and `removed` sets on top,
 so a one-value change costs one value, not a re-index of the whole set. The
-layers are two levels: a delta copies only the top one (at most FOLD_AT values),
-which folds into the level below once past that; the retired history is layered
-likewise (retired.LayeredHistory). When the layers, both levels counted, grow
-past max(COMPACT_MIN, base/COMPACT_RATIO), the set is due to be compacted: the
-table rebuilds it in full in the background (in chunks, on the loop) while
-deltas keep being layered, then replays those deltas over the new base
-(set_table.py). Only layers HARD_FACTOR times that size, which a
+layers are two levels: a delta copies only the top one (FOLD_AT values and one
+delta at most), which folds into the level below once past that; the retired
+history is layered likewise (retired.LayeredHistory). When the layers, both
+levels counted, grow past max(COMPACT_MIN, base/COMPACT_RATIO), the set is due
+to be compacted: the table rebuilds it in full in the background (in chunks,
+on the loop) while deltas keep being layered, then replays those deltas over
+the new base (set_table.py). Only layers HARD_FACTOR times that size, which a
 compaction that keeps up never reaches, make the next delta wait for a rebuild.
 
 One simplification: when a removed member shared a loose form with a member
@@ -101,7 +101,7 @@ def with_delta(
     first: a set of at most `min_base` members (small sets rebuild quickly enough, and keep their sorted
     list), or layers past HARD_FACTOR times what makes a compaction due.
 
-    Two levels of layers: a delta copies only the top one (at most FOLD_AT values), which folds into the
+    Two levels of layers: a delta copies only the top one (FOLD_AT values and one delta at most), which folds into the
     level below once it passes that; a single level grew to thousands of values between compactions, and
     copying it every delta (and the collector traversing each copy) was most of a busy set's loop time."""
     members = current.members
@@ -236,7 +236,7 @@ def _layered(
 ) -> OverlayIndex:
     """The base of `index` (unwrapping its top layer, unless a layer goes `on_top` of it) with the members'
     removals, and the layer's index of additions changed by this delta's: a C-level copy of the top layer
-    (at most FOLD_AT values) and O(delta) normalisations, not one per value every layer holds."""
+    (FOLD_AT values and one delta at most) and O(delta) normalisations, not one per value every layer holds."""
     if isinstance(index, OverlayIndex) and not on_top:
         base, added = index.base, dict(index.added)
     else:

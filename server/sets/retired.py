@@ -7,8 +7,11 @@ an owner that retires a member per delta grew it for ever, each delta costing
 more than the one before. So the history is built a chunk at a time, every
 value and replacement within MAX_VALUE_CHARS, and it keeps only the newest
 `retired_keep` values (none known to be older than its age). It carries each
-value's loose form, so that a delta costs O(history) in C, not a Python call
-per retired value.
+value's loose form, so that copying it costs O(history) in C, not a Python
+call per retired value. A small set's delta works on such a copy; a large
+set's (overlay.py) on a LayeredHistory, in O(delta + its layers), folded into
+a new base every FOLD_AT entries (O(history) then, in Python: about 2-5 ms at
+the default 10,000 values, 20-30 ms at the most retired_keep allows, 100,000).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ KEEP_ALL = RetiredKeep(newest=1 << 62)
 class RetiredHistory(dict[str, Retirement]):
     """Retired values, the oldest first (a dict keeps insertion order), each checked; `loose` holds each one's
     loose form. Once handed to a snapshot it is never changed: a delta works on a copy (a C-level dict
-    copy)."""
+    copy), or layers over it (LayeredHistory)."""
 
     def __init__(self, entries: Iterable[tuple[str, Retirement]] = (), loose: Mapping[str, str] | None = None):
         super().__init__(entries)

@@ -145,14 +145,18 @@ class OverlayListing(Mapping[str, Sequence[str]]):
         return cls(base, added, removed)
 
     def __getitem__(self, scope: str) -> Sequence[str]:
-        base = self.base.get(scope, ())
-        added = self.added.get(scope, ())
-        if not base and not added:
+        removed = self.removed
+        listed = (*(key for key in self.base.get(scope, ()) if key not in removed), *self.added.get(scope, ()))
+        if not listed:  # a scope the deltas emptied is gone, as in a listing built whole
             raise KeyError(scope)
-        return (*(key for key in base if key not in self.removed), *added)
+        return listed
 
     def __iter__(self) -> Iterator[str]:
-        return chain(self.base, (scope for scope in self.added if scope not in self.base))
+        """The scopes holding a key (O(the keys) in all: a whole listing's read, as an export makes)."""
+        removed = self.removed
+        for scope in chain(self.base, (scope for scope in self.added if scope not in self.base)):
+            if scope in self.added or any(key not in removed for key in self.base.get(scope, ())):
+                yield scope
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

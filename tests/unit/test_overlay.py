@@ -22,7 +22,7 @@ from argwatch.server.sets.overlay import (
 )
 from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate
-from argwatch.server.sets.scoped import scope_key, within_scope
+from argwatch.server.sets.scoped import scope_key, split_key, within_scope
 from tests.snapshots import make_snapshot
 
 _loose = within_scope(normaliser(LOOSE))
@@ -144,6 +144,10 @@ def test_layered_indexes_after_many_deltas_find_what_a_rebuild_finds(large) -> N
 POOL = ["Ab", "ab", "A-b", "c", "C", "d", "e_f", "E-F", "g", "h", "i"]
 
 
+def _scope_of(value: str) -> str:
+    return "cus_1" if len(value) % 2 else "cus_2"
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     start=st.lists(st.sampled_from(POOL), unique=True, min_size=1, max_size=6),
@@ -157,7 +161,8 @@ POOL = ["Ab", "ab", "A-b", "c", "C", "d", "e_f", "E-F", "g", "h", "i"]
 def test_layers_on_layers_read_as_the_set_they_stand_for(start, steps, fold_at, scoped) -> None:
     """Whatever run of deltas, with the top level folding into the one below at any size: the members are
     the model's, each member is found by its loose form and by its scope's listing, and the levels stay two."""
-    key = (lambda value: scope_key("cus_1", value)) if scoped else (lambda value: value)
+    # Two scopes, so a delta can empty one while the other stays.
+    key = (lambda value: scope_key(_scope_of(value), value)) if scoped else (lambda value: value)
     snapshot = make_snapshot("s", 1, [key(value) for value in start], received_at=0.0, scoped=scoped)
     model = {key(value) for value in start}
     with pytest.MonkeyPatch.context() as patch:
@@ -190,4 +195,11 @@ def test_layers_on_layers_read_as_the_set_they_stand_for(start, steps, fold_at, 
                 if sum(1 for value in POOL if _loose(key(value)) == _loose(member)) == 1:
                     assert found == member  # a form only it has: always found
             if scoped:
-                assert sorted(snapshot.within("cus_1").members) == sorted(v for v in POOL if key(v) in model)
+                for scope in ("cus_1", "cus_2"):
+                    listed = sorted(v for v in POOL if key(v) in model and _scope_of(v) == scope)
+                    assert sorted(snapshot.within(scope).members) == listed
+                # The listing whole, as an export reads it: a scope the deltas emptied is gone, as in a rebuild.
+                whole = {scope: set(keys) for scope, keys in snapshot.by_scope.items()}
+                assert whole == {
+                    s: {k for k in model if split_key(k)[0] == s} for s in {split_key(k)[0] for k in model}
+                }
