@@ -104,13 +104,16 @@ def apply_delta(current: ValueSetSnapshot, delta: DeltaUpdate, now: float) -> Se
     """The payload after the delta: removed members become retired (now, with their replacement), the newest
     last, so that the history kept (snapshot.RetiredKeep) drops the oldest.
 
-    Costs one list copy of the members (C-level, O(set)) and one of the retired history (bounded by the
-    policy's retired_keep); dropping the removed members happens while the snapshot is indexed, a chunk at a time.
+    Costs one list copy of the members (O(set): C-level for a plain set; over a large set's layers a Python
+    pass, 150-215 ms at 1M members, made only when the layers pass their hard bound, overlay.py) and one of the
+    retired history (bounded by the policy's retired_keep); dropping the removed members happens while the
+    snapshot is indexed, a chunk at a time.
     """
     return SetPayload(
         name=current.name,
         version=delta.to_version,
-        members=[*current.members, *(value for value in delta.added if value not in current.members)],
+        # A value listed twice in one delta is added once (a scoped listing would otherwise list it twice).
+        members=[*current.members, *(value for value in dict.fromkeys(delta.added) if value not in current.members)],
         retirements=retired_after(current, delta, now),
         excluded=frozenset(value for value in delta.removed if value in current.members) - frozenset(delta.added),
         incarnation=delta.incarnation,

@@ -8,6 +8,7 @@ import pytest
 
 from argwatch.common.backoff import backoff_delay
 from argwatch.server.sets.payload import DeltaUpdate, SetPayload
+from argwatch.server.sets.scoped import scope_key
 from argwatch.server.sets.updates import UpdateAction, apply_delta, judge_delta, judge_heartbeat, judge_snapshot
 from tests.snapshots import make_snapshot
 
@@ -71,6 +72,17 @@ def test_a_delta_retires_what_it_removes_with_when_and_the_replacement() -> None
     )
     assert set(snapshot.members) == {"A", "C"} and snapshot.retired == {"Z", "B"}
     assert snapshot.loose_index == {"a": "A", "c": "C"}
+
+
+def test_a_value_a_delta_lists_twice_is_added_once_and_a_scope_lists_it_once() -> None:
+    current = make_snapshot("s", 1, [scope_key("cus_1", "a")], received_at=0.0, scoped=True)
+    twice = DeltaUpdate(
+        "s", 1, 2, (scope_key("cus_1", "b"), scope_key("cus_1", "b")), (), MappingProxyType({}), scoped=True
+    )
+    payload = apply_delta(current, twice, now=1.0)
+    snapshot = make_snapshot("s", 2, payload.members, received_at=1.0, scoped=True)
+    assert sorted(snapshot.within("cus_1").members) == ["a", "b"]
+    assert len(snapshot.by_scope["cus_1"]) == 2
 
 
 def test_backoff_grows_to_the_cap_with_full_jitter() -> None:
