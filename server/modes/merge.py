@@ -23,15 +23,23 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from argwatch.server.modes.document import ModeChange, ModeDocument, Override, Target, with_entries
+from argwatch.server.modes.document import (
+    POLICY_TARGET,
+    SHADOW_TARGET,
+    ModeChange,
+    ModeDocument,
+    Override,
+    Target,
+    with_entries,
+)
 
 MODE_OUTCOMES = frozenset({"applied", "cleared", "expired"})  # the entries that change an override
 
 
 def missing_from(shared: ModeDocument, local: ModeDocument, keep: tuple[int, int]) -> list[ModeChange]:
     """The entries of `local` that `shared` lacks, within what `shared` keeps (`keep`: its most audit
-    entries and refusals; an entry no newer than the oldest it kept, when it is full, was cut, not lost). An expiry
-    Redis has audited already, made by another replica's clock, is not missing either."""
+    entries and refusals; an entry no newer than the oldest it kept, when it is full, was cut, not lost).
+    An expiry Redis has audited already, made by another replica's clock, is not missing either."""
     missing: list[ModeChange] = []
     for mine, theirs, most in ((local.audit, shared.audit, keep[0]), (local.refused, shared.refused, keep[1])):
         if _holds_all(theirs, mine, most):
@@ -121,4 +129,4 @@ def _overrides(shared: ModeDocument, local: ModeDocument, missing: list[ModeChan
 
 
 def _changes_a_mode(entry: ModeChange) -> bool:
-    return entry.outcome in MODE_OUTCOMES and not entry.target.startswith("@")  # not a reload's, a shadow's
+    return entry.outcome in MODE_OUTCOMES and entry.target not in (POLICY_TARGET, SHADOW_TARGET)
