@@ -124,10 +124,13 @@ test: system-deps $(VENV)/.installed lint typecheck ts-client go-client java-cli
 check: lint
 	$(BIN)/python -m pytest -q -m "not slow" tests/unit
 
-# h2load (Debian's nghttp2-client) drives gRPC natively for bench/h2load.py.
+# h2load (Debian's nghttp2-client) drives gRPC natively for bench/h2load.py; valgrind counts the
+# server's instructions for bench/server_instructions.py.
 bench-deps:
 	@command -v h2load >/dev/null 2>&1 || { echo "installing nghttp2-client (h2load) with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null; }
+	@command -v valgrind >/dev/null 2>&1 || { echo "installing valgrind with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null; }
 
 # Each bench prints its own figures as it runs; those with a goal in issue 31 also report them
 # (bench/figures.py) to FIGURES, and the run ends with one table of them against their goals
@@ -145,6 +148,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(call bench_run,validate.py --gate)
 	$(call bench_run,h2load.py)
 	$(call bench_run,stream.py)
+	$(call bench_run,server_instructions.py)
 	$(call bench_run,tracing.py)
 	$(call bench_run,profile_server.py)
 	$(call bench_run,gate.py)

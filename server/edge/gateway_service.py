@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission, peer_host
+from argwatch.server.edge.idle_watch import ANSWER, REQUEST, IdleWatch
 from argwatch.server.edge.request_limits import TooLong, check_call_ref, check_validate
 from argwatch.server.repair.tool_export import export_tools
 from argwatch.server.state.call_scope import CallRef
@@ -70,36 +71,39 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # iterator and `yield`, so that each side has a deadline: a stream that sends no request for
         # --stream-idle-seconds, or does not take an answer for as long (a client that stopped reading:
         # gRPC's send waits on flow control), gives its place back.
-        loop = asyncio.get_running_loop()
-        idle = self._idle_seconds
-        waiting = "request"
+        clock = asyncio.get_running_loop().time
+        watch = IdleWatch(self._idle_seconds)
         try:
-            # One deadline, moved rather than made per message; off while a call is judged.
-            async with asyncio.timeout(None) as deadline:
-                while True:
-                    waiting = "request"
-                    deadline.reschedule(loop.time() + idle)
-                    body: bytes | object = await context.read()
-                    if not isinstance(body, bytes):  # grpc.aio.EOF: the client is done
-                        return
-                    deadline.reschedule(None)
-                    response = await self._judge(body, context)
-                    waiting = "answer"
-                    deadline.reschedule(loop.time() + idle)
-                    await context.write(response)
-        except TimeoutError:
-            self._on_idle_close(waiting)
-            if waiting == "request":
-                why = f"this stream sent no request for {idle:g}s"
-            else:
-                why = f"this stream did not take an answer for {idle:g}s (it stopped reading)"
-            # Set, then return, rather than abort(): abort awaits sending the status, which a client that stopped
-            # reading holds behind flow control. Returning ends the handler, and gives the place back, at once.
-            context.set_code(grpc.StatusCode.DEADLINE_EXCEEDED)
-            context.set_details(
-                f"{why}, and the gateway closes idle streams (--stream-idle-seconds): "
-                "open a new one when there is a call to check"
-            )
+            while True:
+                watch.waiting, watch.since = REQUEST, clock()
+                body: bytes | object = await context.read()
+                if not isinstance(body, bytes):  # grpc.aio.EOF: the client is done
+                    return
+                watch.waiting = None
+                response = await self._judge(body, context)
+                watch.waiting, watch.since = ANSWER, clock()
+                await context.write(response)
+        except asyncio.CancelledError:
+            if not watch.expired():
+                raise
+            self._close_idle(context, watch.waiting or REQUEST)
+        finally:
+            watch.close()
+
+    def _close_idle(self, context: grpc.aio.ServicerContext[Any, Any], waiting: str) -> None:
+        self._on_idle_close(waiting)
+        idle = self._idle_seconds
+        if waiting == REQUEST:
+            why = f"this stream sent no request for {idle:g}s"
+        else:
+            why = f"this stream did not take an answer for {idle:g}s (it stopped reading)"
+        # Set, then return, rather than abort(): abort awaits sending the status, which a client that stopped
+        # reading holds behind flow control. Returning ends the handler, and gives the place back, at once.
+        context.set_code(grpc.StatusCode.DEADLINE_EXCEEDED)
+        context.set_details(
+            f"{why}, and the gateway closes idle streams (--stream-idle-seconds): "
+            "open a new one when there is a call to check"
+        )
 
     async def _judge(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         """One ValidateStream message's verdict, as the bytes answered, timed (the traced servicer adds a span)."""
