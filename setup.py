@@ -47,8 +47,8 @@ class BuildPyWithStubs(build_py):
         super().run()
 
 
-# The decision log's lines (server/decisions/_digest.c), the spans' OTLP bytes (server/tracing/_otlp.c) and large
-# value sets packed (server/sets/_packed.c) in C:
+# The decision log's lines (server/decisions/_digest.c), the spans' OTLP bytes (server/tracing/_otlp.c), large
+# value sets packed (server/sets/_packed.c) and a ValidateRequest's fields read (server/edge/_request.c) in C:
 # they need a C compiler and Python's headers at install (docs/developing.md). -O2 and no more, nothing
 # machine-specific (AVX2 is used only where the CPU says it has it, checked at import), so a wheel runs where it
 # is copied.
@@ -58,6 +58,11 @@ NATIVE = [
         "argwatch.server.decisions._digest",
         ["server/decisions/_digest.c"],
         depends=["server/native/bytes.h"],
+        extra_compile_args=_FLAGS,
+    ),
+    Extension(
+        "argwatch.server.edge._request",
+        ["server/edge/_request.c"],
         extra_compile_args=_FLAGS,
     ),
     Extension(

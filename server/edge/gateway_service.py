@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission, peer_host
 from argwatch.server.edge.idle_watch import ANSWER, REQUEST, IdleWatch
-from argwatch.server.edge.request_limits import TooLong, check_call_ref, check_validate
+from argwatch.server.edge.request_limits import TooLong, check_call_ref
 from argwatch.server.repair.tool_export import export_tools
 from argwatch.server.state.call_scope import CallRef
 from argwatch.server.validator import Validator
@@ -55,10 +55,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # _judge's steps written out, not called: a call through it would be a coroutine more on every Validate.
         started = perf_counter()
         try:
-            request = checked_request(body)
+            call = wire.call_from_body(body)
         except (DecodeError, TooLong) as error:
             await self._refuse(context, error)
-        verdict = await self._validator.validate(wire.call_from_request(request), context.time_remaining())
+        verdict = await self._validator.validate(call, context.time_remaining())
         response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
         return response
@@ -109,10 +109,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         """One ValidateStream message's verdict, as the bytes answered, timed (the traced servicer adds a span)."""
         started = perf_counter()
         try:
-            request = checked_request(body)
+            call = wire.call_from_body(body)
         except (DecodeError, TooLong) as error:
             await self._refuse(context, error)
-        verdict = await self._validator.validate(wire.call_from_request(request))
+        verdict = await self._validator.validate(call)
         response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
         return response
@@ -274,16 +274,6 @@ def _admitted_stream(
             admission.leave_stream(peer)
 
     return admitted
-
-
-_parse = gateway_pb2.ValidateRequest.FromString
-
-
-def checked_request(body: bytes) -> gateway_pb2.ValidateRequest:
-    """The request in `body`; DecodeError for bytes that are not one, TooLong for a field past its limit."""
-    request = _parse(body)
-    check_validate(request)
-    return request
 
 
 def _ignore(seconds: float) -> None:

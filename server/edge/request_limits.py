@@ -32,22 +32,6 @@ class TooLong(ValueError):
         self.field = field
 
 
-def check_validate(request: pb.ValidateRequest) -> None:
-    """Raises TooLong for the first field of `request` past its limit (a few len() calls)."""
-    session = request.session
-    _within(
-        (
-            ("tool", request.tool, MAX_TOOL),
-            ("call_id", request.call_id, MAX_CALL_ID),
-            ("conversation_id", request.conversation_id, MAX_CONVERSATION_ID),
-            ("session.customer_id", session.customer_id, MAX_CUSTOMER_ID),
-            ("session.tenant", session.tenant, MAX_TENANT),
-            ("model", request.model, MAX_MODEL),
-            ("prompt_version", request.prompt_version, MAX_PROMPT_VERSION),
-        )
-    )
-
-
 def check_call_ref(request: pb.RepairRequest | pb.ReportOutcomeRequest) -> None:
     """Repair's and ReportOutcome's caller strings, with Validate's limits (TooLong for the first past its own)."""
     session = request.session
@@ -65,3 +49,11 @@ def _within(fields: tuple[tuple[str, str, int], ...]) -> None:
     for field, value, limit in fields:
         if len(value) > limit:
             raise TooLong(field, len(value), limit)
+
+
+def first_too_long(fields: tuple[tuple[str, str, int], ...]) -> TooLong:
+    """The error for the first of `fields` past its limit; called once a check has found one."""
+    for field, value, limit in fields:
+        if len(value) > limit:
+            return TooLong(field, len(value), limit)
+    raise AssertionError("no field past its limit")

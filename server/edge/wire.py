@@ -8,6 +8,17 @@ from collections.abc import Mapping
 from google.protobuf import timestamp_pb2
 
 from argwatch.common.struct_values import struct_to_dict
+from argwatch.server.edge._request import read_validate
+from argwatch.server.edge.request_limits import (
+    MAX_CALL_ID,
+    MAX_CONVERSATION_ID,
+    MAX_CUSTOMER_ID,
+    MAX_MODEL,
+    MAX_PROMPT_VERSION,
+    MAX_TENANT,
+    MAX_TOOL,
+    first_too_long,
+)
 from argwatch.server.policy.model import Mode
 from argwatch.server.repair.legal_values import LegalValues
 from argwatch.server.repair.message import RepairAdvice
@@ -48,7 +59,12 @@ def new_call_id() -> str:
 
 
 def call_from_request(request: pb.ValidateRequest) -> ToolCall:
-    """The domain call for a request; undecodable arguments become `arguments=None` with a reason."""
+    """The domain call for a request; undecodable arguments become `arguments=None` with a reason.
+    TooLong for a caller string past its limit (request_limits.py).
+
+    Each field is read once: a read from a upb message makes a new str (about 1,300 instructions a
+    field), so the limits are checked on the values the call is built from, not read a second time."""
+    session = request.session
     which = request.WhichOneof("arguments")
     arguments: Mapping[str, object] | None
     error, raw = "", b""
@@ -59,12 +75,10 @@ def call_from_request(request: pb.ValidateRequest) -> ToolCall:
         arguments = struct_to_dict(request.arguments_struct)
     else:
         arguments = {}
-    session = request.session
-    # Positional: keyword arguments double a NamedTuple's construction cost.
-    return ToolCall(
+    return _checked_call(
         request.tool,
         arguments,
-        request.call_id or new_call_id(),
+        request.call_id,
         request.conversation_id,
         session.customer_id,
         session.tenant,
@@ -72,6 +86,78 @@ def call_from_request(request: pb.ValidateRequest) -> ToolCall:
         raw,
         request.model,
         request.prompt_version,
+    )
+
+
+_parse = pb.ValidateRequest.FromString
+
+
+def call_from_body(body: bytes) -> ToolCall:
+    """The domain call for a ValidateRequest's bytes: DecodeError for bytes that are not one, TooLong for a
+    caller string past its limit.
+
+    A request in the plain form every client sends (JSON arguments, each field once) is read by _request.c
+    in one call, about a fifth of parsing it and reading its fields from the message; any other is parsed
+    by protobuf, which stays the definition (tests/unit/test_request_reader.py compares the two)."""
+    fields = read_validate(body)
+    if fields is None:
+        return call_from_request(_parse(body))
+    tool, raw, conversation_id, call_id, customer_id, tenant, model, prompt_version = fields
+    arguments: Mapping[str, object] | None
+    if raw is None:
+        arguments, error, raw = {}, "", b""
+    else:
+        arguments, error = decode_json_arguments(raw)
+    return _checked_call(
+        tool, arguments, call_id, conversation_id, customer_id, tenant, error, raw, model, prompt_version
+    )
+
+
+def _checked_call(
+    tool: str,
+    arguments: Mapping[str, object] | None,
+    call_id: str,
+    conversation_id: str,
+    customer_id: str,
+    tenant: str,
+    error: str,
+    raw: bytes,
+    model: str,
+    prompt_version: str,
+) -> ToolCall:
+    """The call, once every caller string is within its limit (TooLong for the first that is not)."""
+    if (
+        len(tool) > MAX_TOOL
+        or len(call_id) > MAX_CALL_ID
+        or len(conversation_id) > MAX_CONVERSATION_ID
+        or len(customer_id) > MAX_CUSTOMER_ID
+        or len(tenant) > MAX_TENANT
+        or len(model) > MAX_MODEL
+        or len(prompt_version) > MAX_PROMPT_VERSION
+    ):
+        raise first_too_long(
+            (
+                ("tool", tool, MAX_TOOL),
+                ("call_id", call_id, MAX_CALL_ID),
+                ("conversation_id", conversation_id, MAX_CONVERSATION_ID),
+                ("session.customer_id", customer_id, MAX_CUSTOMER_ID),
+                ("session.tenant", tenant, MAX_TENANT),
+                ("model", model, MAX_MODEL),
+                ("prompt_version", prompt_version, MAX_PROMPT_VERSION),
+            )
+        )
+    # Positional: keyword arguments double a NamedTuple's construction cost.
+    return ToolCall(
+        tool,
+        arguments,
+        call_id or new_call_id(),
+        conversation_id,
+        customer_id,
+        tenant,
+        error,
+        raw,
+        model,
+        prompt_version,
     )
 
 

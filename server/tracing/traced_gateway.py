@@ -19,7 +19,7 @@ from opentelemetry.util.types import AttributeValue
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission
-from argwatch.server.edge.gateway_service import SERVICE, GatewayServicer, checked_request
+from argwatch.server.edge.gateway_service import SERVICE, GatewayServicer
 from argwatch.server.edge.request_limits import TooLong
 from argwatch.server.tracing._otlp import verdict_span
 from argwatch.server.tracing.otlp_encoding import span_head
@@ -61,10 +61,9 @@ def _traced_method(head: bytes, untraced: _Method, *, deadline: bool) -> _Method
         trace_id, span_id = (parent.trace_id if parent is not None else new_trace_id()), new_span_id()
         try:
             try:
-                request = checked_request(body)
+                call = wire.call_from_body(body)
             except (DecodeError, TooLong) as error:
                 await self._refuse(context, error)
-            call = wire.call_from_request(request)
             verdict = await self._validator.validate(call, context.time_remaining() if deadline else None)
             response = wire.verdict_to_wire(verdict)
         except BaseException as error:

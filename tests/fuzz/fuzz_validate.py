@@ -23,6 +23,7 @@ with atheris.instrument_imports(include=["argwatch"]):
     from google.protobuf.message import DecodeError
 
     from argwatch.server.edge import wire
+    from argwatch.server.edge.request_limits import TooLong
     from argwatch.server.policy.loader import load_policy
     from argwatch.server.process.app import build_gateway
     from argwatch.server.process.settings import Settings
@@ -103,6 +104,10 @@ def test_one_input(data: bytes) -> None:
         tools = ["refund_order", "transfer_stock", SIDE_EFFECT_TOOL, fuzzed.ConsumeUnicodeNoSurrogates(12)]
         tool = tools[fuzzed.ConsumeIntInRange(0, 3)]
         request = pb.ValidateRequest(tool=tool, arguments_json=fuzzed.ConsumeBytes(fuzzed.remaining_bytes()))
+    try:
+        wire.call_from_request(request)
+    except TooLong:  # a caller string past its limit: refused with INVALID_ARGUMENT before any check
+        return
     assert verdict_for(request) == verdict_for(request), "the same input got two different verdicts"
 
 

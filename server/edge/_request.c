@@ -1,0 +1,149 @@
+/* A ValidateRequest's fields read from its bytes in one native call, for the requests every agent sends.
+
+   Reading the fields from a parsed upb message makes a new str per read, about 1,300 instructions each; with
+   the parse, a request's nine fields cost more than the verdict's membership check (docs/performance.md,
+   server_instructions.py). This reads the bytes once and makes each str once.
+
+   It takes only the plain form: each field at most once, in its declared wire type, the arguments as
+   `arguments_json`, a session of customer_id and tenant, no other field, and valid UTF-8. For anything
+   else (arguments_struct, a session's attributes, a repeated or unknown field, bytes that are no message)
+   it returns None and the caller parses with protobuf, which stays the definition: what this reads is
+   what protobuf reads, or nothing (tests/unit/test_request_reader.py compares the two on generated and
+   mutated requests). */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A varint at *p (before end) into *out, in its shortest encoding; 0 when it runs past end, past ten bytes,
+   or is padded (a last byte of 0 after others): protobuf decides what such bytes are. */
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t byte = *(*p)++;
+        value |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            if ((shift > 0 && byte == 0) || (shift == 63 && byte > 1)) return 0;
+            *out = value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A field's tag: every field read here is length-delimited with a number under 16, so its tag is one byte. */
+static int read_tag(const uint8_t **p, const uint8_t *end, unsigned *number) {
+    uint8_t tag = *(*p)++;
+    (void)end;
+    if (tag & 0x80 || (tag & 7) != 2) return 0;
+    *number = tag >> 3;
+    return 1;
+}
+
+/* A length-delimited field's payload: *start and *len; 0 when it runs past end. */
+static int read_span(const uint8_t **p, const uint8_t *end, const uint8_t **start, Py_ssize_t *len) {
+    uint64_t n;
+    if (!read_varint(p, end, &n) || n > (uint64_t)(end - *p)) return 0;
+    *start = *p;
+    *len = (Py_ssize_t)n;
+    *p += n;
+    return 1;
+}
+
+enum { TOOL, ARGUMENTS, CONVERSATION, CALL_ID, CUSTOMER, TENANT, MODEL, PROMPT_VERSION, FIELDS };
+
+/* Session's fields 1 (customer_id) and 2 (tenant) into spans; 0 for anything else. */
+static int read_session(const uint8_t *p, const uint8_t *end, const uint8_t **starts, Py_ssize_t *lens, int *seen) {
+    while (p < end) {
+        unsigned number;
+        if (!read_tag(&p, end, &number)) return 0;
+        int slot;
+        switch (number) {
+            case 1: slot = CUSTOMER; break;
+            case 2: slot = TENANT; break;
+            default: return 0;
+        }
+        if (seen[slot]) return 0;
+        seen[slot] = 1;
+        if (!read_span(&p, end, &starts[slot], &lens[slot])) return 0;
+    }
+    return 1;
+}
+
+static PyObject *read_validate(PyObject *module, PyObject *body) {
+    (void)module;
+    if (!PyBytes_Check(body)) {
+        PyErr_SetString(PyExc_TypeError, "read_validate takes bytes");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(body);
+    const uint8_t *end = p + PyBytes_GET_SIZE(body);
+    const uint8_t *starts[FIELDS] = {0};
+    Py_ssize_t lens[FIELDS] = {0};
+    int seen[FIELDS] = {0};
+    int session_seen = 0;
+    while (p < end) {
+        unsigned number;
+        if (!read_tag(&p, end, &number)) Py_RETURN_NONE;
+        int slot;
+        switch (number) {
+            case 1: slot = TOOL; break;
+            case 2: slot = ARGUMENTS; break;
+            case 4: slot = CONVERSATION; break;
+            case 5: slot = CALL_ID; break;
+            case 7: slot = MODEL; break;
+            case 8: slot = PROMPT_VERSION; break;
+            case 6: {
+                const uint8_t *start;
+                Py_ssize_t len;
+                if (session_seen || !read_span(&p, end, &start, &len)) Py_RETURN_NONE;
+                session_seen = 1;
+                if (!read_session(start, start + len, starts, lens, seen)) Py_RETURN_NONE;
+                continue;
+            }
+            default: Py_RETURN_NONE; /* arguments_struct, or a field this version does not know */
+        }
+        if (seen[slot] || !read_span(&p, end, &starts[slot], &lens[slot])) Py_RETURN_NONE;
+        seen[slot] = 1;
+    }
+    PyObject *out = PyTuple_New(FIELDS);
+    if (out == NULL) return NULL;
+    for (int slot = 0; slot < FIELDS; slot++) {
+        PyObject *value;
+        if (slot == ARGUMENTS) {
+            if (seen[slot]) {
+                value = PyBytes_FromStringAndSize((const char *)starts[slot], lens[slot]);
+            } else {
+                value = Py_None;
+                Py_INCREF(value);
+            }
+        } else {
+            value = PyUnicode_DecodeUTF8((const char *)starts[slot], lens[slot], NULL);
+            if (value == NULL) {
+                /* Not UTF-8 (or a surrogate): protobuf says what such a request is. */
+                Py_DECREF(out);
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return NULL;
+                PyErr_Clear();
+                Py_RETURN_NONE;
+            }
+        }
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, slot, value);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"read_validate", read_validate, METH_O,
+     "(tool, arguments_json or None, conversation_id, call_id, customer_id, tenant, model, prompt_version) "
+     "read from a ValidateRequest's bytes in their plain form; None for any other (parse it with protobuf)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_request", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__request(void) { return PyModule_Create(&module); }

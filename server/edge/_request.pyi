@@ -1,0 +1,3 @@
+"""Types of the C extension built from _request.c (a ValidateRequest's fields read from its bytes)."""
+
+def read_validate(body: bytes) -> tuple[str, bytes | None, str, str, str, str, str, str] | None: ...
