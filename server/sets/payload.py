@@ -22,8 +22,9 @@ class SetPayload:
     name: str
     version: int
     # Any sequence, converted a chunk at a time while indexing: a protobuf repeated field
-    # stays one, so a million members are never turned into str objects in one C call.
-    members: Sequence[str]
+    # stays one, so a million members are never turned into str objects in one C call. Or a
+    # large set's layers (overlay.OverlaySet, updates.apply_delta), read a chunk at a time.
+    members: Sequence[str] | Set[str]
     retired: Sequence[str] = ()
     # Details for some of the retired values, by value.
     retirements: Mapping[str, Retirement] = field(default_factory=lambda: MappingProxyType({}))

@@ -23,6 +23,7 @@ from argwatch.server.sets.overlay import (
 from argwatch.server.sets.packed import PACK_ABOVE
 from argwatch.server.sets.payload import DeltaUpdate
 from argwatch.server.sets.scoped import scope_key, split_key, within_scope
+from argwatch.server.sets.updates import apply_delta
 from tests.snapshots import make_snapshot
 
 _loose = within_scope(normaliser(LOOSE))
@@ -110,6 +111,27 @@ def test_layers_past_the_due_size_ask_for_a_compaction_and_past_the_hard_bound_f
     assert below is not None and not compaction_due(below) and not compaction_due(large)
     many = [f"new_{i}" for i in range(HARD_FACTOR * COMPACT_MIN + 1)]
     assert with_delta(large, delta(1, added=many), now=0.0, rules=()) is None
+
+
+def test_a_delta_past_the_hard_bound_hands_the_layers_on_unread(large) -> None:
+    """The rebuild past the hard bound reads the members a chunk at a time while it indexes them: the payload
+    holds the layers and the delta's new values, not a copy made in one pass on the loop, and what it builds
+    is exactly the owner's set."""
+    layered = with_delta(
+        large, delta(1, added=["first", "handle_000002"], removed=["handle_000001"]), now=0.0, rules=()
+    )
+    assert layered is not None and isinstance(layered.members, OverlaySet)
+    counted = CountingSet(layered.members)  # the same layers, counting full passes over them
+    over = dataclasses.replace(layered, members=OverlaySet(counted, frozenset(), frozenset()))
+    many = [f"new_{i}" for i in range(HARD_FACTOR * COMPACT_MIN + 1)]
+    past = delta(2, added=[*many, "first", many[0]], removed=["handle_000003", "handle_000002"])
+    assert with_delta(layered, past, now=1.0, rules=()) is None
+    payload = apply_delta(over, past, now=1.0)
+    assert counted.passes == 0  # not read: handed on
+    assert isinstance(payload.members, OverlaySet) and payload.members.base is over.members
+    rebuilt = make_snapshot("big", 3, payload.members, received_at=1.0, excluded=payload.excluded)
+    owners = (set(large.members) | {"first", *many}) - {"handle_000001", "handle_000002", "handle_000003"}
+    assert set(rebuilt.members) == owners and rebuilt.size == len(owners)
 
 
 def test_small_sets_are_rebuilt_not_layered() -> None:
