@@ -59,13 +59,15 @@ STREAMS = 4
 CONNECTIONS = 4
 
 
-async def send(target: str, side: str, messages: int) -> None:
+async def send(target: str, side: str, messages: int, in_flight: int) -> None:
     """`messages` messages of `side`, answered, then every channel closed."""
     body = payload()
     channels = [grpc.aio.insecure_channel(target) for _ in range(CONNECTIONS)]
     if side.endswith("_stream"):
-        calls = [channels[i % CONNECTIONS].stream_stream(METHODS[side]) for i in range(STREAMS)]
-        await asyncio.gather(*(_one_stream(call, body, messages // STREAMS) for call in calls))
+        streams = min(STREAMS, in_flight)
+        calls = [channels[i % CONNECTIONS].stream_stream(METHODS[side]) for i in range(streams)]
+        window = max(1, in_flight // streams)
+        await asyncio.gather(*(_one_stream(call, body, messages // streams, window) for call in calls))
     else:
         unary = [channel.unary_unary(METHODS[side]) for channel in channels]
         left = messages
@@ -76,13 +78,13 @@ async def send(target: str, side: str, messages: int) -> None:
                 left -= 1
                 await unary[index % CONNECTIONS](body, timeout=600)
 
-        await asyncio.gather(*(worker(i) for i in range(IN_FLIGHT)))
+        await asyncio.gather(*(worker(i) for i in range(in_flight)))
     for channel in channels:
         await channel.close()
 
 
-async def _one_stream(call: grpc.aio.StreamStreamMultiCallable, body: bytes, count: int) -> None:
-    credit = asyncio.Semaphore(IN_FLIGHT)
+async def _one_stream(call: grpc.aio.StreamStreamMultiCallable, body: bytes, count: int, window: int) -> None:
+    credit = asyncio.Semaphore(window)
     stream = call(timeout=600)
 
     async def write() -> None:
@@ -101,7 +103,7 @@ async def _one_stream(call: grpc.aio.StreamStreamMultiCallable, body: bytes, cou
         raise RuntimeError(f"a stream answered {answered} of {count}")
 
 
-def counted(side: str, messages: int) -> int:
+def counted(side: str, messages: int, in_flight: int) -> int:
     """Instructions cachegrind counted in a bench server that answered `messages` messages of `side`."""
     server = subprocess.Popen(
         [
@@ -118,13 +120,15 @@ def counted(side: str, messages: int) -> int:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # One hash seed for every run: with Python's random one, sets and dicts collide differently per process.
+        env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     assert server.stdout is not None and server.stdin is not None
     port = server.stdout.readline().strip()
     if not port.isdigit():
         server.kill()
         raise RuntimeError(f"the bench server did not start under valgrind: {server.communicate()[1][-2000:]}")
-    asyncio.run(send(f"127.0.0.1:{port}", side, messages))
+    asyncio.run(send(f"127.0.0.1:{port}", side, messages, in_flight))
     _, errors = server.communicate(timeout=600)  # closing its stdin stops it
     found = re.search(r"I\s+refs:\s+([\d,]+)", errors)
     if found is None:
@@ -135,6 +139,7 @@ def counted(side: str, messages: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=600, help="the smaller run's messages (the larger: 3x)")
+    parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="calls (or stream messages) outstanding")
     parser.add_argument("--sides", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     arguments = parser.parse_args()
@@ -145,7 +150,7 @@ def main() -> int:
     per_message: dict[str, float] = {}
     for side in arguments.sides:
         started = time.monotonic()
-        few, many = counted(side, small), counted(side, large)
+        few, many = counted(side, small, arguments.in_flight), counted(side, large, arguments.in_flight)
         per_message[side] = (many - few) / (large - small)
         print(f"{side:16} {per_message[side]:>12,.0f} instructions a message ({time.monotonic() - started:.0f} s)")
     ratios = {}

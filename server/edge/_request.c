@@ -44,7 +44,9 @@ static int read_tag(const uint8_t **p, const uint8_t *end, unsigned *number) {
 /* A length-delimited field's payload: *start and *len; 0 when it runs past end. */
 static int read_span(const uint8_t **p, const uint8_t *end, const uint8_t **start, Py_ssize_t *len) {
     uint64_t n;
-    if (!read_varint(p, end, &n) || n > (uint64_t)(end - *p)) return 0;
+    /* upb refuses a length of 2 GiB or more (no such request gets past gRPC's 4 MiB limit, but were it raised,
+       the two would still agree). */
+    if (!read_varint(p, end, &n) || n >= INT32_MAX || n > (uint64_t)(end - *p)) return 0;
     *start = *p;
     *len = (Py_ssize_t)n;
     *p += n;
