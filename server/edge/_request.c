@@ -33,9 +33,8 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
 }
 
 /* A field's tag: every field read here is length-delimited with a number under 16, so its tag is one byte. */
-static int read_tag(const uint8_t **p, const uint8_t *end, unsigned *number) {
-    uint8_t tag = *(*p)++;
-    (void)end;
+static int read_tag(const uint8_t **p, unsigned *number) {
+    uint8_t tag = *(*p)++; /* the callers' loops hold p < end */
     if (tag & 0x80 || (tag & 7) != 2) return 0;
     *number = tag >> 3;
     return 1;
@@ -59,7 +58,7 @@ enum { TOOL, ARGUMENTS, CONVERSATION, CALL_ID, CUSTOMER, TENANT, MODEL, PROMPT_V
 static int read_session(const uint8_t *p, const uint8_t *end, const uint8_t **starts, Py_ssize_t *lens, int *seen) {
     while (p < end) {
         unsigned number;
-        if (!read_tag(&p, end, &number)) return 0;
+        if (!read_tag(&p, &number)) return 0;
         int slot;
         switch (number) {
             case 1: slot = CUSTOMER; break;
@@ -87,7 +86,7 @@ static PyObject *read_validate(PyObject *module, PyObject *body) {
     int session_seen = 0;
     while (p < end) {
         unsigned number;
-        if (!read_tag(&p, end, &number)) Py_RETURN_NONE;
+        if (!read_tag(&p, &number)) Py_RETURN_NONE;
         int slot;
         switch (number) {
             case 1: slot = TOOL; break;

@@ -46,14 +46,14 @@ def check_call_ref(request: pb.RepairRequest | pb.ReportOutcomeRequest) -> None:
 
 
 def _within(fields: tuple[tuple[str, str, int], ...]) -> None:
-    for field, value, limit in fields:
-        if len(value) > limit:
-            raise TooLong(field, len(value), limit)
+    error = first_too_long(fields)
+    if error is not None:
+        raise error
 
 
-def first_too_long(fields: tuple[tuple[str, str, int], ...]) -> TooLong:
-    """The error for the first of `fields` past its limit; called once a check has found one."""
+def first_too_long(fields: tuple[tuple[str, str, int], ...]) -> TooLong | None:
+    """The error for the first of `fields` (name, value, limit) past its limit; None when all are within."""
     for field, value, limit in fields:
         if len(value) > limit:
             return TooLong(field, len(value), limit)
-    raise AssertionError("no field past its limit")
+    return None

@@ -135,7 +135,8 @@ def _checked_call(
         or len(model) > MAX_MODEL
         or len(prompt_version) > MAX_PROMPT_VERSION
     ):
-        raise first_too_long(
+        # Named only once one is past its limit: the tuple of names is no cost on a call within them.
+        too_long = first_too_long(
             (
                 ("tool", tool, MAX_TOOL),
                 ("call_id", call_id, MAX_CALL_ID),
@@ -146,6 +147,8 @@ def _checked_call(
                 ("prompt_version", prompt_version, MAX_PROMPT_VERSION),
             )
         )
+        assert too_long is not None
+        raise too_long
     # Positional: keyword arguments double a NamedTuple's construction cost.
     return ToolCall(
         tool,
