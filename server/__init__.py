@@ -4,7 +4,7 @@ The folders are the architecture, from the wire inwards:
 
 - `edge/`       the wire edge: gRPC servicers, protobuf <-> domain translation, Admin API auth, listener limits
 - `verdict/`    the pure core: (tool policy, arguments, snapshots, records found) -> every problem; no I/O
-- `validator.py` one call end to end: snapshots and records in, the core, the mode, telemetry out
+- `validator/`  one call end to end: snapshots and records in, the core, the mode, telemetry out
 - `policy/`     the policy model, its YAML loader, CEL rules, tool definitions imported and exported
 - `valuesets/`  snapshots of value sets, the sources they come from, and the provider that keeps them live
 - `records/`    look-ups in the system of record, and the existence and ownership checks on them

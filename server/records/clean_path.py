@@ -24,11 +24,14 @@ from argwatch.server.records.checks import MAX_ID_CHARS, owned_by
 from argwatch.server.records.lookup_client import RecordLookups
 from argwatch.server.verdict.rule_checks import bind_paths, mistyped
 
+_UNBOUND = object()
+_EQUAL_IS_SAME = (str, int)  # types whose equal values CEL cannot tell apart (bool is not int here: the class is)
+
 
 class CleanPath:
     """One tool's records (each bound by a top-level argument) and rules (each flat, over scalars)."""
 
-    __slots__ = ("_paths", "_programs", "_records", "_types")
+    __slots__ = ("_bound", "_context", "_paths", "_programs", "_records", "_types")
 
     def __init__(self, tool: ToolPolicy) -> None:
         # (binding name, id argument, source, kind, owner attribute or "")
@@ -40,6 +43,13 @@ class CleanPath:
         self._types = tuple((name, kinds) for rule in tool.rules for name, kinds in rule.argument_types.items())
         # Each variable once: a name is its path's encoding (cel_flatten.variable_name), so one name, one path.
         self._paths = tuple({variable: path for rule in tool.rules for variable, path in rule.flat_paths}.items())
+        # One context kept across calls, each variable converted again only when its value changed: the
+        # library converts a string after trying eight other types, each failing with an exception (its
+        # dearest conversion: docs/performance.md), and most of a tool's record fields repeat call to call.
+        # Every variable is set before any program runs (bind_paths binds all or none), so no call reads
+        # another's value. Owned by the validator that made it, on its event loop (or its replay's thread).
+        self._context = cel.Context()
+        self._bound: dict[str, object] = {}  # each variable's value as the context holds it now
 
     def passes(
         self,
@@ -67,7 +77,20 @@ class CleanPath:
         variables: dict[str, object] = {}
         if not bind_paths(self._paths, {"args": arguments, "record": found, "session": session}, variables):
             return False
-        context = cel.Context(variables=variables)
+        context = self._context
+        bound = self._bound
+        for name, value in variables.items():
+            before: object = bound.get(name, _UNBOUND)
+            value_type: type = value.__class__
+            # Unchanged: the same object (a record field from the cache, a small int, a bool), or an equal
+            # str or int (an argument decoded again). Not a float by equality (-0.0 == 0.0), nor a container.
+            if before is value or (before.__class__ is value_type and value_type in _EQUAL_IS_SAME and before == value):
+                continue
+            try:
+                context.add_variable(name, value)
+            except Exception:  # a value CEL cannot take: the general path says why
+                return False
+            bound[name] = value
         for program in self._programs:
             try:
                 if program.execute(context) is not True:

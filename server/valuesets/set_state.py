@@ -39,6 +39,14 @@ class SetState:
     # The reading handed to the checker, rebuilt only when the snapshot, the
     # confirmation or staleness changes (not once per call).
     reading: SetReading | None = None
+    # Until when (monotonic) `reading` is fresh and current, so the checker's read is one clock look-up.
+    # Set by the read that built it; any change to what a reading is made of resets it (__setattr__).
+    fresh_until: float = -math.inf
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name in _READING_MADE_OF:
+            object.__setattr__(self, "fresh_until", -math.inf)
 
     @property
     def name(self) -> str:
@@ -49,6 +57,9 @@ class SetState:
         """The run of versions and the version held, or None before the first copy."""
         return (self.incarnation, self.snapshot.version) if self.snapshot is not None else None
 
+
+# What a reading, and whether it is fresh, is made of: set_table.SetTable.read.
+_READING_MADE_OF = frozenset({"config", "snapshot", "confirmed_at", "confirmed_mono", "healthy"})
 
 # What a reload's provider takes over from the one it replaces, for a set configured the same.
 CARRIED_OVER = (

@@ -82,9 +82,14 @@ class SetTable:
     def read(self, name: str) -> SetReading | None:
         """The set as the checker may use it now, or None when it is unavailable."""
         state = self.states.get(name)
-        if state is None or state.snapshot is None:
+        if state is None:
             return None
-        age = self._monotonic() - state.confirmed_mono
+        now = self._monotonic()
+        if now < state.fresh_until:  # the reading last built, still fresh, and nothing it is made of changed
+            return state.reading
+        if state.snapshot is None:
+            return None
+        age = now - state.confirmed_mono
         config = state.config
         if age > config.max_staleness_seconds:
             return None
@@ -97,6 +102,8 @@ class SetTable:
             or reading.confirmed_at != state.confirmed_at
         ):
             reading = state.reading = SetReading(state.snapshot, state.confirmed_at, stale)
+        if not stale:  # fresh while its age is within both bounds; any change to the state resets this
+            state.fresh_until = state.confirmed_mono + min(config.ttl_seconds, config.max_staleness_seconds)
         return reading
 
     # ---- reports

@@ -34,3 +34,15 @@ class Verdict(NamedTuple):
     repair_attempt: int = 0  # which rejected attempt in the conversation (0: allowed)
     # A tool with side effects: its operation's key and any earlier call of it (None: no check ran).
     sighting: Sighting | None = None
+
+
+_new_tuple = tuple.__new__
+
+
+def allowed(call_id: str, mode: Mode, readings_used: tuple[SetReading, ...], policy_version: str) -> Verdict:
+    """`Verdict(call_id, Decision.ALLOW, mode, (), (), readings_used, policy_version)`, built as Verdict._make
+    builds one: a NamedTuple's own constructor is a Python function, a tenth of a quick verdict."""
+    return _new_tuple(Verdict, (call_id, _ALLOW, mode, (), (), readings_used, policy_version, False, False, 0, None))
+
+
+_ALLOW = Decision.ALLOW

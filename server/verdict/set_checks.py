@@ -69,22 +69,35 @@ def all_in_sets(
     """check_arguments' result when every bound value is present and in its set, built from `plan`
     (no per-argument objects); None otherwise, and check_arguments then says what is wrong.
     `readings` must hold the tool's sets in order of first binding, as the validator builds it."""
-    if not plan.top_level:
+    if not values_in_sets(plan, arguments, readings, session):
         return None
+    # Each of the tool's sets is bound by one of these arguments, so none of them is None here.
+    return CheckResult((), (), plan.checks, tuple(cast(Mapping[str, SetReading], readings).values()))
+
+
+def values_in_sets(
+    plan: MembersPlan,
+    arguments: Mapping[str, object],
+    readings: Mapping[str, SetReading | None],
+    session: Mapping[str, str] = NO_SESSION,
+) -> bool:
+    """Whether every bound value is a string present at the top level and a member of its set (of the
+    caller's own scope's keys, for a scoped set): exactly when check_arguments finds nothing."""
+    if not plan.top_level:
+        return False
     for argument, value_set, scope in plan.bindings:
         reading = readings[value_set]
         value = arguments.get(argument)
         if reading is None or value.__class__ is not str:
-            return None
+            return False
         if scope or reading.snapshot.scoped:  # a scoped set: only the call's own scope's key is a member
             caller = session.get(scope, "")
             if not scope or not reading.snapshot.scoped or not usable_scope(caller):
-                return None
+                return False
             value = scope_key(caller, value)
         if value not in reading.snapshot.members:
-            return None
-    # Each of the tool's sets is bound by one of these arguments, so none of them is None here.
-    return CheckResult((), (), plan.checks, tuple(cast(Mapping[str, SetReading], readings).values()))
+            return False
+    return True
 
 
 def check_arguments(

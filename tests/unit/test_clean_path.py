@@ -144,13 +144,75 @@ def test_the_clean_path_agrees_with_the_general_checks(
     held = {} if order is None else {"ord_1": order, "": order, "x" * 300: order}
     records = (Unavailable if down else CaseRecords)({"order": held})
     session = {"customer_id": customer, "tenant": "acme" if customer == "cus_2" else ""}
-    clean = clean_path(tool)
-    assert clean is not None
+    clean = KEPT[id(tool)]  # one per tool across examples, as a validator keeps it across calls
     # Every record is a cache hit here, so the two agree both ways (but where a rule's field is absent): the
     # fast answer is taken whenever it can be, and never passes what the general checks refuse.
     fast = clean.passes(arguments, session, {"orders_db": records})
     general = general_finds_nothing(tool, arguments, records, customer)
     assert fast == general or (not fast and absent_for_a_rule(tool, arguments, order))
+
+
+KEPT = {id(tool): path for tool in (TOOL, RECORDS_ONLY) if (path := clean_path(tool)) is not None}
+assert len(KEPT) == 2
+
+# Rules whose answer turns on what a kept context could confuse: -0.0 and 0.0 (equal, but not to a division),
+# True and 1 (equal in Python, not in CEL), an int and the equal string.
+SAME_OR_NOT = tool_with(
+    [
+        "1.0 / record.order.ratio > 0.0",
+        "record.order.flag == 1",
+        "args.note == '1'",
+        "args.amount_cents < record.order.paid_cents",
+    ]
+)
+confusable = st.sampled_from([0.0, -0.0, 1, True, 1.0, "1", False, 0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.fixed_dictionaries(
+                {"order_id": st.just("ord_1"), "amount_cents": st.sampled_from([1, 2, True]), "note": confusable}
+            ),
+            st.fixed_dictionaries(
+                {
+                    "customer_id": st.just("cus_1"),
+                    "paid_cents": st.sampled_from([2, 3, True]),
+                    "ratio": confusable,
+                    "flag": confusable,
+                }
+            ),
+        ),
+        min_size=2,
+        max_size=8,
+    )
+)
+def test_a_kept_clean_path_answers_each_call_as_a_new_one_would(
+    calls: list[tuple[dict[str, Any], dict[str, Any]]],
+) -> None:
+    kept = clean_path(SAME_OR_NOT)
+    assert kept is not None
+    session = {"customer_id": "cus_1", "tenant": ""}
+    for arguments, order in calls:
+        # Equal values as new objects, as a call decoded again and a record fetched again hand them.
+        arguments = json.loads(json.dumps(arguments))
+        clients = {"orders_db": CaseRecords({"order": {"ord_1": dict(order)}})}
+        fresh = clean_path(SAME_OR_NOT)
+        assert fresh is not None
+        assert kept.passes(arguments, session, clients) == fresh.passes(arguments, session, clients), (arguments, order)
+
+
+def test_a_kept_clean_path_tells_negative_zero_and_true_apart() -> None:
+    kept = clean_path(SAME_OR_NOT)
+    assert kept is not None
+    session = {"customer_id": "cus_1", "tenant": ""}
+    arguments = {"order_id": "ord_1", "amount_cents": 1, "note": "1"}
+    answers = []
+    for ratio, flag in [(0.0, 1), (-0.0, 1), (0.0, 1), (0.0, True), (0.0, 1)]:
+        order = {"customer_id": "cus_1", "paid_cents": 2, "ratio": ratio, "flag": flag}
+        answers.append(kept.passes(arguments, session, {"orders_db": CaseRecords({"order": {"ord_1": order}})}))
+    assert answers == [True, False, True, False, True]
 
 
 CLEAN_CALL = {"order_id": "ord_1", "amount_cents": 50, "note": "short", "filter": {"since": 3}}

@@ -39,6 +39,7 @@ from argwatch.server.telemetry.metrics import (
 )
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
+from argwatch.server.validator.quick_verdict import QuickVerdict, has_quick_path
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.verdict.call_signature import NO_PROBLEMS, signature_of
 from argwatch.server.verdict.check_names import CheckNames
@@ -157,6 +158,27 @@ class Validator:
             if tool.side_effect is not None and tool.side_effect.status_tool:
                 status_for.setdefault(tool.side_effect.status_tool, []).append((name, tool.side_effect.window_seconds))
         self._status_for = {name: tuple(targets) for name, targets in status_for.items()}
+        # Each tool's judgment of a call that passes everything (quick_verdict.py); a judgment that records
+        # nothing takes the general path, whose recording is the one switched off.
+        self._quick: PerTool[QuickVerdict | None] = PerTool(policy.tools, self._quick_for if counted else _no_quick)
+
+    def _quick_for(self, tool: ToolPolicy) -> QuickVerdict | None:
+        plan = self._plans[tool.name]
+        clean = self._clean_paths[tool.name] if tool.records or tool.rules else None
+        if not has_quick_path(tool, plan, clean, tool.name in self._status_for):
+            return None
+        return QuickVerdict(
+            tool,
+            plan,
+            clean,
+            self._provider.read,
+            self._modes,
+            self._meters[tool.name],
+            self._signatures,
+            self._count_by_model if self._by_model else None,
+            self.policy.version,
+            self._record_clients,
+        )
 
     def shadow_changed(self) -> None:
         """Binds `validate` to what this gateway does with a verdict now: a wrapper only for a decision log or
@@ -197,6 +219,13 @@ class Validator:
     async def validate(self, call: ToolCall, deadline: float | None = None) -> Verdict:
         """The verdict on `call`; `deadline` is the seconds the caller has left (bounds record look-ups)."""
         tool = self.policy.tools.get(call.tool)
+        if tool is not None:
+            quick = self._quick[call.tool]
+            passed = quick.verdict(call) if quick is not None else None
+            if passed is not None:
+                if call.conversation_id and self._repairs.may_be_open:
+                    await self._repairs.passed(_scope_of(call), call.tool)
+                return passed
         meters = self._meters[call.tool] if tool is not None else self._unknown_meters
         mode = self._modes.mode_for(call.tool)
         problems: list[Problem] = []
@@ -526,6 +555,10 @@ class Validator:
 def _scope_of(call: ToolCall) -> str:
     """The call's conversation bound to its session (call_scope.py)."""
     return conversation_scope(call.conversation_id, call.customer_id, call.tenant)
+
+
+def _no_quick(tool: ToolPolicy) -> None:
+    """No quick verdict: every call of `tool` judged the general way."""
 
 
 def _not_recorded(*recorded: object) -> None:
