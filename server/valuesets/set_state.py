@@ -39,14 +39,20 @@ class SetState:
     # The reading handed to the checker, rebuilt only when the snapshot, the
     # confirmation or staleness changes (not once per call).
     reading: SetReading | None = None
-    # Until when (monotonic) `reading` is fresh and current, so the checker's read is one clock look-up.
-    # Set by the read that built it; any change to what a reading is made of resets it (__setattr__).
-    fresh_until: float = -math.inf
+    # How many writes to what a reading is made of there have been (__setattr__ counts them); only the
+    # event loop writes those fields.
+    generation: int = 0
+    # (generation, reading, fresh until): the fresh reading a read made at that generation, handed out
+    # again while the generation is the same and the monotonic clock is before the time, so the checker's
+    # read is one clock look-up. Stored in one assignment, by whichever thread read (a /metrics render reads
+    # too): one that read the fields before a write of the loop's stores an older generation, so its
+    # reading is never handed out for the state after that write.
+    kept: tuple[int, SetReading, float] | None = None
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
         if name in _READING_MADE_OF:
-            object.__setattr__(self, "fresh_until", -math.inf)
+            object.__setattr__(self, "generation", self.generation + 1)
 
     @property
     def name(self) -> str:
@@ -58,7 +64,8 @@ class SetState:
         return (self.incarnation, self.snapshot.version) if self.snapshot is not None else None
 
 
-# What a reading, and whether it is fresh, is made of: set_table.SetTable.read.
+# What a reading, and whether it is fresh, is made of: set_table.SetTable.read (tests/unit/test_set_reading.py
+# holds the two to the same names).
 _READING_MADE_OF = frozenset({"config", "snapshot", "confirmed_at", "confirmed_mono", "healthy"})
 
 # What a reload's provider takes over from the one it replaces, for a set configured the same.

@@ -85,8 +85,10 @@ class SetTable:
         if state is None:
             return None
         now = self._monotonic()
-        if now < state.fresh_until:  # the reading last built, still fresh, and nothing it is made of changed
-            return state.reading
+        kept = state.kept
+        if kept is not None and now < kept[2] and kept[0] == state.generation:
+            return kept[1]  # still fresh, and nothing it is made of written since it was made
+        generation = state.generation  # before any field is read: a write after this makes what is kept stale
         if state.snapshot is None:
             return None
         age = now - state.confirmed_mono
@@ -102,8 +104,9 @@ class SetTable:
             or reading.confirmed_at != state.confirmed_at
         ):
             reading = state.reading = SetReading(state.snapshot, state.confirmed_at, stale)
-        if not stale:  # fresh while its age is within both bounds; any change to the state resets this
-            state.fresh_until = state.confirmed_mono + min(config.ttl_seconds, config.max_staleness_seconds)
+        if not stale:  # fresh while its age is within both bounds, and the state is as it was read
+            until = state.confirmed_mono + min(config.ttl_seconds, config.max_staleness_seconds)
+            state.kept = (generation, reading, until)
         return reading
 
     # ---- reports

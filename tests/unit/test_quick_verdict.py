@@ -15,6 +15,7 @@ from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import Policy
 from argwatch.server.policytest.case_sources import CaseRecords, CaseSets
+from argwatch.server.records.lookup_client import Lookup
 from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.repair.tracker import RepairTracker
 from argwatch.server.sets.payload import SetPayload
@@ -32,13 +33,17 @@ from argwatch.server.verdict.per_tool import PerTool
 from argwatch.server.verdict.tool_call import ToolCall
 
 POLICY: dict[str, Any] = {
-    "sources": {"owner": {"grpc": {"target": "127.0.0.1:1", "timeout": "1s"}}},
+    "sources": {
+        "owner": {"grpc": {"target": "127.0.0.1:1", "timeout": "1s"}},
+        "cold": {"grpc": {"target": "127.0.0.1:2", "timeout": "1s"}},  # its records never in the cache
+    },
     "value_sets": {
         "refunds.reason_codes": {"source": "owner"},
         "refunds.currencies": {"source": "owner", "ttl": "30s", "on_stale": "observe"},  # stale once the clock moves
         "gone.open": {"source": "owner", "failure": "open"},
         "billing.payment_methods": {"source": "owner", "scope": "customer_id"},
         "gone.set": {"source": "owner"},  # never served: unavailable (closed)
+        "hidden.codes": {"source": "owner", "disclose": "none"},
     },
     "tools": {
         "membership": {
@@ -71,6 +76,12 @@ POLICY: dict[str, Any] = {
                 }
             ],
         },
+        "with_cold_records": {
+            "arguments": {"code": {"value_set": "hidden.codes"}},
+            "records": {
+                "order": {"source": "cold", "kind": "order", "id_argument": "order_id", "owner": "customer_id"}
+            },
+        },
         "unavailable": {
             "arguments": {"thing": {"value_set": "gone.set"}, "other": {"value_set": "gone.open", "required": False}}
         },
@@ -86,10 +97,12 @@ POLICY: dict[str, Any] = {
         "bare": {},
     },
     "models": {"names": ["model-a"], "prompt_versions": ["v1"]},
+    "sampling": {"rate": 1.0, "redact": ["currency"]},
 }
 SETS = {
     "refunds.reason_codes": SetPayload("refunds.reason_codes", 1, ["DAMAGED", "LATE", "WRONG_ITEM"]),
     "refunds.currencies": SetPayload("refunds.currencies", 1, ["EUR", "USD"]),
+    "hidden.codes": SetPayload("hidden.codes", 1, ["H1", "H2"]),
     "billing.payment_methods": SetPayload(
         "billing.payment_methods",
         1,
@@ -102,10 +115,17 @@ ORDERS: dict[str, dict[str, dict[str, Any]]] = {
 }
 # Tools a call of which may pass everything, those whose every call needs the general path, and one whose
 # calls could pass but whose set is never there to check against.
-QUICK = {"membership", "in_reject", "scoped", "with_schema", "with_records", "bare"}
+QUICK = {"membership", "in_reject", "scoped", "with_schema", "with_records", "with_cold_records", "bare"}
 GENERAL = {"nested", "with_side_effect", "status"}
 UNAVAILABLE = "unavailable"
 ADVANCE = "(the clock moves on a minute)"  # a step, not a call: refunds.currencies goes stale
+
+
+class Cold(CaseRecords):
+    """A record source whose answers are never in the cache: each call's records are looked up."""
+
+    def cached(self, kind: str, record_id: str) -> Lookup | None:
+        return None
 
 
 class Judge:
@@ -125,7 +145,7 @@ class Judge:
             metrics,
             SampledValueLog(1.0, 100),
             RejectionLog(cache, policy.repair),
-            {"owner": CaseRecords(ORDERS)},
+            {"owner": CaseRecords(ORDERS), "cold": Cold(ORDERS)},
             OffenderTable(),
             signatures=self.signatures,
             repairs=RepairTracker(cache, metrics, policy.repair.remember_seconds),
@@ -170,6 +190,7 @@ arguments_drawn = st.fixed_dictionaries(
         "currency": st.sampled_from(["EUR", "EUR", "USD", "eur", None]),
         "fallback": value,
         "payment_method_id": st.sampled_from(["pm_1", "pm_1", "pm_2", "pm_x", ""]),
+        "code": st.sampled_from(["H1", "H1", "H3", "h1", 1]),
         "amount_cents": st.sampled_from([1, 100, 500, 501, 0, "1", 1.5]),
         "order_id": st.sampled_from(["ord_1", "ord_1", "ord_2", "ord_9", "", 5]),
         "thing": value,
@@ -233,6 +254,7 @@ CLEAN_ARGUMENTS: dict[str, dict[str, Any]] = {
     "scoped": {"payment_method_id": "pm_1"},
     "with_schema": {"reason_code": "DAMAGED", "amount_cents": 3},
     "with_records": {"reason_code": "DAMAGED", "order_id": "ord_1", "amount_cents": 500},
+    "with_cold_records": {"code": "H2", "order_id": "ord_1"},
     "bare": {"anything": 1},
     "unavailable": {"thing": "x"},
     "nested": {"items": [{"reason": "LATE"}]},
@@ -251,9 +273,12 @@ def test_the_clean_calls_of_tools_that_can_have_one_are_answered_quickly_and_no_
     judge = Judge(policy(), loop, True, [1000.0])
     try:
         validator = judge.validator
-        for tool in sorted(QUICK):
+        for tool in sorted(QUICK - {"with_cold_records"}):
             verdict = quick_of(validator, tool).verdict(clean_call(tool))
             assert verdict is not None and verdict.decision is Decision.ALLOW, tool
+        # Its record not in the cache: the general path looks it up (and passes the call).
+        assert quick_of(validator, "with_cold_records").verdict(clean_call("with_cold_records")) is None
+        assert judge.judge(clean_call("with_cold_records")).decision is Decision.ALLOW
         assert all(validator._quick[tool] is None for tool in GENERAL)
         assert quick_of(validator, UNAVAILABLE).verdict(clean_call(UNAVAILABLE)) is None  # a skip or a problem
         # One fault, and the general path is asked: never a quick answer that a call passed.
@@ -266,6 +291,25 @@ def test_the_clean_calls_of_tools_that_can_have_one_are_answered_quickly_and_no_
     finally:
         judge.close()
         loop.close()
+
+
+def test_a_judgment_that_records_nothing_has_no_quick_verdict() -> None:
+    """A shadow's Validator (counted=False) records nothing; the quick verdict counts, so it is never used."""
+    judged = policy()
+    metrics = GatewayMetrics(CollectorRegistry())
+    cache = SharedCache(None, metrics)
+    validator = Validator(
+        judged,
+        ValueSetProvider(judged, dict.fromkeys(judged.sources, CaseSets(SETS)), cache, metrics),
+        ModeStore(judged),
+        metrics,
+        SampledValueLog(0.0, 1),
+        RejectionLog(cache, judged.repair),
+        {},
+        OffenderTable(),
+        counted=False,
+    )
+    assert all(validator._quick[tool] is None for tool in QUICK | GENERAL)
 
 
 def test_allowed_builds_the_verdict_the_constructor_builds() -> None:
@@ -285,6 +329,26 @@ def test_a_quick_pass_closes_the_repair_its_conversation_opened() -> None:
             assert judge.judge(clean_call("in_reject")._replace(conversation_id="conv-1")).decision is Decision.ALLOW
         succeeded = 'tool_argument_repair_succeeded_total{tool="in_reject"} 1.0'
         assert succeeded in quick.counts()
+        assert quick.counts() == general.counts()
+    finally:
+        quick.close()
+        general.close()
+        loop.close()
+
+
+def test_a_set_gone_stale_is_judged_by_the_general_path() -> None:
+    """Stale: counted as a check against a stale set, and in reject mode with on_stale: observe, judged in
+    observe (the general path's); the quick verdict never answers for it."""
+    loop = asyncio.new_event_loop()
+    clock = [1000.0]
+    quick, general = Judge(policy(), loop, True, clock), Judge(policy(), loop, False, clock)
+    try:
+        call = clean_call("membership")
+        clock[0] += 60  # refunds.currencies (ttl 30s) is stale now
+        assert quick_of(quick.validator, "membership").verdict(call) is None  # (and so counted nothing)
+        verdicts = [judge.judge(call) for judge in (quick, general)]
+        assert comparable(verdicts[0]) == comparable(verdicts[1])
+        assert any(reading.stale for reading in verdicts[0].readings_used)
         assert quick.counts() == general.counts()
     finally:
         quick.close()
