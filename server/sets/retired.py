@@ -10,8 +10,9 @@ value and replacement within MAX_VALUE_CHARS, and it keeps only the newest
 value's loose form, so that copying it costs O(history) in C, not a Python
 call per retired value. A small set's delta works on such a copy; a large
 set's (overlay.py) on a LayeredHistory, in O(delta + its layers), folded into
-a new base every FOLD_AT entries (O(history) then: its worst delta 1.2-3.6 ms
-at the default 10,000 values, 13-17 ms at the most retired_keep allows, 100,000).
+a new base every FOLD_AT entries (O(history) then, in C but for the order of
+the dates, sorted by the next delta when the keep has an age: what a fold
+costs is in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -152,10 +153,14 @@ class _HistoryBase:
 
     __slots__ = ("_dated", "entries", "loose_counts", "order")
 
-    def __init__(self, entries: RetiredHistory) -> None:
+    def __init__(self, entries: RetiredHistory, loose_counts: dict[str, int] | None = None) -> None:
+        """`loose_counts`: the counts of `entries`' loose forms where the caller has them (a fold works them
+        out from the layers'); counted here otherwise (O(history) in C, but a dict operation a value)."""
         self.entries = entries  # a snapshot's, never changed
         self.order = list(entries)
-        self.loose_counts: Counter[str] = Counter(entries.loose.values())
+        self.loose_counts: Mapping[str, int] = (
+            loose_counts if loose_counts is not None else Counter(entries.loose.values())
+        )
         self._dated: list[tuple[float, str]] | None = None
 
     def dated(self) -> list[tuple[float, str]]:
@@ -299,8 +304,19 @@ class LayeredHistory(Mapping[str, Retirement]):
             excess -= 1
         following = LayeredHistory(base, recent, frozenset(dropped), dropped_loose, recent_loose, oldest, dated_from)
         if len(recent) + len(dropped) > FOLD_AT:
-            return LayeredHistory.over(following.copy())
+            return following._folded()
         return following
+
+    def _folded(self) -> LayeredHistory:
+        """The history as a new base with no layers. Its loose forms' counts are the base's with the layers'
+        taken off and added (the base and the recent layer share no value), a C-level copy and a few hundred
+        changes: counting the forms again was most of a fold's time (docs/performance.md)."""
+        counts = dict(self._base.loose_counts)
+        for form, count in self._dropped_loose.items():
+            _count(counts, form, -count)
+        for form, count in self._recent_loose.items():
+            _count(counts, form, count)
+        return LayeredHistory(_HistoryBase(self.copy(), counts), RetiredHistory(), frozenset(), {}, {}, 0, 0)
 
 
 class LooseForms(Collection[str]):
