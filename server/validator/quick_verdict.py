@@ -16,10 +16,10 @@ the same verdicts and the same counts, call by call.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.model import ToolPolicy
+from argwatch.server.records.clean_path import CleanPath
 from argwatch.server.records.lookup_client import RecordLookups
 from argwatch.server.sets.snapshot import SetReading
 from argwatch.server.telemetry.call_signatures import CallSignatures
@@ -32,14 +32,6 @@ from argwatch.server.verdict.set_checks import NO_SESSION, MembersPlan, values_i
 from argwatch.server.verdict.tool_call import ToolCall
 
 _NOTHING_FOUND = CheckResult((), (), (), ())
-
-
-class CleanRecords(Protocol):
-    """A tool's records and rules for the call that passes them (records/clean_path.CleanPath)."""
-
-    def passes(
-        self, arguments: Mapping[str, object], session: Mapping[str, str], clients: Mapping[str, RecordLookups]
-    ) -> bool: ...
 
 
 class QuickVerdict:
@@ -64,8 +56,9 @@ class QuickVerdict:
     def __init__(
         self,
         tool: ToolPolicy,
+        sets: tuple[str, ...],
         plan: MembersPlan,
-        clean: CleanRecords | None,
+        clean: CleanPath | None,
         read: Callable[[str], SetReading | None],
         modes: ModeStore,
         meters: ToolMeters,
@@ -74,10 +67,11 @@ class QuickVerdict:
         version: str,
         clients: Mapping[str, RecordLookups],
     ) -> None:
-        """`clean`: the tool's clean path where it has records or rules; `by_model`: how a call is counted
+        """`sets`: the tool's distinct bound sets, in order of first binding; `clean`: the tool's clean path
+        where it has records or rules; `by_model`: how a call is counted
         again under its model (None: the policy declares no models); the rest as the validator has them."""
         self._tool = tool.name
-        self._sets = tuple(dict.fromkeys(binding.value_set for binding in tool.arguments))  # as the validator's
+        self._sets = sets
         self._plan = plan
         self._schema = tool.schema_validator
         self._clean = clean
@@ -120,7 +114,7 @@ class QuickVerdict:
         return allowed(call.call_id, mode, tuple(readings.values()), self._version)
 
 
-def has_quick_path(tool: ToolPolicy, plan: MembersPlan, clean: CleanRecords | None, status_tool: bool) -> bool:
+def has_quick_path(tool: ToolPolicy, plan: MembersPlan, clean: CleanPath | None, status_tool: bool) -> bool:
     """Whether some call of `tool` can be judged quickly: not where every call needs the general path, for a
     binding inside arrays or objects, records or rules with no clean path (`clean` None), a side effect (its
     operation is recorded) or a status tool (its call is recorded)."""

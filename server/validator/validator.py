@@ -169,6 +169,7 @@ class Validator:
             return None
         return QuickVerdict(
             tool,
+            self._sets_by_tool[tool.name],
             plan,
             clean,
             self._provider.read,

@@ -37,12 +37,10 @@ class Verdict(NamedTuple):
 
 
 _new_tuple = tuple.__new__
+_ALLOW = Decision.ALLOW
 
 
 def allowed(call_id: str, mode: Mode, readings_used: tuple[SetReading, ...], policy_version: str) -> Verdict:
     """`Verdict(call_id, Decision.ALLOW, mode, (), (), readings_used, policy_version)`, built as Verdict._make
     builds one: a NamedTuple's own constructor is a Python function, a tenth of a quick verdict."""
     return _new_tuple(Verdict, (call_id, _ALLOW, mode, (), (), readings_used, policy_version, False, False, 0, None))
-
-
-_ALLOW = Decision.ALLOW
