@@ -259,9 +259,17 @@ class RedisCluster:
 
     def primary_of(self, key: str) -> RedisProcess:
         """The node that serves `key`'s slot now."""
+        serving = self.serving(key)
+        if serving is None:
+            raise AssertionError(f"no primary of the cluster holds the slot of {key!r} now")
+        return serving
+
+    def serving(self, key: str) -> RedisProcess | None:
+        """The node that serves `key`'s slot now, or None while no primary claims it: in a failover, the node
+        asked can list the dead primary as failed and the promoted replica before either holds the slot."""
         slot = self.slot_of(key)
-        port = next(line.port for line in self.layout().values() if line.primary and line.holds(slot))
-        return next(node for node in self.nodes if node.port == port)
+        ports = [line.port for line in self.layout().values() if line.primary and line.holds(slot)]
+        return next((node for node in self.nodes if ports and node.port == ports[0]), None)
 
     def replica_of(self, primary: RedisProcess) -> RedisProcess:
         layout = self.layout()

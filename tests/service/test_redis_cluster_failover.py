@@ -54,7 +54,7 @@ async def test_the_primary_of_the_modes_killed_mid_changes_loses_no_change_answe
         primary.kill()  # SIGKILL, while the changes keep coming
 
         async def promoted() -> bool:
-            return cluster.primary_of(CLUSTER_KEYS.modes) is replica
+            return cluster.serving(CLUSTER_KEYS.modes) is replica
 
         await eventually(promoted, seconds=20)
         answered_in_gap, made_before = list(answered), len(changes.durable) + len(changes.warned)
