@@ -10,13 +10,15 @@ value and replacement within MAX_VALUE_CHARS, and it keeps only the newest
 value's loose form, so that copying it costs O(history) in C, not a Python
 call per retired value. A small set's delta works on such a copy; a large
 set's (overlay.py) on a LayeredHistory, in O(delta + its layers), folded into
-a new base every FOLD_AT entries (O(history) then, in C but for the order of
-the dates, sorted by the next delta when the keep has an age: what a fold
-costs is in docs/performance.md).
+a new base once past FOLD_AT entries: the new base is made FOLD_CHUNK values a
+delta while the layers go on (its dates merged, never sorted whole), and the
+first version to find it made rebases on it in O(layers). What a fold costs is
+in docs/performance.md.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence, Set
 from itertools import chain, islice
@@ -142,26 +144,34 @@ def history_steps(
 
 
 # Layer entries (values retired since the base, and base values no longer retired) past which the next delta
-# folds a layered history into a new base: O(history), once every few hundred deltas.
+# starts to fold a layered history into a new base: O(history), spread over the deltas that follow (_Fold).
 FOLD_AT = 512
 
 
 class _HistoryBase:
-    """A frozen history a layered one rests on, with what reading it past its layers needs: its order (the
-    oldest first), how many of its values share each loose form, and its dated values by date (made when an
-    age is first asked for)."""
+    """A frozen history a layered one rests on, with what reading it past its layers needs: its values and
+    their loose forms, its order (the oldest first), how many of its values share each loose form, and its
+    dated values by date (made when an age is first asked for)."""
 
-    __slots__ = ("_dated", "entries", "loose_counts", "order")
+    __slots__ = ("_dated", "entries", "loose", "loose_counts", "order")
 
-    def __init__(self, entries: RetiredHistory, loose_counts: dict[str, int] | None = None) -> None:
-        """`loose_counts`: the counts of `entries`' loose forms where the caller has them (a fold works them
-        out from the layers'); counted here otherwise (O(history) in C, but a dict operation a value)."""
-        self.entries = entries  # a snapshot's, never changed
-        self.order = list(entries)
-        self.loose_counts: Mapping[str, int] = (
-            loose_counts if loose_counts is not None else Counter(entries.loose.values())
-        )
+    def __init__(
+        self,
+        entries: dict[str, Retirement],
+        loose: dict[str, str],
+        loose_counts: dict[str, int] | None = None,
+        order: list[str] | None = None,
+    ) -> None:
+        """The counts and the order where the caller has them (a fold works them out a step at a time);
+        made here otherwise (O(history), once, when a snapshot's history is first layered)."""
+        self.entries, self.loose = entries, loose  # never changed
+        self.order = order if order is not None else list(entries)
+        self.loose_counts = loose_counts if loose_counts is not None else dict(Counter(loose.values()))
         self._dated: list[tuple[float, str]] | None = None
+
+    @classmethod
+    def of(cls, history: RetiredHistory) -> _HistoryBase:
+        return cls(history, history.loose)
 
     def dated(self) -> list[tuple[float, str]]:
         if self._dated is None:
@@ -176,7 +186,17 @@ class LayeredHistory(Mapping[str, Retirement]):
     the history (10,000 values by default); the layers fold into a new base once past FOLD_AT. Reads as the
     RetiredHistory it stands for: the same values, in the same order, with the same loose forms."""
 
-    __slots__ = ("_base", "_dated_from", "_dropped", "_dropped_loose", "_oldest", "_recent", "_recent_loose", "_size")
+    __slots__ = (
+        "_base",
+        "_dated_from",
+        "_dropped",
+        "_dropped_loose",
+        "_fold",
+        "_oldest",
+        "_recent",
+        "_recent_loose",
+        "_size",
+    )
 
     def __init__(
         self,
@@ -187,11 +207,13 @@ class LayeredHistory(Mapping[str, Retirement]):
         recent_loose: Mapping[str, int],
         oldest: int,
         dated_from: int,
+        fold: _Fold | None = None,
     ) -> None:
         self._base, self._recent, self._dropped = base, recent, dropped
         self._dropped_loose, self._recent_loose = dropped_loose, recent_loose
         self._oldest = oldest  # base.order[:oldest] are all dropped: where the oldest still kept is looked for
         self._dated_from = dated_from  # likewise in base.dated(): those before it are all past the age
+        self._fold = fold  # the next base, being built from an earlier version of this history
         self._size = len(base.entries) - len(dropped) + len(recent)
 
     @classmethod
@@ -199,7 +221,7 @@ class LayeredHistory(Mapping[str, Retirement]):
         """`history` layered: itself if it is, else its values as a base (O(history), once)."""
         if isinstance(history, LayeredHistory):
             return history
-        return cls(_HistoryBase(history), RetiredHistory(), frozenset(), {}, {}, 0, 0)
+        return cls(_HistoryBase.of(history), RetiredHistory(), frozenset(), {}, {}, 0, 0)
 
     def get(self, value: str, default: Retirement | None = None) -> Retirement | None:  # type: ignore[override]
         found = self._recent.get(value)
@@ -238,7 +260,7 @@ class LayeredHistory(Mapping[str, Retirement]):
         made = RetiredHistory.__new__(RetiredHistory)
         entries, recent = self._base.entries, self._recent
         dict.update(made, entries)  # a C-level clone, then the layers' few changes
-        made.loose = entries.loose.copy()
+        made.loose = self._base.loose.copy()
         for value in self._dropped:
             del made[value]
             del made.loose[value]
@@ -257,7 +279,7 @@ class LayeredHistory(Mapping[str, Retirement]):
         """The history after a delta (as updates.retired_after and keep_to make it): the values it removes
         retired now (the newest), those it adds no longer retired, then the keep applied."""
         base = self._base
-        entries, base_loose = base.entries, base.entries.loose
+        entries, base_loose = base.entries, base.loose
         recent = self._recent.copy()
         recent_loose, dropped_loose = dict(self._recent_loose), dict(self._dropped_loose)
         dropped = set(self._dropped)
@@ -302,21 +324,140 @@ class LayeredHistory(Mapping[str, Retirement]):
             else:
                 take_out(next(iter(recent)))
             excess -= 1
-        following = LayeredHistory(base, recent, frozenset(dropped), dropped_loose, recent_loose, oldest, dated_from)
-        if len(recent) + len(dropped) > FOLD_AT:
-            return following._folded()
-        return following
+        fold = self._fold
+        following = LayeredHistory(
+            base, recent, frozenset(dropped), dropped_loose, recent_loose, oldest, dated_from, fold
+        )
+        layers = len(recent) + len(dropped)
+        if fold is None:
+            if layers <= FOLD_AT:
+                return following
+            following._fold = fold = _Fold(following)
+        # A fold a chunk a delta. A delta makes a whole one only when the layers have outgrown the fold, which
+        # a delta as large as the history (or an age passing most of it) does, at a cost like its own.
+        folded = fold.finish() if layers > FOLD_HARD_FACTOR * FOLD_AT else fold.advance()
+        return following._rebased(fold.source, folded) if folded is not None else following
 
-    def _folded(self) -> LayeredHistory:
-        """The history as a new base with no layers. Its loose forms' counts are the base's with the layers'
-        taken off and added (the base and the recent layer share no value), a C-level copy and a few hundred
-        changes: counting the forms again was most of a fold's time (docs/performance.md)."""
-        counts = dict(self._base.loose_counts)
-        for form, count in self._dropped_loose.items():
-            _count(counts, form, -count)
-        for form, count in self._recent_loose.items():
-            _count(counts, form, count)
-        return LayeredHistory(_HistoryBase(self.copy(), counts), RetiredHistory(), frozenset(), {}, {}, 0, 0)
+    def _rebased(self, source: LayeredHistory, base: _HistoryBase) -> LayeredHistory:
+        """This history over `base`, the history `source` (an earlier version of it) folded: the layers are
+        what changed since `source`. In O(layers): `source`'s recent values that are untouched since (the same
+        Retirement, so in the same place) now stand in the base; the rest of this one's recent layer stays
+        recent; its dropped values, and `source`'s recent values since restored or retired again, are dropped
+        from the new base."""
+        recent_before = source._recent
+        carried = {value for value, info in recent_before.items() if self._recent.get(value) is info}
+        recent = RetiredHistory.__new__(RetiredHistory)
+        recent.loose = {}
+        for value, info in self._recent.items():
+            if value not in carried:
+                recent[value] = info
+                recent.loose[value] = self._recent.loose[value]
+        dropped = (self._dropped - source._dropped) | (recent_before.keys() - carried)
+        loose = base.loose
+        dropped_loose: dict[str, int] = {}
+        for value in dropped:
+            _count(dropped_loose, loose[value], 1)
+        recent_loose: dict[str, int] = {}
+        for form in recent.loose.values():
+            _count(recent_loose, form, 1)
+        # Where the oldest kept and the oldest dated are looked for starts again at the new base's first:
+        # the values before them are dropped, and each is passed over once more.
+        return LayeredHistory(base, recent, frozenset(dropped), dropped_loose, recent_loose, 0, 0)
+
+
+# Values a fold copies a delta. A delta's layers past FOLD_HARD_FACTOR * FOLD_AT (deltas large next to the
+# history) make it finish the fold there and then, as every fold did before it was spread.
+FOLD_CHUNK = 4096
+FOLD_HARD_FACTOR = 8
+
+
+class _Fold:
+    """A new base made from `source` (a version of a layered history, which never changes) FOLD_CHUNK values
+    a step: a fold made in one step was O(history) in one delta (at retired_keep 100,000 with an age, the
+    slowest delta, docs/performance.md). The versions that follow `source` carry it and each takes
+    a step; the first to see it done rebases on it (LayeredHistory._rebased)."""
+
+    __slots__ = ("_made", "_steps", "source")
+
+    def __init__(self, source: LayeredHistory) -> None:
+        self.source = source
+        self._steps = _base_steps(source)
+        self._made: _HistoryBase | None = None
+
+    def advance(self) -> _HistoryBase | None:
+        """One step; the new base once made."""
+        if self._made is None:
+            try:
+                next(self._steps)
+            except StopIteration as done:
+                self._made = done.value
+        return self._made
+
+    def finish(self) -> _HistoryBase:
+        made = self.advance()
+        while made is None:
+            made = self.advance()
+        return made
+
+
+def _base_steps(source: LayeredHistory) -> Generator[None, None, _HistoryBase]:
+    """`source` as a base with no layers, a step at a time, none O(history) in Python: its values and loose
+    forms (C-level copies of the old base's, less the dropped, then the recent layer's: a dict built a value
+    at a time paid its last resize, O(history), in one step), their order, their loose forms' counts (the
+    old base's with the layers' changes: counting every form again was most of a fold's time), and, where the
+    old base's dates were sorted (the keep has an age), its dates: the old base's still kept merged with the
+    recent layer's, never sorted whole (sorting 100,000 dates was the slowest delta's time)."""
+    old, recent, dropped = source._base, source._recent, source._dropped
+    entries = dict.copy(old.entries)  # an exact dict, cloned in C, not a RetiredHistory built again
+    yield
+    loose = dict.copy(old.loose)
+    yield
+    dropping = iter(dropped)
+    while chunk := list(islice(dropping, FOLD_CHUNK)):
+        for value in chunk:
+            del entries[value]
+            del loose[value]
+        yield
+    entries.update(recent)
+    loose.update(recent.loose)
+    counts = dict.copy(old.loose_counts)  # a clone in C (dict(...) inserts each again)
+    for form, count in source._dropped_loose.items():
+        _count(counts, form, -count)
+    for form, count in source._recent_loose.items():
+        _count(counts, form, count)
+    yield
+    order: list[str] = []
+    kept = islice(old.order, source._oldest, None)
+    while chunk := list(islice(kept, FOLD_CHUNK)):
+        order += [value for value in chunk if value not in dropped]
+        yield
+    order += recent
+    made = _HistoryBase(entries, loose, counts, order)
+    if old._dated is not None:
+        made._dated = yield from _merged_dates(old._dated, source._dated_from, dropped, recent)
+    return made
+
+
+def _merged_dates(
+    dated: list[tuple[float, str]], start: int, dropped: Set[str], recent: RetiredHistory
+) -> Generator[None, None, list[tuple[float, str]]]:
+    """The dates of a base's kept values (`dated[start:]` less `dropped`) and of `recent`, in order, a chunk
+    a step: the recent layer's (a few hundred) go into the chunk of the base's they fall within."""
+    newer = sorted((at, value) for value, (at, _) in recent.items() if at is not None)
+    merged: list[tuple[float, str]] = []
+    taken = 0
+    for low in range(start, len(dated), FOLD_CHUNK):
+        chunk = [entry for entry in dated[low : low + FOLD_CHUNK] if entry[1] not in dropped]
+        if chunk:
+            upto = bisect_right(newer, chunk[-1], taken)
+            if upto > taken:
+                chunk += newer[taken:upto]
+                chunk.sort()
+                taken = upto
+            merged += chunk
+        yield
+    merged += newer[taken:]
+    return merged
 
 
 class LooseForms(Collection[str]):

@@ -41,8 +41,14 @@ def reference_after(history: RetiredHistory, removed, added, replaced, now: floa
     newest=st.integers(1, 8),
     seconds=st.one_of(st.none(), st.integers(1, 6)),
     fold_at=st.sampled_from([1, 3, 512]),
+    fold_chunk=st.sampled_from([1, 2, 4096]),
+    hard_factor=st.sampled_from([2, 1000]),
 )
-def test_a_layered_history_reads_as_the_plain_one(start, steps, newest, seconds, fold_at) -> None:
+def test_a_layered_history_reads_as_the_plain_one(
+    start, steps, newest, seconds, fold_at, fold_chunk, hard_factor
+) -> None:
+    """Folds spread over deltas (a value or two a step), finished early by large layers, or not: each
+    version reads as the plain history, while a fold is under way and once it is rebased on."""
     # The owner's own dates, out of order, and one undated value: the age must not read them as sorted.
     plain = RetiredHistory(
         (value, Retirement(None if n == 0 else float((n * 7) % 5), f"r{n}")) for n, value in enumerate(start)
@@ -50,6 +56,8 @@ def test_a_layered_history_reads_as_the_plain_one(start, steps, newest, seconds,
     layered = LayeredHistory.over(plain)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(retired_module, "FOLD_AT", fold_at)
+        patch.setattr(retired_module, "FOLD_CHUNK", fold_chunk)
+        patch.setattr(retired_module, "FOLD_HARD_FACTOR", hard_factor)
         for number, (removed, added) in enumerate(steps, start=1):
             now = float(number)
             keep = RetiredKeep(newest, None if seconds is None else float(seconds), now)
@@ -103,3 +111,65 @@ def test_a_delta_reads_none_of_the_history_until_the_layers_fold() -> None:
     history = history.after(["x", "y", "z"], [], {}, 30_000.0, keep)
     assert len(history) == 10_000 and list(history)[-3:] == ["x", "y", "z"]
     assert f"v{steps + 2}" not in history and f"v{steps + 3}" in history  # the three oldest went
+
+
+def test_a_fold_is_spread_over_deltas_and_ends_on_a_new_base_with_its_dates_in_order() -> None:
+    """100,000 values kept, with an age that passes one a delta: a fold was one delta's O(history) copy, then
+    the next delta's sort of every date (the slowest delta, docs/performance.md). Now the new base is made a step a
+    delta, FOLD_CHUNK values a step at most in Python, its dates merged in order as it is made; the history
+    rebases on it within a bounded number of deltas and reads as the plain history."""
+    size = 100_000
+    history = LayeredHistory.over(RetiredHistory((f"v{n}", Retirement(float(n), "")) for n in range(size)))
+    first_base = history._base  # private: which base the layers rest on is the point of the test
+    deltas, folding = 0, 0
+    while history._base is first_base:
+        now = 200_000.0 + deltas
+        history = history.after([f"new{deltas}"], [], {}, now, RetiredKeep(size, 200_000.0, now))
+        folding += history._fold is not None
+        deltas += 1
+        assert deltas < retired_module.FOLD_AT + 2 * size // retired_module.FOLD_CHUNK + 10
+    assert folding >= 2 * size // retired_module.FOLD_CHUNK  # the values, then their dates, a chunk a step
+    assert history._base._dated is not None  # made by the fold: the next delta sorts nothing
+    # Each delta retired one value: the age took the oldest dated before the delta's number, and the count
+    # (100,000) the next oldest.
+    expected = [f"v{n}" for n in range(deltas, size)] + [f"new{n}" for n in range(deltas)]
+    assert list(history) == expected and len(history) == size
+    # The next deltas read on the new base and fold again in time, as the plain history would.
+    second_base = history._base
+    for number in range(deltas, deltas + 600):
+        now = 200_000.0 + number
+        history = history.after([f"new{number}"], [], {}, now, RetiredKeep(size, 200_000.0, now))
+    kept = list(history)
+    assert kept[0] == f"v{number + 1}" and kept[-1] == f"new{number}" and len(history) == size
+    assert history._base is not second_base
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    base_dates=st.lists(st.integers(0, 30), max_size=20),
+    recent_dates=st.lists(st.one_of(st.none(), st.integers(0, 30)), max_size=8),
+    start=st.integers(0, 5),
+    dropped_every=st.integers(2, 5),
+    fold_chunk=st.sampled_from([1, 2, 3, 4096]),
+)
+def test_a_fold_merges_the_dates_in_order(base_dates, recent_dates, start, dropped_every, fold_chunk) -> None:
+    """The new base's dates: the old base's from `start` less the dropped, and the recent layer's (undated
+    ones left out), in order, however the recent ones fall among the old chunks."""
+    dated = sorted((float(at), f"b{n}") for n, at in enumerate(base_dates))
+    dropped = {value for n, (_, value) in enumerate(dated) if n % dropped_every == 0}
+    recent = RetiredHistory(
+        (f"r{n}", Retirement(None if at is None else float(at), "")) for n, at in enumerate(recent_dates)
+    )
+    expected = sorted(
+        [entry for entry in dated[start:] if entry[1] not in dropped]
+        + [(info.retired_at, value) for value, info in recent.items() if info.retired_at is not None]
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retired_module, "FOLD_CHUNK", fold_chunk)
+        steps = retired_module._merged_dates(dated, start, dropped, recent)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                assert done.value == expected
+                break
