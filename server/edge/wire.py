@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+import orjson
 from google.protobuf import timestamp_pb2
 
 from argwatch.common.struct_values import struct_to_dict
-from argwatch.server.edge._request import read_validate
+from argwatch.server.edge import _request
+from argwatch.server.edge._request import read_call, read_validate
 from argwatch.server.edge.request_limits import (
     MAX_CALL_ID,
     MAX_CONVERSATION_ID,
@@ -92,13 +94,42 @@ def call_from_request(request: pb.ValidateRequest) -> ToolCall:
 _parse = pb.ValidateRequest.FromString
 
 
+# The order _request.c fills a ToolCall's fields in: a field added to ToolCall fails here, at import.
+_CALL_FIELDS = (
+    "tool",
+    "arguments",
+    "call_id",
+    "conversation_id",
+    "customer_id",
+    "tenant",
+    "arguments_error",
+    "raw_arguments",
+    "model",
+    "prompt_version",
+)
+if ToolCall._fields != _CALL_FIELDS:
+    raise ImportError(f"ToolCall's fields changed, and _request.c builds it by position: {ToolCall._fields}")
+_request.configure(
+    ToolCall,
+    orjson.loads,
+    orjson.JSONDecodeError,
+    (MAX_TOOL, MAX_CONVERSATION_ID, MAX_CALL_ID, MAX_CUSTOMER_ID, MAX_TENANT, MAX_MODEL, MAX_PROMPT_VERSION),
+)
+
+
 def call_from_body(body: bytes) -> ToolCall:
     """The domain call for a ValidateRequest's bytes: DecodeError for bytes that are not one, TooLong for a
     caller string past its limit.
 
     A request in the plain form every client sends (JSON arguments, each field once) is read by _request.c
-    in one call, about a fifth of parsing it and reading its fields from the message; any other is parsed
-    by protobuf, which stays the definition (tests/unit/test_request_reader.py compares the two)."""
+    in one call, about a fifth of parsing it and reading its fields from the message, and, when its strings
+    are within their limits and its arguments a JSON object, made into the call there too. Any other is
+    read the slower way below: its fields read in C but the call made here (a string past its limit, or
+    arguments that are no JSON object), or parsed by protobuf, which stays the definition
+    (tests/unit/test_request_reader.py compares them)."""
+    call = read_call(body)
+    if call is not None:
+        return call
     fields = read_validate(body)
     if fields is None:
         return call_from_request(_parse(body))

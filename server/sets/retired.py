@@ -166,7 +166,7 @@ class _HistoryBase:
         made here otherwise (O(history), once, when a snapshot's history is first layered)."""
         self.entries, self.loose = entries, loose  # never changed
         self.order = order if order is not None else list(entries)
-        self.loose_counts = loose_counts if loose_counts is not None else dict(Counter(loose.values()))
+        self.loose_counts: dict[str, int] = loose_counts if loose_counts is not None else Counter(loose.values())
         self._dated: list[tuple[float, str]] | None = None
 
     @classmethod

@@ -112,6 +112,7 @@ class TracedGatewayServicer(GatewayServicer):
     # sees a callable made at run time, whose parameters it cannot name, where the base has methods.)
     Validate = _traced_method(_VALIDATE, GatewayServicer.Validate, deadline=True)  # type: ignore[assignment]
     _judge = _traced_method(_STREAM, GatewayServicer._judge, deadline=False)  # type: ignore[assignment]
+    _judges_inline = False  # every message through _judge, so through its span
 
     async def Repair(
         self,

@@ -129,7 +129,8 @@ class Cold(CaseRecords):
 
 
 class Judge:
-    """A Validator over the test's sets and records, with metrics of its own; `quick` False: the general path."""
+    """A Validator over the test's sets and records, with metrics of its own; `quick` False: the general path
+    (its quick_verdict then answers nothing either)."""
 
     def __init__(self, policy: Policy, loop: asyncio.AbstractEventLoop, quick: bool, clock: list[float]) -> None:
         self.registry = CollectorRegistry()
@@ -156,7 +157,9 @@ class Judge:
         loop.run_until_complete(self.provider.start(5.0))
 
     def judge(self, call: ToolCall) -> Verdict:
-        return self.loop.run_until_complete(self.validator.validate(call))
+        """As the servicers judge: the verdict made without awaiting, where there is one, else validate's."""
+        verdict = self.validator.quick_verdict(call)
+        return verdict if verdict is not None else self.loop.run_until_complete(self.validator.validate(call))
 
     def counts(self) -> list[str]:
         """Every metric line but clock readings: the sets' ages, and when each series was created."""
@@ -353,4 +356,44 @@ def test_a_set_gone_stale_is_judged_by_the_general_path() -> None:
     finally:
         quick.close()
         general.close()
+        loop.close()
+
+
+class Tap:
+    """A shadow loaded: takes each decided call (ShadowTap)."""
+
+    active = True
+
+    def __init__(self) -> None:
+        self.offered: list[str] = []
+
+    def offer(self, call: ToolCall, verdict: Verdict, live: Policy) -> None:
+        self.offered.append(call.call_id)
+
+
+def test_quick_verdict_answers_nothing_while_a_shadow_or_a_repair_needs_the_call() -> None:
+    """A verdict made without awaiting skips validate's wrapper (a shadow, a decision log) and the close of an
+    open repair: quick_verdict then answers None and counts nothing, and validate does both."""
+    loop = asyncio.new_event_loop()
+    judge = Judge(policy(), loop, True, [1000.0])
+    try:
+        validator, call = judge.validator, clean_call("membership")
+        assert validator.quick_verdict(call) is not None
+        tap = Tap()
+        validator._shadow = tap
+        validator.shadow_changed()
+        before = judge.counts()
+        assert validator.quick_verdict(call) is None and judge.counts() == before
+        assert judge.judge(call).decision is Decision.ALLOW and tap.offered == ["call-1"]
+        tap.active = False
+        validator.shadow_changed()
+        assert validator.quick_verdict(call) is not None and tap.offered == ["call-1"]
+        # A refusal in reject mode opens a repair in its conversation: the next call there goes to validate.
+        in_conversation = clean_call("in_reject")._replace(conversation_id="conv-1")
+        judge.judge(in_conversation._replace(arguments={"reason_code": "NOPE"}))
+        before = judge.counts()
+        assert validator.quick_verdict(in_conversation) is None and judge.counts() == before
+        assert validator.quick_verdict(in_conversation._replace(conversation_id="")) is not None
+    finally:
+        judge.close()
         loop.close()

@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argwatch.server.edge import wire
-from argwatch.server.edge._request import read_validate
-from argwatch.server.edge.request_limits import MAX_TOOL, TooLong
+from argwatch.server.edge._request import read_call, read_validate
+from argwatch.server.edge.request_limits import MAX_CALL_ID, MAX_PROMPT_VERSION, MAX_TENANT, MAX_TOOL, TooLong
+from argwatch.server.verdict.tool_call import ToolCall
 from argwatch.v1 import gateway_pb2 as pb
 
 
@@ -37,7 +38,9 @@ def _fields(request: pb.ValidateRequest) -> tuple[object, ...]:
 
 
 def _agrees(body: bytes) -> str:
-    """What the reader did with `body` ("read", "declined"), having checked it against protobuf's reading."""
+    """What the reader did with `body` ("read", "declined"), having checked it against protobuf's reading,
+    and the call read_call made of it against the call made from protobuf's message."""
+    _call_agrees(body)
     read = read_validate(body)
     try:
         parsed = pb.ValidateRequest.FromString(body)
@@ -50,6 +53,21 @@ def _agrees(body: bytes) -> str:
     if parsed.WhichOneof("arguments") == "arguments_struct" or parsed.session.attributes:
         raise AssertionError(f"read a request with what it does not take: {body!r}")
     return "read"
+
+
+def _call_agrees(body: bytes) -> None:
+    """read_call's call for `body` is the call made from protobuf's message, or it declined; it declines
+    whatever the slower path refuses (TooLong, DecodeError) and what it makes in its own way (a call id minted,
+    a reason the arguments could not be read)."""
+    made = read_call(body)
+    try:
+        expected = wire.call_from_request(pb.ValidateRequest.FromString(body))
+    except (DecodeError, TooLong):
+        assert made is None, body
+        return
+    if made is not None:
+        assert type(made) is ToolCall and made == expected and made.arguments_error == "", body
+        assert made.call_id and made.arguments is not None
 
 
 text = st.text(max_size=40)
@@ -159,6 +177,52 @@ def test_the_call_from_bytes_is_the_call_from_the_message(request: pb.ValidateRe
     request.call_id = request.call_id or "fixed"  # an empty one is minted afresh each time
     body = request.SerializeToString()
     assert wire.call_from_body(body) == wire.call_from_request(pb.ValidateRequest.FromString(body))
+    _call_agrees(body)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "taken"),
+    [
+        (b'{"a": [1, {"b": null}]}', True),
+        (b"{}", True),
+        (None, True),  # no arguments: {} as protobuf's path has them
+        (b"[1]", False),  # no object: the slower path says why
+        (b'"text"', False),
+        (b"{", False),
+        (b"", False),
+        (b"\xff", False),
+    ],
+)
+def test_read_call_makes_the_calls_it_can_and_declines_the_rest(arguments: bytes | None, taken: bool) -> None:
+    request = pb.ValidateRequest(tool="t", call_id="c", session=pb.Session(customer_id="cus", tenant="acme"))
+    if arguments is not None:
+        request.arguments_json = arguments
+    body = request.SerializeToString()
+    assert (read_call(body) is not None) is taken
+    _call_agrees(body)
+    assert wire.call_from_body(body) == wire.call_from_request(request)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        pb.ValidateRequest(tool="t"),  # no call id: minted
+        pb.ValidateRequest(tool="t" * (MAX_TOOL + 1), call_id="c"),
+        pb.ValidateRequest(tool="t", call_id="c" * (MAX_CALL_ID + 1)),
+        pb.ValidateRequest(tool="t", call_id="c", prompt_version="v" * (MAX_PROMPT_VERSION + 1)),
+        pb.ValidateRequest(tool="t", call_id="c", session=pb.Session(tenant="t" * (MAX_TENANT + 1))),
+    ],
+)
+def test_read_call_declines_a_missing_call_id_and_a_string_past_its_limit(request_: pb.ValidateRequest) -> None:
+    body = request_.SerializeToString()
+    assert read_call(body) is None
+    _call_agrees(body)
+    # Exactly at every limit: taken.
+    request_.call_id = request_.call_id or "c"
+    for field, limit in (("tool", MAX_TOOL), ("call_id", MAX_CALL_ID), ("prompt_version", MAX_PROMPT_VERSION)):
+        setattr(request_, field, "\u00e9" * limit)  # characters, not bytes
+    request_.session.tenant = "t" * MAX_TENANT
+    assert read_call(request_.SerializeToString()) == wire.call_from_request(request_)
 
 
 def test_no_arguments_and_a_caller_string_past_its_limit_as_protobuf_has_them() -> None:
