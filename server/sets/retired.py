@@ -385,12 +385,17 @@ class _Fold:
         self._made: _HistoryBase | None = None
 
     def advance(self) -> _HistoryBase | None:
-        """One step; the new base once made."""
+        """One step; the new base once made. A step that raises (out of memory) fails its delta, as a fold made in
+        one step did, and the next step starts the fold again: a generator that raised is done, and one left so
+        would never make the base (and `finish` would wait for it for ever)."""
         if self._made is None:
             try:
                 next(self._steps)
             except StopIteration as done:
                 self._made = done.value
+            except BaseException:
+                self._steps = _base_steps(self.source)  # the source never changes: the same base, from the start
+                raise
         return self._made
 
     def finish(self) -> _HistoryBase:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -163,7 +164,8 @@ def _epoch(value: object, where: str) -> float | None:
         return moment.timestamp()
     if isinstance(value, datetime.date):
         return datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.UTC).timestamp()
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        # Not NaN or infinite (YAML's .nan, .inf): a NaN among the dates stopped the age's walk over them.
         return float(value)
     if isinstance(value, str):
         try:

@@ -37,6 +37,9 @@ async def test_the_version_defaults_to_the_files_modification_time(tmp_path) -> 
         ("[1, 2]", "expected a mapping of set names"),
         ("a.b: {members: [X", "cannot read value sets"),
         ("other: {members: [X]}", "has no value set 'a.b'"),
+        # Not a date: a NaN among the dates stopped the retired history's age at it.
+        ("a.b: {members: [X], retired: [{value: Y, retired_at: .nan}]}", "retired_at: expected a date"),
+        ("a.b: {members: [X], retired: [{value: Y, retired_at: .inf}]}", "retired_at: expected a date"),
     ],
 )
 async def test_a_bad_file_is_unavailable_with_the_reason(tmp_path, content: str, reason: str) -> None:
