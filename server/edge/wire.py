@@ -9,8 +9,7 @@ import orjson
 from google.protobuf import timestamp_pb2
 
 from argwatch.common.struct_values import struct_to_dict
-from argwatch.server.edge import _request
-from argwatch.server.edge._request import read_call, read_validate
+from argwatch.server.edge._request import configure, read_call, read_validate
 from argwatch.server.edge.request_limits import (
     MAX_CALL_ID,
     MAX_CONVERSATION_ID,
@@ -109,7 +108,7 @@ _CALL_FIELDS = (
 )
 if ToolCall._fields != _CALL_FIELDS:
     raise ImportError(f"ToolCall's fields changed, and _request.c builds it by position: {ToolCall._fields}")
-_request.configure(
+configure(
     ToolCall,
     orjson.loads,
     orjson.JSONDecodeError,
