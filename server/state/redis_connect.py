@@ -9,6 +9,7 @@ subscribers, so a subscription on any node hears every announcement.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -83,12 +84,31 @@ def describe_error(error: BaseException, url: str) -> str:
 async def close_client(client: RedisClient) -> None:
     """Closes the client's connections, and with Sentinel its connections to the sentinels, which the
     primary's client does not own."""
+    if isinstance(client, RedisCluster):
+        await _close_cluster(client)
+        return
     try:
         await client.aclose()
     finally:
-        pool = None if isinstance(client, RedisCluster) else client.connection_pool
+        pool = client.connection_pool
         if isinstance(pool, SentinelConnectionPool):
             await pool.sentinel_manager.aclose()
+
+
+async def _close_cluster(client: RedisCluster) -> None:
+    """Closes every connection to every node the client knows, and to every startup node (separate objects,
+    with connections of their own). redis-py's RedisCluster.aclose does nothing while the client waits to
+    learn the Cluster's layout again, as it does from a node's connection error until its next command:
+    closed then, as a gateway may well be after a failover, every node's connections stayed open. It also
+    stops at the first node whose connection does not close within its deadline, before the startup nodes."""
+    manager = client.nodes_manager
+    nodes = {id(node): node for node in (*manager.nodes_cache.values(), *manager.startup_nodes.values())}
+    # Each node whatever another's does: a node's disconnect already tries all its connections.
+    outcomes = await asyncio.gather(*(node.disconnect() for node in nodes.values()), return_exceptions=True)
+    await client.aclose()  # marks it closed and stops its background tasks (its connections are closed)
+    failure = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
+    if failure is not None:
+        raise failure
 
 
 def cluster_mode(client: RedisClient) -> bool:
