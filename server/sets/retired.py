@@ -12,12 +12,15 @@ call per retired value. A small set's delta works on such a copy; a large
 set's (overlay.py) on a LayeredHistory, in O(delta + its layers), folded into
 a new base once past FOLD_AT entries: the new base is made FOLD_CHUNK values a
 delta while the layers go on (its dates merged, never sorted whole), and the
-first version to find it made rebases on it in O(layers). What a fold costs is
-in docs/performance.md.
+first version to find it made rebases on it in O(layers). A large set's
+snapshot is built with its history already layered, its base made a step at a
+time (layered_history_steps), so no delta pays O(history) to layer it. What a
+fold costs is in docs/performance.md.
 """
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence, Set
@@ -143,6 +146,55 @@ def history_steps(
     return history
 
 
+def layered_history_steps(
+    name: str, members: Set[str], retired: Iterable[str], retirements: Mapping[str, Retirement], keep: RetiredKeep
+) -> Generator[None, None, LayeredHistory]:
+    """The history history_steps keeps, layered, for a large set whose deltas layer over it: the base's order,
+    loose forms' counts and (with an age) dates made here a step at a time, where the first delta after a
+    snapshot or a compaction made them in one step, O(history). A compaction's history, layered already, is
+    folded a step at a time (as a delta's fold is), not copied in one step and layered again."""
+    if isinstance(retirements, LayeredHistory) and not retired:
+        base = yield from _base_steps(retirements)
+        if keep.seconds is not None and base._dated is None:
+            base._dated = yield from _dates_steps(base.entries)
+        return _unlayered(base).after((), (), {}, keep.now, keep)
+    history = yield from history_steps(name, members, retired, retirements, keep)
+    order: list[str] = []
+    values = iter(history)
+    while chunk := list(islice(values, FOLD_CHUNK)):
+        order += chunk
+        yield
+    counts: Counter[str] = Counter()
+    forms = iter(history.loose.values())
+    while chunk := list(islice(forms, FOLD_CHUNK)):
+        counts.update(chunk)
+        yield
+    base = _HistoryBase(history, history.loose, counts, order)
+    if keep.seconds is not None:
+        base._dated = yield from _dates_steps(history)
+    return _unlayered(base)
+
+
+def _dates_steps(entries: Mapping[str, Retirement]) -> Generator[None, None, list[tuple[float, str]]]:
+    """`entries`' dated values by date (as _HistoryBase.dated sorts them), a step at a time: each chunk sorted,
+    then the sorted chunks merged a chunk a step."""
+    runs: list[list[tuple[float, str]]] = []
+    items = iter(entries.items())
+    while chunk := list(islice(items, FOLD_CHUNK)):
+        run = [(at, value) for value, (at, _) in chunk if at is not None]
+        run.sort()
+        runs.append(run)
+        yield
+    if len(runs) <= 1:
+        return runs[0] if runs else []
+    dated: list[tuple[float, str]] = []
+    merging = heapq.merge(*runs)  # (date, value) pairs are distinct: the order sorting all of them gives
+    while merged := list(islice(merging, FOLD_CHUNK)):
+        dated += merged
+        yield
+    return dated
+
+
 # Layer entries (values retired since the base, and base values no longer retired) past which the next delta
 # starts to fold a layered history into a new base: O(history), spread over the deltas that follow (_Fold).
 FOLD_AT = 512
@@ -218,10 +270,11 @@ class LayeredHistory(Mapping[str, Retirement]):
 
     @classmethod
     def over(cls, history: RetiredHistory | LayeredHistory) -> LayeredHistory:
-        """`history` layered: itself if it is, else its values as a base (O(history), once)."""
+        """`history` layered: itself if it is, else its values as a base (O(history), once; a large set's
+        snapshot holds its history layered already: layered_history_steps)."""
         if isinstance(history, LayeredHistory):
             return history
-        return cls(_HistoryBase.of(history), RetiredHistory(), frozenset(), {}, {}, 0, 0)
+        return _unlayered(_HistoryBase.of(history))
 
     def get(self, value: str, default: Retirement | None = None) -> Retirement | None:  # type: ignore[override]
         found = self._recent.get(value)
@@ -363,6 +416,11 @@ class LayeredHistory(Mapping[str, Retirement]):
         # Where the oldest kept and the oldest dated are looked for starts again at the new base's first:
         # the values before them are dropped, and each is passed over once more.
         return LayeredHistory(base, recent, frozenset(dropped), dropped_loose, recent_loose, 0, 0)
+
+
+def _unlayered(base: _HistoryBase) -> LayeredHistory:
+    """`base` as a layered history with nothing on it yet."""
+    return LayeredHistory(base, RetiredHistory(), frozenset(), {}, {}, 0, 0)
 
 
 # Values a fold copies a delta. A delta's layers past FOLD_HARD_FACTOR * FOLD_AT (deltas large next to the

@@ -35,6 +35,7 @@ from argwatch.server.sets.retired import (
     RetiredKeep,
     ValueTooLong,
     history_steps,
+    layered_history_steps,
 )
 from argwatch.server.sets.scoped import ScopeListing, ScopeMembers, scope_key, split_key, value_of, within_scope
 
@@ -265,7 +266,8 @@ def _build_large(
             index.add_range(added.start, added.stop)
         yield None
     member_set.shrink()
-    history = yield from history_steps(name, member_set, retired, retirements or {}, keep)
+    # Layered as it is built: its deltas layer over it (overlay.py), and none must pay O(history) to do so.
+    history = yield from layered_history_steps(name, member_set, retired, retirements or {}, keep)
     built = _snapshot(name, version, member_set, history, received_at, loose_index, rule_indexes)
     if not scoped:
         return built
@@ -317,7 +319,7 @@ def _snapshot(
     name: str,
     version: int,
     member_set: Set[str],
-    history: RetiredHistory,
+    history: RetiredHistory | LayeredHistory,
     received_at: float,
     loose_index: dict[str, str] | PackedForms,
     rule_indexes: Mapping[Normalisation, dict[str, str] | PackedForms],
@@ -327,7 +329,8 @@ def _snapshot(
         version=version,
         members=member_set,
         sorted_members=tuple(sorted(member_set)) if len(member_set) <= SORT_UP_TO else (),
-        retired=frozenset(history),  # at most retired_keep values, and no Python call each
+        # At most retired_keep values, and no Python call each; a layered history reads as its own set.
+        retired=history if isinstance(history, LayeredHistory) else frozenset(history),
         retirements=history,
         received_at=received_at,
         loose_index=_read_only(loose_index),

@@ -3,7 +3,9 @@ same values in the same order, the same details, the same loose forms, the same 
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from types import MappingProxyType
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -11,11 +13,15 @@ from hypothesis import strategies as st
 
 from argwatch.server.sets import retired as retired_module
 from argwatch.server.sets.normalise import LOOSE, normaliser
-from argwatch.server.sets.payload import Retirement
+from argwatch.server.sets.overlay import with_delta
+from argwatch.server.sets.packed import PACK_ABOVE
+from argwatch.server.sets.payload import DeltaUpdate, Retirement
 from argwatch.server.sets.retired import LayeredHistory, RetiredHistory, RetiredKeep
 from argwatch.server.sets.scoped import within_scope
+from tests.snapshots import make_snapshot
 
 _loose = within_scope(normaliser(LOOSE))
+T = TypeVar("T")
 # Few distinct values, some sharing a loose form (Ab, ab, A-b), so values come back, move and collide.
 VALUES = ["Ab", "ab", "A-b", "c", "C", "d", "e_f", "E-F", "g", "h"]
 deltas = st.lists(
@@ -211,3 +217,76 @@ def test_a_fold_step_that_raises_fails_its_delta_and_the_fold_starts_again() -> 
             if layered._base is not bases[-1]:
                 bases.append(layered._base)
     assert raised == 1 and len(bases) >= 2  # the fold that failed a step, started again and rebased on
+
+
+def run_steps(steps: Generator[None, None, T]) -> T:
+    """A step generator run to its end, as the snapshot builder runs it; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            made: T = done.value
+            return made
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.lists(st.sampled_from(VALUES), unique=True, max_size=8),
+    dates=st.lists(st.one_of(st.none(), st.integers(0, 6)), min_size=8, max_size=8),
+    steps=deltas,
+    newest=st.integers(1, 8),
+    seconds=st.one_of(st.none(), st.integers(1, 6)),
+    fold_chunk=st.sampled_from([1, 2, 3, 4096]),
+)
+def test_a_history_layered_as_it_is_built_reads_as_the_plain_one(
+    start, dates, steps, newest, seconds, fold_chunk
+) -> None:
+    """A large set's snapshot holds its history layered, made a step at a time (layered_history_steps): from an
+    owner's retirements, and again from a layered history when the set is compacted. Each reads as the plain
+    history would, keep applied, and with an age its dates are in order before any delta asks for them."""
+    owner = {value: Retirement(None if at is None else float(at), "") for value, at in zip(start, dates, strict=False)}
+    keep = RetiredKeep(newest, None if seconds is None else float(seconds), 7.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retired_module, "FOLD_CHUNK", fold_chunk)
+        patch.setattr(retired_module, "FOLD_AT", 2)  # layers fold during the deltas, as a busy set's do
+        plain = run_steps(retired_module.history_steps("s", frozenset(), (), owner, keep))
+        layered = run_steps(retired_module.layered_history_steps("s", frozenset(), (), owner, keep))
+        assert list(layered) == list(plain) and layered.copy().loose == plain.loose
+        if seconds is not None:
+            assert layered._base._dated == sorted(
+                (info.retired_at, value) for value, info in plain.items() if info.retired_at is not None
+            )
+        for number, (removed, added) in enumerate(steps, start=8):
+            keep = RetiredKeep(newest, None if seconds is None else float(seconds), float(number))
+            plain = reference_after(plain, removed, added, {}, float(number), keep)
+            layered = layered.after(removed, added, {}, float(number), keep)
+        # Compacted: the layered history folded into a new base, the keep applied again (a later time).
+        keep = RetiredKeep(max(1, newest - 1), None if seconds is None else float(seconds), len(steps) + 9.0)
+        compacted = run_steps(retired_module.layered_history_steps("s", frozenset(), (), layered, keep))
+        expected = plain.copy().keep_to(keep)
+        assert list(compacted) == list(expected) and dict(compacted.items()) == dict(expected)
+        assert compacted.copy().loose == expected.loose
+        assert set(compacted.loose_forms()) == expected.loose_forms()
+
+
+def test_the_first_delta_on_a_large_snapshot_rests_on_the_base_it_was_built_with() -> None:
+    """The first delta after a snapshot layered its history then (order, loose forms' counts, every date
+    sorted: O(history) in one delta, the slowest at retired_keep 100,000 with an age). The snapshot now
+    holds it layered, and the delta only adds to the layers."""
+    size = PACK_ABOVE + 10
+    retired = {f"r{n}": Retirement(float(n), "") for n in range(20_000)}
+    keep = RetiredKeep(20_000, 1e9, 30_000.0)
+    snapshot = make_snapshot("big", 1, [f"m{n}" for n in range(size)], received_at=0.0, retirements=retired, keep=keep)
+    history = snapshot.retirements
+    assert isinstance(history, LayeredHistory) and history._base._dated is not None
+    assert list(history) == list(retired) and "r5" in snapshot.retired and "m5" not in snapshot.retired
+    following = with_delta(
+        snapshot,
+        DeltaUpdate("big", 1, 2, ("r7",), ("m3",), MappingProxyType({})),
+        now=30_001.0,
+        rules=(),
+        keep=RetiredKeep(20_000, 1e9, 30_001.0),
+    )
+    assert following is not None and isinstance(following.retirements, LayeredHistory)
+    assert following.retirements._base is history._base  # private: that the base was not made again
+    assert list(following.retirements)[-1] == "m3" and "r7" not in following.retired
