@@ -179,8 +179,10 @@ class SharedModes:
             log.error("modes: %d task(s) did not stop with the shared mode store; left behind", len(running))
         with contextlib.suppress(*STORE_ERRORS):
             await self._redis.delete(self._keys.replica_prefix + self._replica_id)  # leave the fleet view at once
-        await close_client(self._redis)
-        await close_client(self._subscriber)
+        try:
+            await close_client(self._redis)
+        finally:  # the subscriber's connections closed too, whatever the first client's close raised
+            await close_client(self._subscriber)
 
     # ---- what the Admin API and the app call
 

@@ -14,8 +14,9 @@ a new base once past FOLD_AT entries: the new base is made FOLD_CHUNK values a
 delta while the layers go on (its dates merged, never sorted whole), and the
 first version to find it made rebases on it in O(layers). A large set's
 snapshot is built with its history already layered, its base made a step at a
-time (layered_history_steps), so no delta pays O(history) to layer it. What a
-fold costs is in docs/performance.md.
+time (layered_history_steps), so no delta pays O(history) to layer it (a
+compaction keeps the layered history it has). What a fold costs is in
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ def history_steps(
                 continue
             history.retire(value, info)
         if len(history) > keep.newest:
-            history.keep_to(keep)  # once a chunk: never more than a chunk past the bound
+            # Once a chunk: never more than a chunk past the bound. By count only: each value was held to the
+            # age as it was read, and the age's scan of the whole history, every chunk, was O(history) a step.
+            history.keep_to(RetiredKeep(keep.newest))
         yield
     return history
 
@@ -151,14 +154,15 @@ def layered_history_steps(
 ) -> Generator[None, None, LayeredHistory]:
     """The history history_steps keeps, layered, for a large set whose deltas layer over it: the base's order,
     loose forms' counts and (with an age) dates made here a step at a time, where the first delta after a
-    snapshot or a compaction made them in one step, O(history). A compaction's history, layered already, is
-    folded a step at a time (as a delta's fold is), not copied in one step and layered again."""
-    if isinstance(retirements, LayeredHistory) and not retired:
-        base = yield from _base_steps(retirements)
-        if keep.seconds is not None and base._dated is None:
-            base._dated = yield from _dates_steps(base.entries)
-        return _unlayered(base).after((), (), {}, keep.now, keep)
-    history = yield from history_steps(name, members, retired, retirements, keep)
+    snapshot made them in one step, O(history). A history this gateway kept (retired_after's, for a set
+    rebuilt after a delta) is the base as it is, never copied, and the keep is applied through the layers
+    (O(what it drops)): history_steps copied it and scanned every value for the age in one step."""
+    if isinstance(retirements, RetiredHistory) and not retired:
+        # Checked, in order and holding no member when it was made; a snapshot's, or made for this rebuild,
+        # so never changed again.
+        history, kept = retirements, False
+    else:
+        history, kept = (yield from history_steps(name, members, retired, retirements, keep)), True
     order: list[str] = []
     values = iter(history)
     while chunk := list(islice(values, FOLD_CHUNK)):
@@ -172,7 +176,7 @@ def layered_history_steps(
     base = _HistoryBase(history, history.loose, counts, order)
     if keep.seconds is not None:
         base._dated = yield from _dates_steps(history)
-    return _unlayered(base)
+    return _unlayered(base) if kept else _unlayered(base).after((), (), {}, keep.now, keep)
 
 
 def _dates_steps(entries: Mapping[str, Retirement]) -> Generator[None, None, list[tuple[float, str]]]:

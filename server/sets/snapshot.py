@@ -60,11 +60,11 @@ class ValueSetSnapshot:
     members: Set[str]
     # All members sorted, for sets of up to SORT_UP_TO members; empty for larger sets.
     sorted_members: tuple[str, ...]
-    # The retired values kept: a frozenset, or after a delta the layered history itself (retired.py).
+    # The retired values kept: a frozenset for a small set, the layered history itself for a large one (retired.py).
     retired: Collection[str]
     # Every retired value kept, in the order it was retired (the oldest first): when, where the source said,
     # and by what it was replaced. At most the policy's retired_keep (retired.py); never changed once here.
-    # After a delta on a large set, layered over the history it came from (LayeredHistory).
+    # A large set's is layered (LayeredHistory): built so, and each delta layers over the one before.
     retirements: RetiredHistory | LayeredHistory
     # Wall-clock time (epoch seconds) at which this version arrived. When the source
     # last *confirmed* it is the provider's business (heartbeats confirm without a new snapshot).

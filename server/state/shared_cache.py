@@ -69,6 +69,10 @@ class SharedValueSerializer(BaseSerializer):  # type: ignore[misc]  # aiocache s
         return None if value is None else decode(value)
 
 
+# How long the shared cache's client waits to connect, and so to close a connection (redis-py).
+CONNECT_SECONDS = 2.0
+
+
 def redis_from_url(url: str) -> Any:
     """An aiocache RedisCache for a `--redis` URL (redis_url.py: one Redis, Sentinel or Cluster); raises
     ValueError on a bad URL."""
@@ -78,7 +82,7 @@ def redis_from_url(url: str) -> Any:
     # client the mode store uses, put in its place, serves every operation for all three kinds of URL. The
     # pool aiocache made has opened no connection, so nothing is left open. Our own deadline covers every
     # operation (no read timeout here).
-    cache.client = redis_client(url, timeout=None, connect_timeout=2.0)
+    cache.client = redis_client(url, timeout=None, connect_timeout=CONNECT_SECONDS)
     return cache
 
 
@@ -210,12 +214,14 @@ class SharedCache:
             # Redis.close() and leaves the pool it created open.
             client = self._remote.client
             try:
-                async with asyncio.timeout(1.0):
+                # Longer than a connection's own deadline to close (its connect timeout, in redis-py): cut
+                # short, the client is left unmarked as closed and a node's close may never start.
+                async with asyncio.timeout(2 * CONNECT_SECONDS):
                     await close_client(client)
             except Exception as error:  # closing a dead connection must not fail shutdown
                 log.debug("closing the shared cache: %s", error)
             finally:
-                if not cluster_mode(client):  # a Cluster client's aclose closes every node's connections
+                if not cluster_mode(client):  # close_client closed every Cluster node's connections
                     await client.connection_pool.disconnect()
 
     async def _remote_call(self, operation: str, *args: Any, **kwargs: Any) -> Any:

@@ -229,28 +229,49 @@ def run_steps(steps: Generator[None, None, T]) -> T:
             return made
 
 
-@settings(max_examples=200, deadline=None)
+def reference_history(members, retired, retirements, keep: RetiredKeep) -> RetiredHistory:
+    """What history_steps kept before its trims went by count only: every value read (of the plain list, only
+    its last `newest`), members and values past the age left out, then the keep (count and age) applied whole."""
+    oldest = keep.now - keep.seconds if keep.seconds is not None else None
+    history = RetiredHistory()
+    entries = [(value, retired_module._NO_DETAILS) for value in retired[-keep.newest :]]
+    entries += list(retirements.items())  # a plain mapping is read whole (a Tailed one would be tailed)
+    for value, info in entries:
+        if value in members or (oldest is not None and info.retired_at is not None and info.retired_at < oldest):
+            continue
+        history.retire(value, info)
+    return history.keep_to(keep)
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     start=st.lists(st.sampled_from(VALUES), unique=True, max_size=8),
     dates=st.lists(st.one_of(st.none(), st.integers(0, 6)), min_size=8, max_size=8),
+    plain_list=st.lists(st.sampled_from(VALUES), max_size=10),
+    members=st.frozensets(st.sampled_from(VALUES), max_size=3),
     steps=deltas,
     newest=st.integers(1, 8),
     seconds=st.one_of(st.none(), st.integers(1, 6)),
+    chunk=st.sampled_from([1, 2, 3, 1024]),
     fold_chunk=st.sampled_from([1, 2, 3, 4096]),
 )
 def test_a_history_layered_as_it_is_built_reads_as_the_plain_one(
-    start, dates, steps, newest, seconds, fold_chunk
+    start, dates, plain_list, members, steps, newest, seconds, chunk, fold_chunk
 ) -> None:
-    """A large set's snapshot holds its history layered, made a step at a time (layered_history_steps): from an
-    owner's retirements, and again from a layered history when the set is compacted. Each reads as the plain
-    history would, keep applied, and with an age its dates are in order before any delta asks for them."""
+    """A large set's snapshot holds its history layered, made a step at a time (layered_history_steps): from
+    an owner's lists (both: plain values and values with details), trimmed by count a chunk at a time as they
+    are read; and from the history a delta hands on when the set is rebuilt (a RetiredHistory, its keep
+    applied through the layers). Each reads as the plain history, and with an age its dates are in order
+    before any delta asks for them."""
     owner = {value: Retirement(None if at is None else float(at), "") for value, at in zip(start, dates, strict=False)}
     keep = RetiredKeep(newest, None if seconds is None else float(seconds), 7.0)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retired_module, "CHUNK", chunk)
         patch.setattr(retired_module, "FOLD_CHUNK", fold_chunk)
         patch.setattr(retired_module, "FOLD_AT", 2)  # layers fold during the deltas, as a busy set's do
-        plain = run_steps(retired_module.history_steps("s", frozenset(), (), owner, keep))
-        layered = run_steps(retired_module.layered_history_steps("s", frozenset(), (), owner, keep))
+        plain = reference_history(members, plain_list, owner, keep)
+        assert run_steps(retired_module.history_steps("s", members, plain_list, owner, keep)) == plain
+        layered = run_steps(retired_module.layered_history_steps("s", members, plain_list, owner, keep))
         assert list(layered) == list(plain) and layered.copy().loose == plain.loose
         if seconds is not None:
             assert layered._base._dated == sorted(
@@ -260,13 +281,16 @@ def test_a_history_layered_as_it_is_built_reads_as_the_plain_one(
             keep = RetiredKeep(newest, None if seconds is None else float(seconds), float(number))
             plain = reference_after(plain, removed, added, {}, float(number), keep)
             layered = layered.after(removed, added, {}, float(number), keep)
-        # Compacted: the layered history folded into a new base, the keep applied again (a later time).
+        # Rebuilt whole (updates.apply_delta: retired_after's copy), later and with a smaller keep.
         keep = RetiredKeep(max(1, newest - 1), None if seconds is None else float(seconds), len(steps) + 9.0)
-        compacted = run_steps(retired_module.layered_history_steps("s", frozenset(), (), layered, keep))
+        handed_on = layered.copy()
+        rebuilt = run_steps(retired_module.layered_history_steps("s", frozenset(), (), handed_on, keep))
         expected = plain.copy().keep_to(keep)
-        assert list(compacted) == list(expected) and dict(compacted.items()) == dict(expected)
-        assert compacted.copy().loose == expected.loose
-        assert set(compacted.loose_forms()) == expected.loose_forms()
+        assert list(rebuilt) == list(expected) and dict(rebuilt.items()) == dict(expected)
+        assert rebuilt.copy().loose == expected.loose
+        assert set(rebuilt.loose_forms()) == expected.loose_forms()
+        assert handed_on == layered.copy()  # read as it was handed on, never changed
+        assert rebuilt._base.entries is handed_on  # private: the base is the history handed on, not a copy
 
 
 def test_the_first_delta_on_a_large_snapshot_rests_on_the_base_it_was_built_with() -> None:
