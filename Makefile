@@ -160,6 +160,7 @@ bench: system-deps bench-deps $(VENV)/.installed
 	$(call bench_run,replay.py)
 	$(call bench_run,refresh.py)
 	$(call bench_run,churn.py)
+	$(call bench_run,retired_history.py)
 	$(call bench_run,catalogue.py)
 	$(call bench_run,memory.py)
 	$(call bench_run,scoped_memory.py)
