@@ -155,14 +155,12 @@ def layered_history_steps(
     """The history history_steps keeps, layered, for a large set whose deltas layer over it: the base's order,
     loose forms' counts and (with an age) dates made here a step at a time, where the first delta after a
     snapshot made them in one step, O(history). A history this gateway kept (retired_after's, for a set
-    rebuilt after a delta) is the base as it is, never copied, and the keep is applied through the layers
-    (O(what it drops)): history_steps copied it and scanned every value for the age in one step."""
+    rebuilt after a delta) has the keep applied a chunk a step (_kept_steps), and is used as it is when the
+    keep drops nothing: history_steps copied it and scanned every value for the age in one step."""
     if isinstance(retirements, RetiredHistory) and not retired:
-        # Checked, in order and holding no member when it was made; a snapshot's, or made for this rebuild,
-        # so never changed again.
-        history, kept = retirements, False
+        history = yield from _kept_steps(retirements, keep)
     else:
-        history, kept = (yield from history_steps(name, members, retired, retirements, keep)), True
+        history = yield from history_steps(name, members, retired, retirements, keep)
     order: list[str] = []
     values = iter(history)
     while chunk := list(islice(values, FOLD_CHUNK)):
@@ -176,7 +174,48 @@ def layered_history_steps(
     base = _HistoryBase(history, history.loose, counts, order)
     if keep.seconds is not None:
         base._dated = yield from _dates_steps(history)
-    return _unlayered(base) if kept else _unlayered(base).after((), (), {}, keep.now, keep)
+    return _unlayered(base)
+
+
+def _kept_steps(history: RetiredHistory, keep: RetiredKeep) -> Generator[None, None, RetiredHistory]:
+    """`history` as keep_to would leave it, FOLD_CHUNK values a step: itself when the keep drops nothing, else
+    the values kept copied into a new one. Checked, in order and holding no member when it was made (a
+    snapshot's, or made for this rebuild, so never changed again): nothing is checked again. A large delta
+    before a rebuild, or an age passing many values, drops thousands: dropped through a layered history's
+    layers, a value at a time and then a whole fold, that was one step of tens of milliseconds."""
+    oldest = keep.now - keep.seconds if keep.seconds is not None else None
+    if oldest is None and len(history) <= keep.newest:
+        return history
+
+    def aged(chunk: list[tuple[str, Retirement]]) -> list[tuple[str, Retirement]]:
+        # As keep_to: only a value dated before the oldest kept is past the age (never an undated one).
+        if oldest is None:
+            return chunk
+        return [entry for entry in chunk if not (entry[1].retired_at is not None and entry[1].retired_at < oldest)]
+
+    surviving = len(history)  # those the age keeps; then the newest `keep.newest` of them
+    if oldest is not None:
+        surviving, entries = 0, iter(history.items())
+        while chunk := list(islice(entries, FOLD_CHUNK)):
+            surviving += len(aged(chunk))
+            yield
+    skip = max(0, surviving - keep.newest)
+    if surviving == len(history) and not skip:
+        return history
+    kept = RetiredHistory.__new__(RetiredHistory)
+    kept.loose = {}
+    find_loose = history.loose.__getitem__
+    entries = iter(history.items())
+    while chunk := list(islice(entries, FOLD_CHUNK)):
+        chunk = aged(chunk)
+        if skip:
+            dropped = min(skip, len(chunk))
+            chunk, skip = chunk[dropped:], skip - dropped
+        kept.update(chunk)  # C-level, as the loose forms' look-ups below
+        values = [value for value, _ in chunk]
+        kept.loose.update(zip(values, map(find_loose, values), strict=True))
+        yield
+    return kept
 
 
 def _dates_steps(entries: Mapping[str, Retirement]) -> Generator[None, None, list[tuple[float, str]]]:

@@ -281,7 +281,8 @@ def test_a_history_layered_as_it_is_built_reads_as_the_plain_one(
             keep = RetiredKeep(newest, None if seconds is None else float(seconds), float(number))
             plain = reference_after(plain, removed, added, {}, float(number), keep)
             layered = layered.after(removed, added, {}, float(number), keep)
-        # Rebuilt whole (updates.apply_delta: retired_after's copy), later and with a smaller keep.
+        # Rebuilt whole (updates.apply_delta: retired_after's copy), later and with a smaller keep: what it drops
+        # is dropped a chunk a step.
         keep = RetiredKeep(max(1, newest - 1), None if seconds is None else float(seconds), len(steps) + 9.0)
         handed_on = layered.copy()
         rebuilt = run_steps(retired_module.layered_history_steps("s", frozenset(), (), handed_on, keep))
@@ -290,7 +291,8 @@ def test_a_history_layered_as_it_is_built_reads_as_the_plain_one(
         assert rebuilt.copy().loose == expected.loose
         assert set(rebuilt.loose_forms()) == expected.loose_forms()
         assert handed_on == layered.copy()  # read as it was handed on, never changed
-        assert rebuilt._base.entries is handed_on  # private: the base is the history handed on, not a copy
+        if len(expected) == len(handed_on):  # private: a keep that drops nothing copies nothing
+            assert rebuilt._base.entries is handed_on
 
 
 def test_the_first_delta_on_a_large_snapshot_rests_on_the_base_it_was_built_with() -> None:
@@ -314,3 +316,25 @@ def test_the_first_delta_on_a_large_snapshot_rests_on_the_base_it_was_built_with
     assert following is not None and isinstance(following.retirements, LayeredHistory)
     assert following.retirements._base is history._base  # private: that the base was not made again
     assert list(following.retirements)[-1] == "m3" and "r7" not in following.retired
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    dates=st.lists(st.one_of(st.none(), st.integers(0, 9), st.just(float("nan"))), max_size=12),
+    newest=st.integers(1, 14),
+    seconds=st.one_of(st.none(), st.integers(0, 9)),
+    fold_chunk=st.sampled_from([1, 2, 3, 4096]),
+)
+def test_a_rebuild_keeps_what_keep_to_keeps_a_chunk_a_step(dates, newest, seconds, fold_chunk) -> None:
+    """A history handed on to a rebuild has its keep applied a chunk a step (_kept_steps): the values keep_to
+    keeps, in order, with their loose forms; the history itself when it drops none."""
+    handed_on = RetiredHistory(
+        (value, Retirement(None if at is None else float(at), "")) for value, at in zip(VALUES, dates, strict=False)
+    )
+    keep = RetiredKeep(newest, None if seconds is None else float(seconds), 10.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retired_module, "FOLD_CHUNK", fold_chunk)
+        kept = run_steps(retired_module._kept_steps(handed_on, keep))
+    expected = handed_on.copy().keep_to(keep)
+    assert list(kept.items()) == list(expected.items()) and kept.loose == expected.loose
+    assert (kept is handed_on) == (len(expected) == len(handed_on))
