@@ -203,18 +203,22 @@ def _kept_steps(history: RetiredHistory, keep: RetiredKeep) -> Generator[None, N
     if surviving == len(history) and not skip:
         return history
     kept = RetiredHistory.__new__(RetiredHistory)
-    kept.loose = {}
+    kept.loose = {}  # in the values' order (keep_to leaves it in the order first retired: only looked up)
     find_loose = history.loose.__getitem__
     entries = iter(history.items())
+    behind: list[str] = []
     while chunk := list(islice(entries, FOLD_CHUNK)):
         chunk = aged(chunk)
         if skip:
             dropped = min(skip, len(chunk))
             chunk, skip = chunk[dropped:], skip - dropped
         kept.update(chunk)  # C-level, as the loose forms' look-ups below
-        values = [value for value, _ in chunk]
-        kept.loose.update(zip(values, map(find_loose, values), strict=True))
+        # The loose forms a chunk behind the values: the two dicts grow alike, and their resizes (each a C
+        # copy of the whole dict) landed in the same step.
+        kept.loose.update(zip(behind, map(find_loose, behind), strict=True))
+        behind = [value for value, _ in chunk]
         yield
+    kept.loose.update(zip(behind, map(find_loose, behind), strict=True))
     return kept
 
 
