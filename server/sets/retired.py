@@ -208,6 +208,8 @@ def _kept_steps(history: RetiredHistory, keep: RetiredKeep) -> Generator[None, N
     entries = iter(history.items())
     behind: list[str] = []
     while chunk := list(islice(entries, FOLD_CHUNK)):
+        # Filtered again, not held from the count's pass: held, every entry's pair was freed in one step at the
+        # end, and the longest step grew (bench/retired_history.py).
         chunk = aged(chunk)
         if skip:
             dropped = min(skip, len(chunk))
