@@ -57,13 +57,18 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         # _judge's steps written out, not called: a call through it would be a coroutine more on every Validate.
         started = perf_counter()
-        try:
-            call = wire.call_from_body(body)
-        except (DecodeError, TooLong) as error:
-            await self._refuse(context, error)
-        # The common call judged without awaiting (validate's coroutine); a Verdict, a tuple, is never false.
-        verdict = self._validator.quick_verdict(call) or await self._validator.validate(call, context.time_remaining())
-        response = wire.verdict_to_wire(verdict)
+        # The common call answered from its bytes (edge/native_answers.py); any other read and judged here.
+        response = self._validator.answer(body)
+        if response is None:
+            try:
+                call = wire.call_from_body(body)
+            except (DecodeError, TooLong) as error:
+                await self._refuse(context, error)
+            # Judged without awaiting (validate's coroutine) where it can be; a Verdict, a tuple, is never false.
+            verdict = self._validator.quick_verdict(call) or await self._validator.validate(
+                call, context.time_remaining()
+            )
+            response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
         return response
 
@@ -89,12 +94,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     # _judge's steps written out, not called: a message the quick verdict answers then costs
                     # no coroutine at all (_judge's is left to the traced servicer, which wraps it in a span).
                     started = perf_counter()
-                    try:
-                        call = wire.call_from_body(body)
-                    except (DecodeError, TooLong) as error:
-                        await self._refuse(context, error)
-                    verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
-                    response = wire.verdict_to_wire(verdict)
+                    response = self._validator.answer(body)  # as Validate
+                    if response is None:
+                        try:
+                            call = wire.call_from_body(body)
+                        except (DecodeError, TooLong) as error:
+                            await self._refuse(context, error)
+                        verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
+                        response = wire.verdict_to_wire(verdict)
                     self._observe(perf_counter() - started)
                 else:
                     response = await self._judge(body, context)
@@ -125,12 +132,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _judge(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         """One ValidateStream message's verdict, as the bytes answered, timed (the traced servicer adds a span)."""
         started = perf_counter()
-        try:
-            call = wire.call_from_body(body)
-        except (DecodeError, TooLong) as error:
-            await self._refuse(context, error)
-        verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
-        response = wire.verdict_to_wire(verdict)
+        response = self._validator.answer(body)  # as Validate
+        if response is None:
+            try:
+                call = wire.call_from_body(body)
+            except (DecodeError, TooLong) as error:
+                await self._refuse(context, error)
+            verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
+            response = wire.verdict_to_wire(verdict)
         self._observe(perf_counter() - started)
         return response
 

@@ -20,6 +20,8 @@ MAX_CUSTOMER_ID = 256
 MAX_TENANT = 256
 MAX_MODEL = 128
 MAX_PROMPT_VERSION = 128
+# The request's strings' limits in the order the C readers take them (_request.c, _answers.c).
+FIELD_LIMITS = (MAX_TOOL, MAX_CONVERSATION_ID, MAX_CALL_ID, MAX_CUSTOMER_ID, MAX_TENANT, MAX_MODEL, MAX_PROMPT_VERSION)
 MAX_REASON = 1024  # a mode change's reason, kept in the audit
 MAX_CHECK = 300  # a mode change's check of a tool ("arg:" and an argument path), kept in the audit
 

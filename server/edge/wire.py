@@ -11,6 +11,7 @@ from google.protobuf import timestamp_pb2
 from argwatch.common.struct_values import struct_to_dict
 from argwatch.server.edge._request import configure, read_call, read_validate
 from argwatch.server.edge.request_limits import (
+    FIELD_LIMITS,
     MAX_CALL_ID,
     MAX_CONVERSATION_ID,
     MAX_CUSTOMER_ID,
@@ -112,7 +113,7 @@ configure(
     ToolCall,
     orjson.loads,
     orjson.JSONDecodeError,
-    (MAX_TOOL, MAX_CONVERSATION_ID, MAX_CALL_ID, MAX_CUSTOMER_ID, MAX_TENANT, MAX_MODEL, MAX_PROMPT_VERSION),
+    FIELD_LIMITS,
 )
 
 
@@ -215,10 +216,16 @@ def verdict_to_wire(verdict: Verdict) -> bytes:
     if found is None or found[0] != readings:
         if len(_prototypes) > 1024:  # a new entry per set version, mode or policy: drop the old ones
             _prototypes.clear()
-        found = _prototypes[key] = (readings, _built(verdict._replace(call_id="")).SerializeToString())
+        found = _prototypes[key] = (readings, answer_prefix(verdict))
     encoded = call_id.encode()
     size = len(encoded)
     return b"".join((found[1], _HEADS[size] if size < 0x80 else _CALL_ID_TAG + _varint(size), encoded))
+
+
+def answer_prefix(verdict: Verdict) -> bytes:
+    """A verdict's response serialized without its call id: the answer is these bytes, then the call id as
+    field 1 (a verdict with no problem, skipped check or sighting, as verdict_to_wire answers it)."""
+    return _built(verdict._replace(call_id="")).SerializeToString()
 
 
 _CALL_ID_TAG = bytes([1 << 3 | 2])  # field 1, length-delimited

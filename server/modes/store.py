@@ -123,6 +123,14 @@ class ModeStore:
     def tool_modes(self) -> Mapping[str, Mode]:
         return self._effective
 
+    def mode_guard(self, tool: str) -> tuple[object, str, object] | None:
+        """(this store, the attribute, its value): while that attribute is the same mapping, mode_for(tool)
+        answers as it does now, since every change replaces it (edge/native_answers.py re-checks it per
+        call). None for a tool it does not hold, whose mode comes from the document's overrides."""
+        if tool not in self._effective:
+            return None
+        return (self, "_effective", self._effective)
+
     def source_of(self, tool: str) -> tuple[str, Override | None]:
         """Where the tool's mode comes from: ("global", override), ("override", override) or ("policy", None)."""
         return doc.source_in(self._document, tool)

@@ -25,6 +25,7 @@ from argwatch.server.edge.admin_auth import MODE_METHODS, AdminAuthInterceptor, 
 from argwatch.server.edge.admin_service import AdminServicer
 from argwatch.server.edge.admission import Admission, Limits
 from argwatch.server.edge.gateway_service import GatewayServicer, add_gateway_to_server
+from argwatch.server.edge.native_answers import NativeAnswers
 from argwatch.server.edge.probes import CappedHealth, add_capped_reflection
 from argwatch.server.edge.reloading import ReloadResult
 from argwatch.server.modes.control import LocalModes, ModeControl
@@ -256,6 +257,7 @@ async def build_gateway(
             signatures=signatures,
             decisions=decisions,
             shadow=shadow,
+            answers=NativeAnswers(provider, modes, repairs, signatures),
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 

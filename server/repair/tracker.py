@@ -65,11 +65,23 @@ class RepairTracking(Protocol):
 
     async def passed(self, conversation: str, tool: str) -> None: ...
 
+    def open_guard(self) -> dict[tuple[str, str], OpenRepair] | None:
+        """The mapping whose emptiness is may_be_open's answer (not may_be_open while it is empty); None when
+        a repair may be open whatever it holds (another replica's, with Redis)."""
+        ...
+
+
+# Never written: no repair is tracked, so none is ever open.
+_NONE_OPEN: dict[tuple[str, str], OpenRepair] = {}
+
 
 class NoRepairTracking:
     """Repairs not tracked (an offline replay has no later calls to close them)."""
 
     may_be_open = False
+
+    def open_guard(self) -> dict[tuple[str, str], OpenRepair] | None:
+        return _NONE_OPEN
 
     async def rejected(self, conversation: str, tool: str, tool_label: str, attempt: int) -> None:
         return None
@@ -128,6 +140,10 @@ class RepairTracker:
     def may_be_open(self) -> bool:
         """One open here, or any on another replica (with Redis, which this replica may not have heard of)."""
         return bool(self._open) or self._cache.remote_configured
+
+    def open_guard(self) -> dict[tuple[str, str], OpenRepair] | None:
+        # The same dict for the tracker's life; whether Redis is configured is fixed at its construction.
+        return None if self._cache.remote_configured else self._open
 
     async def passed(self, conversation: str, tool: str) -> None:
         """A call of `tool` in `conversation` passed every check: closes its open repair, if any, as succeeded."""

@@ -50,6 +50,11 @@ class CallSignatures:
         self._per_tool[tool] = kept + 1
         counts[key] = 1
 
+    def kept_count(self, tool: str, signature: Signature) -> tuple[dict[SignatureKey, int], SignatureKey]:
+        """(the live counts, the key): count(tool, signature) of a key the counts hold is `counts[key] += 1`,
+        which edge/native_answers.py does itself; of a key they do not hold, it leaves the call to count()."""
+        return self._counts, (tool, signature)
+
     def forget(self, keys: list[SignatureKey]) -> None:
         """Drops these signatures (no call had them for IDLE_SECONDS), freeing their tools' slots."""
         for key in keys:

@@ -21,6 +21,7 @@ from argwatch.server.telemetry.counts import CheckKind, Count, CountKey
 from argwatch.server.telemetry.metric_table import METRICS, Kind
 from argwatch.server.telemetry.tallies import (
     CallbackCounter,
+    Tally,
     TallyFamily,
     TallyHistogram,
     ValueSetHealth,
@@ -79,6 +80,10 @@ class ToolMeters:
             (self._observe_allow if allow else self._observe_reject).inc()
         else:
             (self._reject_allow if allow else self._reject_reject).inc()
+
+    def passed_tallies(self, mode: Mode) -> tuple[Tally, ...]:
+        """What all_passed(mode) adds one to, in its order."""
+        return ((self._observe_allow if mode is _OBSERVE else self._reject_allow), *self.all_in_set)
 
     def all_passed(self, mode: Mode) -> None:
         """An allowed call with every bound value in its set: `decided(mode, ALLOW)` and each `all_in_set`."""

@@ -16,6 +16,7 @@ the same verdicts and the same counts, call by call.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.model import ToolPolicy
@@ -34,10 +35,24 @@ from argwatch.server.verdict.tool_call import ToolCall
 _NOTHING_FOUND = CheckResult((), (), (), ())
 
 
+class AnswerPlans(Protocol):
+    """Where a tool whose quick verdict is membership alone is armed to answer from a request's bytes
+    (edge/native_answers.py): `answer` answers, `arm` is told each verdict the quick verdict passes."""
+
+    answer: Callable[[bytes], bytes | None]
+
+    def arm(
+        self, key: bytes, bindings: tuple[tuple[str, str, str], ...], meters: ToolMeters, verdict: Verdict
+    ) -> None: ...
+
+    def forget(self) -> None: ...
+
+
 class QuickVerdict:
     """One tool's verdict on a call that passes everything; None for any other call."""
 
     __slots__ = (
+        "_arm",
         "_by_model",
         "_clean",
         "_clients",
@@ -66,10 +81,13 @@ class QuickVerdict:
         by_model: Callable[[str, ToolCall, CheckResult, bool], None] | None,
         version: str,
         clients: Mapping[str, RecordLookups],
+        arm: Callable[[Verdict], None] | None = None,
     ) -> None:
         """`sets`: the tool's distinct bound sets, in order of first binding; `clean`: the tool's clean path
         where it has records or rules; `by_model`: how a call is counted
-        again under its model (None: the policy declares no models); the rest as the validator has them."""
+        again under its model (None: the policy declares no models); `arm`: told each verdict passed, where
+        the tool's calls can be answered from their bytes (AnswerPlans.arm); the rest as the validator has
+        them."""
         self._tool = tool.name
         self._sets = sets
         self._plan = plan
@@ -84,6 +102,7 @@ class QuickVerdict:
         self._signatures = signatures
         self._by_model = by_model
         self._version = version
+        self._arm = arm
 
     def verdict(self, call: ToolCall) -> Verdict | None:
         """The general path's verdict on `call` if it passes every check; None: judge it the general way."""
@@ -111,7 +130,10 @@ class QuickVerdict:
             self._by_model(self._tool, call, _NOTHING_FOUND, True)
         if self._signatures is not None:
             self._signatures.count(self._tool, NO_PROBLEMS)
-        return allowed(call.call_id, mode, tuple(readings.values()), self._version)
+        verdict = allowed(call.call_id, mode, tuple(readings.values()), self._version)
+        if self._arm is not None:
+            self._arm(verdict)
+        return verdict
 
 
 def has_quick_path(tool: ToolPolicy, plan: MembersPlan, clean: CleanPath | None, status_tool: bool) -> bool:

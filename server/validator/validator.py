@@ -39,7 +39,7 @@ from argwatch.server.telemetry.metrics import (
 )
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
-from argwatch.server.validator.quick_verdict import QuickVerdict, has_quick_path
+from argwatch.server.validator.quick_verdict import AnswerPlans, QuickVerdict, has_quick_path
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.verdict.call_signature import NO_PROBLEMS, signature_of
 from argwatch.server.verdict.check_names import CheckNames
@@ -98,11 +98,14 @@ class Validator:
         decisions: DecisionSink | None = None,
         shadow: ShadowTap | None = None,
         counted: bool = True,
+        answers: AnswerPlans | None = None,
     ) -> None:
         """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
         call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none).
         `shadow`: where decided calls are judged again by a shadow policy, while it has one (None: never).
-        `counted`: False for a judgment that records nothing (a shadow's): no metrics, offenders or samples."""
+        `counted`: False for a judgment that records nothing (a shadow's): no metrics, offenders or samples.
+        `answers`: where a tool whose quick verdict is membership alone is armed to be answered from a request's
+        bytes (edge/native_answers.py; None: every call is read into a ToolCall)."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -149,6 +152,7 @@ class Validator:
         if self._decisions.enabled:
             self._value_plans, self._unknown_plan = value_plans(policy)  # how each tool's values are written
         self._shadow = shadow
+        self._answers = answers if counted else None
         self.shadow_changed()
         if not counted:  # bound here, as validate is: the counted path costs not even a branch
             self._record = _not_recorded  # type: ignore[method-assign,assignment]
@@ -167,6 +171,15 @@ class Validator:
         clean = self._clean_paths[tool.name] if tool.records or tool.rules else None
         if not has_quick_path(tool, plan, clean, tool.name in self._status_for):
             return None
+        arm = None
+        if (
+            self._answers is not None
+            and tool.schema_validator is None
+            and clean is None
+            and not self._by_model
+            and not any(binding.scope for binding in tool.arguments)
+        ):  # its quick verdict is membership alone: its calls can be answered from their bytes
+            arm = partial(self._answers.arm, tool.name.encode(), plan.bindings, self._meters[tool.name])
         return QuickVerdict(
             tool,
             self._sets_by_tool[tool.name],
@@ -179,6 +192,7 @@ class Validator:
             self._count_by_model if self._by_model else None,
             self.policy.version,
             self._record_clients,
+            arm,
         )
 
     def shadow_changed(self) -> None:
@@ -196,6 +210,12 @@ class Validator:
             self.quick_verdict = _not_now  # type: ignore[method-assign]  # each verdict goes through the wrapper
         else:
             self.__dict__.pop("quick_verdict", None)
+        if self._answers is not None and not (self._decisions.enabled or shadowed):
+            self.answer = self._answers.answer  # type: ignore[method-assign,assignment]
+        else:
+            self.__dict__.pop("answer", None)  # the class's own: no call is answered from its bytes
+            if self._answers is not None:
+                self._answers.forget()
 
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
@@ -220,6 +240,12 @@ class Validator:
         assert self._shadow is not None
         self._shadow.offer(call, verdict, self.policy)
         return verdict
+
+    def answer(self, body: bytes) -> bytes | None:
+        """The response's bytes for a ValidateRequest's bytes, when a tool armed from its quick verdict answers
+        it (edge/native_answers.py), counted as the quick verdict counts; None, having counted nothing,
+        otherwise. What this is without answers, or while a decision log or shadow wraps `validate`."""
+        return None
 
     def quick_verdict(self, call: ToolCall) -> Verdict | None:
         """`validate`'s verdict on `call`, made without awaiting, when its tool's quick verdict takes the call and

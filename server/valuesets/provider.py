@@ -59,6 +59,7 @@ class ValueSetProvider:
         # The checker's hot path: the set as it may use it now, or None when it is unavailable. The table's
         # own method, bound here, so a call costs no hop through this class.
         self.read: Callable[[str], SetReading | None] = self._table.read
+        self.kept_guard = self._table.kept_guard
         self.publish_health()
 
     def publish_health(self) -> None:

@@ -19,6 +19,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from typing import NamedTuple
 
 from argwatch.common.tasks import TaskSet
 from argwatch.server.policy.model import Policy
@@ -46,6 +47,16 @@ RELEASE_AFTER_SECONDS = 1.0
 REPLAY_STEP = 64
 # Refusals of a set too large to hold (its cause: TOO_LARGE, "serving the last copy until it publishes another").
 _TOO_LARGE = frozenset({"oversized", "too_many_retired", "parts_oversized"})
+
+
+class KeptGuard(NamedTuple):
+    """read's first branch for one set: its reading is handed out again while `clock()` is before `until`,
+    the state's attribute `same` names is still the object, and `equal`'s still equals the value."""
+
+    until: float
+    clock: Callable[[], float]
+    same: tuple[object, str, object]
+    equal: tuple[object, str, object]
 
 
 class SetTable:
@@ -108,6 +119,16 @@ class SetTable:
             until = state.confirmed_mono + min(config.ttl_seconds, config.max_staleness_seconds)
             state.kept = (generation, reading, until)
         return reading
+
+    def kept_guard(self, name: str, reading: SetReading) -> KeptGuard | None:
+        """What read(name) checks before handing `reading` out again without reading the state, while it is
+        the reading kept: None when it is not (stale, or written since). edge/native_answers.py re-checks
+        these per call instead of calling read."""
+        state = self.states.get(name)
+        kept = state.kept if state is not None else None
+        if state is None or kept is None or kept[1] is not reading or kept[0] != state.generation:
+            return None
+        return KeptGuard(kept[2], self._monotonic, (state, "kept", kept), (state, "generation", kept[0]))
 
     # ---- reports
 

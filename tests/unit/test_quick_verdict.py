@@ -162,17 +162,21 @@ class Judge:
         return verdict if verdict is not None else self.loop.run_until_complete(self.validator.validate(call))
 
     def counts(self) -> list[str]:
-        """Every metric line but clock readings: the sets' ages, and when each series was created."""
-        text = generate_latest(self.registry).decode()
-        return [
-            line
-            for line in text.splitlines()
-            if not line.startswith("argwatch_value_set_age_seconds")
-            and not line.partition("{")[0].partition(" ")[0].endswith("_created")
-        ]
+        return metric_lines(self.registry)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.provider.close())
+
+
+def metric_lines(registry: CollectorRegistry) -> list[str]:
+    """Every metric line but clock readings: the sets' ages, and when each series was created."""
+    text = generate_latest(registry).decode()
+    return [
+        line
+        for line in text.splitlines()
+        if not line.startswith("argwatch_value_set_age_seconds")
+        and not line.partition("{")[0].partition(" ")[0].endswith("_created")
+    ]
 
 
 def policy() -> Policy:

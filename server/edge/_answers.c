@@ -1,0 +1,376 @@
+/* Answers, from a ValidateRequest's bytes to its response's bytes, for the calls a tool's quick verdict has
+   just answered the same way: the common call judged with no Python frame (docs/performance.md).
+
+   The checks are not defined here. validator/native_answers.py arms a tool with a plan after its quick
+   verdict (validator/quick_verdict.py) passed a call, and only for a tool whose whole quick verdict is a
+   membership check of top-level strings: no schema, no records or rules, no scoped set, no per-model count.
+   The plan holds what that verdict read, as guards this file re-checks on every call before answering:
+
+   - each value set's kept reading still the one handed out, at its generation, before its fresh-until time
+     (set_table.SetTable.read's first branch, with the table's own monotonic clock);
+   - each other thing the verdict read (the modes in force) still the same object;
+   - for a call with a conversation id, no repair open that it might close (repair/tracker.py's may_be_open).
+
+   Then it answers only a request in the plain form (request_fields.h) whose strings are valid UTF-8 within
+   their limits, with a call id, whose arguments are a JSON object (orjson, the gateway's one reader), each
+   bound argument a str and a member of its set's members. Anything else, or any guard that no longer holds,
+   is None: the Python path judges the call, says what is wrong, and arms the tool again. What is counted is
+   what the quick verdict counts (the plan's tallies, and its signature's count when that is kept), and the
+   answer is the quick verdict's prototype bytes with the call id after them (edge/wire.py). The tests hold
+   the two paths to the same bytes and the same counts, call by call (tests/unit/test_native_answers.py). */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../native/request_fields.h"
+
+/* A plan's fields, by position (native_answers.NativePlan). */
+enum {
+    PLAN_UNTIL,      /* float: the clock's reading before which every set's reading is fresh */
+    PLAN_CLOCK,      /* the set table's monotonic clock, or None when the tool binds no set */
+    PLAN_SAME,       /* ((object, attribute, expected), ...): each attribute still `is` expected */
+    PLAN_EQUAL,      /* ((object, attribute, expected), ...): each attribute still == expected */
+    PLAN_OPEN,       /* dict of open repairs that must be empty for a call with a conversation; None: decline */
+    PLAN_BINDINGS,   /* ((argument, members), ...) */
+    PLAN_TALLIES,    /* (Tally, ...): each one's value += 1 */
+    PLAN_SIGNATURES, /* the live dict of signature counts, or None */
+    PLAN_SIGNATURE,  /* the key counted in it */
+    PLAN_PREFIX,     /* bytes: the answer without its call id */
+    PLAN_FIELDS
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *plans; /* dict: a tool's name as UTF-8 bytes -> its plan */
+    PyObject *loads;
+    PyObject *loads_error;
+    Py_ssize_t limits[FIELDS];
+    PyObject *value_name; /* "value": a tally's attribute */
+    PyObject *one;
+} Answers;
+
+static int answers_init(Answers *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"loads", "loads_error", "limits", NULL};
+    PyObject *loads, *error;
+    Py_ssize_t tool, conversation, call_id, customer, tenant, model, prompt_version;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO(nnnnnnn)", keywords, &loads, &error, &tool, &conversation,
+                                     &call_id, &customer, &tenant, &model, &prompt_version))
+        return -1;
+    Py_XSETREF(self->plans, PyDict_New());
+    Py_XSETREF(self->value_name, PyUnicode_InternFromString("value"));
+    Py_XSETREF(self->one, PyLong_FromLong(1));
+    if (self->plans == NULL || self->value_name == NULL || self->one == NULL) return -1;
+    Py_XSETREF(self->loads, Py_NewRef(loads));
+    Py_XSETREF(self->loads_error, Py_NewRef(error));
+    self->limits[TOOL] = tool;
+    self->limits[CONVERSATION] = conversation;
+    self->limits[CALL_ID] = call_id;
+    self->limits[CUSTOMER] = customer;
+    self->limits[TENANT] = tenant;
+    self->limits[MODEL] = model;
+    self->limits[PROMPT_VERSION] = prompt_version;
+    self->limits[ARGUMENTS] = PY_SSIZE_T_MAX;
+    return 0;
+}
+
+static int answers_traverse(Answers *self, visitproc visit, void *arg) {
+    Py_VISIT(self->plans);
+    Py_VISIT(self->loads);
+    Py_VISIT(self->loads_error);
+    return 0;
+}
+
+static int answers_clear(Answers *self) {
+    Py_CLEAR(self->plans);
+    Py_CLEAR(self->loads);
+    Py_CLEAR(self->loads_error);
+    Py_CLEAR(self->value_name);
+    Py_CLEAR(self->one);
+    return 0;
+}
+
+static void answers_dealloc(Answers *self) {
+    PyObject_GC_UnTrack(self);
+    answers_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Whether `len` bytes at `s` are UTF-8 that Python decodes (strictly: no surrogate, nothing overlong): ASCII
+   checked here, anything else by Python's own decoder, the definition the slower path uses. -1: an error. */
+static int is_utf8(const uint8_t *s, Py_ssize_t len) {
+    Py_ssize_t at = 0;
+    while (at < len && s[at] < 0x80) at++;
+    if (at == len) return 1;
+    PyObject *decoded = PyUnicode_DecodeUTF8((const char *)s, len, NULL);
+    if (decoded != NULL) {
+        Py_DECREF(decoded);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* 1 when every guard of `plan` holds now (a call with a conversation id: `conversation`), 0 when one does not,
+   -1 on an error. Reads only: nothing is counted here. */
+static int guards_hold(PyObject *plan, int conversation) {
+    PyObject *clock = PyTuple_GET_ITEM(plan, PLAN_CLOCK);
+    if (clock != Py_None) {
+        PyObject *now = PyObject_CallNoArgs(clock);
+        if (now == NULL) return -1;
+        double seconds = PyFloat_AsDouble(now);
+        Py_DECREF(now);
+        if (seconds == -1.0 && PyErr_Occurred()) return -1;
+        if (!(seconds < PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(plan, PLAN_UNTIL)))) return 0;
+    }
+    if (conversation) {
+        PyObject *open = PyTuple_GET_ITEM(plan, PLAN_OPEN);
+        if (open == Py_None || PyDict_GET_SIZE(open) != 0) return 0;
+    }
+    for (int kind = PLAN_SAME; kind <= PLAN_EQUAL; kind++) {
+        PyObject *guards = PyTuple_GET_ITEM(plan, kind);
+        for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(guards); at++) {
+            PyObject *guard = PyTuple_GET_ITEM(guards, at);
+            PyObject *now = PyObject_GetAttr(PyTuple_GET_ITEM(guard, 0), PyTuple_GET_ITEM(guard, 1));
+            if (now == NULL) return -1;
+            PyObject *expected = PyTuple_GET_ITEM(guard, 2);
+            int holds = kind == PLAN_SAME ? now == expected : PyObject_RichCompareBool(now, expected, Py_EQ);
+            Py_DECREF(now);
+            if (holds != 1) return holds;
+        }
+    }
+    return 1;
+}
+
+/* 1 when every bound argument of `arguments` (a dict) is a str in its set's members, 0 when one is not. */
+static int members_hold(PyObject *plan, PyObject *arguments) {
+    PyObject *bindings = PyTuple_GET_ITEM(plan, PLAN_BINDINGS);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(bindings); at++) {
+        PyObject *binding = PyTuple_GET_ITEM(bindings, at);
+        PyObject *value = PyDict_GetItemWithError(arguments, PyTuple_GET_ITEM(binding, 0));
+        if (value == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyUnicode_CheckExact(value)) return 0; /* the quick verdict's `value.__class__ is not str` */
+        int member = PySequence_Contains(PyTuple_GET_ITEM(binding, 1), value);
+        if (member != 1) return member;
+    }
+    return 1;
+}
+
+/* The plan's counts, as the quick verdict makes them. Called only once the call is answered. */
+static int count(Answers *self, PyObject *plan, PyObject *signature_count) {
+    PyObject *tallies = PyTuple_GET_ITEM(plan, PLAN_TALLIES);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tallies); at++) {
+        PyObject *tally = PyTuple_GET_ITEM(tallies, at);
+        PyObject *value = PyObject_GetAttr(tally, self->value_name);
+        if (value == NULL) return -1;
+        PyObject *more = PyNumber_Add(value, self->one);
+        Py_DECREF(value);
+        if (more == NULL) return -1;
+        int failed = PyObject_SetAttr(tally, self->value_name, more);
+        Py_DECREF(more);
+        if (failed) return -1;
+    }
+    if (signature_count != NULL) {
+        PyObject *more = PyNumber_Add(signature_count, self->one);
+        if (more == NULL) return -1;
+        int failed =
+            PyDict_SetItem(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES), PyTuple_GET_ITEM(plan, PLAN_SIGNATURE), more);
+        Py_DECREF(more);
+        if (failed) return -1;
+    }
+    return 0;
+}
+
+/* The prefix, then the call id as field 1 (protobuf parsers take fields in any order: edge/wire.py). */
+static PyObject *answer_bytes(PyObject *prefix, const uint8_t *call_id, Py_ssize_t len) {
+    uint8_t head[11];
+    Py_ssize_t head_len = 0;
+    head[head_len++] = 1 << 3 | 2;
+    uint64_t rest = (uint64_t)len;
+    while (rest >= 0x80) {
+        head[head_len++] = (uint8_t)(rest & 0x7F) | 0x80;
+        rest >>= 7;
+    }
+    head[head_len++] = (uint8_t)rest;
+    Py_ssize_t prefix_len = PyBytes_GET_SIZE(prefix);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, prefix_len + head_len + len);
+    if (out == NULL) return NULL;
+    char *at = PyBytes_AS_STRING(out);
+    memcpy(at, PyBytes_AS_STRING(prefix), prefix_len);
+    memcpy(at + prefix_len, head, head_len);
+    memcpy(at + prefix_len + head_len, call_id, len);
+    return out;
+}
+
+/* The plan armed for the tool named by `len` bytes at `name`, borrowed; NULL (no error) when none. */
+static PyObject *plan_for(Answers *self, const uint8_t *name, Py_ssize_t len) {
+    PyObject *key = PyBytes_FromStringAndSize((const char *)name, len);
+    if (key == NULL) return NULL;
+    PyObject *plan = PyDict_GetItemWithError(self->plans, key);
+    Py_DECREF(key);
+    return plan;
+}
+
+static PyObject *answers_answer(Answers *self, PyObject *body) {
+    if (!PyBytes_Check(body)) {
+        PyErr_SetString(PyExc_TypeError, "answer takes bytes");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(body);
+    const uint8_t *starts[FIELDS] = {0};
+    Py_ssize_t lens[FIELDS] = {0};
+    int seen[FIELDS] = {0};
+    if (!read_fields(p, p + PyBytes_GET_SIZE(body), starts, lens, seen)) Py_RETURN_NONE;
+    /* Within their limits in bytes, so in characters; a call id present (the gateway mints a missing one). */
+    for (int slot = 0; slot < FIELDS; slot++)
+        if (lens[slot] > self->limits[slot]) Py_RETURN_NONE;
+    if (lens[CALL_ID] == 0) Py_RETURN_NONE;
+    PyObject *plan = plan_for(self, starts[TOOL], lens[TOOL]);
+    if (plan == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_INCREF(plan); /* a guard's attribute read runs Python code, which may arm the tool again */
+    PyObject *result = NULL, *arguments = NULL;
+    int holds = guards_hold(plan, lens[CONVERSATION] > 0);
+    if (holds != 1) goto declined;
+    /* The tool's name matched a key made from a str, so it is UTF-8; the others are checked here. */
+    for (int slot = 0; slot < FIELDS; slot++) {
+        if (slot == TOOL || slot == ARGUMENTS) continue;
+        holds = is_utf8(starts[slot], lens[slot]);
+        if (holds != 1) goto declined;
+    }
+    if (seen[ARGUMENTS]) {
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)starts[ARGUMENTS], lens[ARGUMENTS]);
+        if (raw == NULL) goto failed;
+        arguments = PyObject_CallOneArg(self->loads, raw);
+        Py_DECREF(raw);
+        if (arguments == NULL) {
+            if (!PyErr_ExceptionMatches(self->loads_error)) goto failed;
+            PyErr_Clear();
+            goto declined_quietly;
+        }
+        if (!PyDict_CheckExact(arguments)) goto declined_quietly;
+    } else {
+        arguments = PyDict_New(); /* absent: no arguments, as the slower path reads it */
+        if (arguments == NULL) goto failed;
+    }
+    holds = members_hold(plan, arguments);
+    if (holds != 1) goto declined;
+    PyObject *signature_count = NULL;
+    PyObject *signatures = PyTuple_GET_ITEM(plan, PLAN_SIGNATURES);
+    if (signatures != Py_None) {
+        /* A signature no longer kept (forgotten while idle) is added back by the Python path's count. */
+        signature_count = PyDict_GetItemWithError(signatures, PyTuple_GET_ITEM(plan, PLAN_SIGNATURE));
+        if (signature_count == NULL) {
+            if (PyErr_Occurred()) goto failed;
+            goto declined_quietly;
+        }
+    }
+    result = answer_bytes(PyTuple_GET_ITEM(plan, PLAN_PREFIX), starts[CALL_ID], lens[CALL_ID]);
+    if (result == NULL) goto failed;
+    if (count(self, plan, signature_count) < 0) Py_CLEAR(result);
+    goto done;
+declined:
+    if (holds < 0) goto failed;
+declined_quietly:
+    result = Py_NewRef(Py_None);
+    goto done;
+failed:
+    result = NULL;
+done:
+    Py_XDECREF(arguments);
+    Py_DECREF(plan);
+    return result;
+}
+
+/* Whether every item of `items` is a tuple of `size` with a str at `named`. */
+static int items_are(PyObject *items, Py_ssize_t size, Py_ssize_t named) {
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(items); at++) {
+        PyObject *item = PyTuple_GET_ITEM(items, at);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != size || !PyUnicode_Check(PyTuple_GET_ITEM(item, named)))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *answers_arm(Answers *self, PyObject *args) {
+    PyObject *name, *plan;
+    if (!PyArg_ParseTuple(args, "SO!", &name, &PyTuple_Type, &plan)) return NULL;
+    if (PyTuple_GET_SIZE(plan) != PLAN_FIELDS || !PyFloat_CheckExact(PyTuple_GET_ITEM(plan, PLAN_UNTIL)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_SAME)) || !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_EQUAL)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_BINDINGS)) || !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_TALLIES)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(plan, PLAN_PREFIX)) ||
+        (PyTuple_GET_ITEM(plan, PLAN_OPEN) != Py_None && !PyDict_Check(PyTuple_GET_ITEM(plan, PLAN_OPEN))) ||
+        (PyTuple_GET_ITEM(plan, PLAN_SIGNATURES) != Py_None && !PyDict_Check(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES)))) {
+        PyErr_SetString(PyExc_TypeError, "arm takes a tool's name as bytes and a NativePlan");
+        return NULL;
+    }
+    if (!items_are(PyTuple_GET_ITEM(plan, PLAN_SAME), 3, 1) || !items_are(PyTuple_GET_ITEM(plan, PLAN_EQUAL), 3, 1) ||
+        !items_are(PyTuple_GET_ITEM(plan, PLAN_BINDINGS), 2, 0)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a plan's guards are (object, attribute, expected), its bindings (argument, members)");
+        return NULL;
+    }
+    if (PyDict_SetItem(self->plans, name, plan) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *answers_holds(Answers *self, PyObject *args) {
+    PyObject *name;
+    int conversation;
+    if (!PyArg_ParseTuple(args, "Sp", &name, &conversation)) return NULL;
+    PyObject *plan = PyDict_GetItemWithError(self->plans, name);
+    if (plan == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_FALSE;
+    }
+    Py_INCREF(plan);
+    int holds = guards_hold(plan, conversation);
+    Py_DECREF(plan);
+    if (holds < 0) return NULL;
+    return PyBool_FromLong(holds);
+}
+
+static PyObject *answers_forget(Answers *self, PyObject *Py_UNUSED(ignored)) {
+    PyDict_Clear(self->plans);
+    Py_RETURN_NONE;
+}
+
+static PyObject *answers_armed(Answers *self, PyObject *Py_UNUSED(ignored)) { return PyDict_Copy(self->plans); }
+
+static PyMethodDef answers_methods[] = {
+    {"answer", (PyCFunction)answers_answer, METH_O,
+     "The response's bytes for a ValidateRequest's bytes that its tool's armed plan answers; None for any other."},
+    {"arm", (PyCFunction)answers_arm, METH_VARARGS, "arm(tool name as UTF-8 bytes, plan): answer its calls by it."},
+    {"holds", (PyCFunction)answers_holds, METH_VARARGS,
+     "holds(tool name as UTF-8 bytes, conversation): whether its plan is armed and its guards hold now."},
+    {"forget", (PyCFunction)answers_forget, METH_NOARGS, "Drops every plan: each tool is armed again."},
+    {"armed", (PyCFunction)answers_armed, METH_NOARGS, "The plans armed, by tool name (a copy)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AnswersType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "argwatch.server.edge._answers.Answers",
+    .tp_basicsize = sizeof(Answers),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Answers(loads, loads_error, limits): the quick verdict's answers, armed tool by tool.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)answers_init,
+    .tp_traverse = (traverseproc)answers_traverse,
+    .tp_clear = (inquiry)answers_clear,
+    .tp_dealloc = (destructor)answers_dealloc,
+    .tp_methods = answers_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_answers", .m_size = -1};
+
+PyMODINIT_FUNC PyInit__answers(void) {
+    if (PyType_Ready(&AnswersType) < 0) return NULL;
+    PyObject *created = PyModule_Create(&module);
+    if (created == NULL) return NULL;
+    if (PyModule_AddObjectRef(created, "Answers", (PyObject *)&AnswersType) < 0) {
+        Py_DECREF(created);
+        return NULL;
+    }
+    return created;
+}
