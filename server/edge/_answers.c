@@ -213,7 +213,15 @@ static PyObject *plan_for(Answers *self, const uint8_t *name, Py_ssize_t len) {
     return plan;
 }
 
+/* 0 with an error set when __init__ never ran (Answers.__new__ alone). */
+static int initialised(Answers *self) {
+    if (self->plans != NULL) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "Answers.__init__ was not called");
+    return 0;
+}
+
 static PyObject *answers_answer(Answers *self, PyObject *body) {
+    if (!initialised(self)) return NULL;
     if (!PyBytes_Check(body)) {
         PyErr_SetString(PyExc_TypeError, "answer takes bytes");
         return NULL;
@@ -230,9 +238,20 @@ static PyObject *answers_answer(Answers *self, PyObject *body) {
     PyObject *plan = plan_for(self, starts[TOOL], lens[TOOL]);
     if (plan == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_INCREF(plan); /* a guard's attribute read runs Python code, which may arm the tool again */
-    PyObject *result = NULL, *arguments = NULL;
+    PyObject *result = NULL, *arguments = NULL, *signature_count = NULL;
     int holds = guards_hold(plan, lens[CONVERSATION] > 0);
     if (holds != 1) goto declined;
+    PyObject *signatures = PyTuple_GET_ITEM(plan, PLAN_SIGNATURES);
+    if (signatures != Py_None) {
+        /* Before the arguments are read: a signature no longer kept (forgotten while idle, or its tool's slots
+           full) is counted by the Python path, which would read them again. */
+        signature_count = PyDict_GetItemWithError(signatures, PyTuple_GET_ITEM(plan, PLAN_SIGNATURE));
+        if (signature_count == NULL) {
+            if (PyErr_Occurred()) goto failed;
+            goto declined_quietly;
+        }
+        Py_INCREF(signature_count); /* held across the tallies' attribute writes */
+    }
     /* The tool's name matched a key made from a str, so it is UTF-8; the others are checked here. */
     for (int slot = 0; slot < FIELDS; slot++) {
         if (slot == TOOL || slot == ARGUMENTS) continue;
@@ -256,16 +275,6 @@ static PyObject *answers_answer(Answers *self, PyObject *body) {
     }
     holds = members_hold(plan, arguments);
     if (holds != 1) goto declined;
-    PyObject *signature_count = NULL;
-    PyObject *signatures = PyTuple_GET_ITEM(plan, PLAN_SIGNATURES);
-    if (signatures != Py_None) {
-        /* A signature no longer kept (forgotten while idle) is added back by the Python path's count. */
-        signature_count = PyDict_GetItemWithError(signatures, PyTuple_GET_ITEM(plan, PLAN_SIGNATURE));
-        if (signature_count == NULL) {
-            if (PyErr_Occurred()) goto failed;
-            goto declined_quietly;
-        }
-    }
     result = answer_bytes(PyTuple_GET_ITEM(plan, PLAN_PREFIX), starts[CALL_ID], lens[CALL_ID]);
     if (result == NULL) goto failed;
     if (count(self, plan, signature_count) < 0) Py_CLEAR(result);
@@ -279,6 +288,7 @@ failed:
     result = NULL;
 done:
     Py_XDECREF(arguments);
+    Py_XDECREF(signature_count);
     Py_DECREF(plan);
     return result;
 }
@@ -295,7 +305,7 @@ static int items_are(PyObject *items, Py_ssize_t size, Py_ssize_t named) {
 
 static PyObject *answers_arm(Answers *self, PyObject *args) {
     PyObject *name, *plan;
-    if (!PyArg_ParseTuple(args, "SO!", &name, &PyTuple_Type, &plan)) return NULL;
+    if (!initialised(self) || !PyArg_ParseTuple(args, "SO!", &name, &PyTuple_Type, &plan)) return NULL;
     if (PyTuple_GET_SIZE(plan) != PLAN_FIELDS || !PyFloat_CheckExact(PyTuple_GET_ITEM(plan, PLAN_UNTIL)) ||
         !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_SAME)) || !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_EQUAL)) ||
         !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_BINDINGS)) || !PyTuple_Check(PyTuple_GET_ITEM(plan, PLAN_TALLIES)) ||
@@ -318,7 +328,7 @@ static PyObject *answers_arm(Answers *self, PyObject *args) {
 static PyObject *answers_holds(Answers *self, PyObject *args) {
     PyObject *name;
     int conversation;
-    if (!PyArg_ParseTuple(args, "Sp", &name, &conversation)) return NULL;
+    if (!initialised(self) || !PyArg_ParseTuple(args, "Sp", &name, &conversation)) return NULL;
     PyObject *plan = PyDict_GetItemWithError(self->plans, name);
     if (plan == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -332,11 +342,14 @@ static PyObject *answers_holds(Answers *self, PyObject *args) {
 }
 
 static PyObject *answers_forget(Answers *self, PyObject *Py_UNUSED(ignored)) {
+    if (!initialised(self)) return NULL;
     PyDict_Clear(self->plans);
     Py_RETURN_NONE;
 }
 
-static PyObject *answers_armed(Answers *self, PyObject *Py_UNUSED(ignored)) { return PyDict_Copy(self->plans); }
+static PyObject *answers_armed(Answers *self, PyObject *Py_UNUSED(ignored)) {
+    return initialised(self) ? PyDict_Copy(self->plans) : NULL;
+}
 
 static PyMethodDef answers_methods[] = {
     {"answer", (PyCFunction)answers_answer, METH_O,

@@ -73,6 +73,7 @@ class NativeAnswers:
         self._modes = modes
         self._repairs = repairs
         self._signatures = signatures
+        self.paused = False  # a decision log or shadow wraps validate: nothing armed, nothing answered
 
     def arm(
         self,
@@ -84,7 +85,7 @@ class NativeAnswers:
         """Arms the tool named by `key` (its name's UTF-8) with what its quick verdict read to make `verdict`,
         from `bindings` (set_checks.MembersPlan's, none scoped); nothing when its plan still holds, or when
         something read is not a kept reading (a later call arms it)."""
-        if self._answers.holds(key, False):
+        if self.paused or self._answers.holds(key, False):
             return
         tool = key.decode()
         mode_guard = self._modes.mode_guard(tool)
@@ -124,6 +125,8 @@ class NativeAnswers:
         )
         self._answers.arm(key, plan)
 
-    def forget(self) -> None:
-        """Drops every plan (a decision log or shadow now wraps validate: no call is answered here)."""
-        self._answers.forget()
+    def pause(self, paused: bool) -> None:
+        """While paused (a decision log or shadow wraps validate), no tool is armed and every plan is dropped."""
+        self.paused = paused
+        if paused:
+            self._answers.forget()

@@ -210,12 +210,13 @@ class Validator:
             self.quick_verdict = _not_now  # type: ignore[method-assign]  # each verdict goes through the wrapper
         else:
             self.__dict__.pop("quick_verdict", None)
-        if self._answers is not None and not (self._decisions.enabled or shadowed):
+        wrapped = self._decisions.enabled or shadowed
+        if self._answers is not None:
+            self._answers.pause(wrapped)
+        if self._answers is not None and not wrapped:
             self.answer = self._answers.answer  # type: ignore[method-assign,assignment]
         else:
             self.__dict__.pop("answer", None)  # the class's own: no call is answered from its bytes
-            if self._answers is not None:
-                self._answers.forget()
 
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
