@@ -48,8 +48,9 @@ class BuildPyWithStubs(build_py):
 
 
 # The decision log's lines (server/decisions/_digest.c), the spans' OTLP bytes (server/tracing/_otlp.c), large
-# value sets packed (server/sets/_packed.c), a ValidateRequest's fields read (server/edge/_request.c) and the
-# quick verdict's answers made from its bytes (server/edge/_answers.c) in C:
+# value sets packed (server/sets/_packed.c), a ValidateRequest's fields read (server/edge/_request.c), the
+# quick verdict's answers made from its bytes (server/edge/_answers.c) and the latency histogram's buckets
+# (server/telemetry/_buckets.c) in C:
 # they need a C compiler and Python's headers at install (docs/developing.md). -O2 and no more, nothing
 # machine-specific (AVX2 is used only where the CPU says it has it, checked at import), so a wheel runs where it
 # is copied.
@@ -70,7 +71,13 @@ NATIVE = [
     Extension(
         "argwatch.server.edge._answers",
         ["server/edge/_answers.c"],
-        depends=["server/native/request_fields.h"],
+        depends=["server/native/request_fields.h", "server/native/json_bound.h", "server/native/buckets.h"],
+        extra_compile_args=_FLAGS,
+    ),
+    Extension(
+        "argwatch.server.telemetry._buckets",
+        ["server/telemetry/_buckets.c"],
+        depends=["server/native/buckets.h"],
         extra_compile_args=_FLAGS,
     ),
     Extension(

@@ -13,7 +13,8 @@
 
    Then it answers only a request in the plain form (request_fields.h) whose strings are valid UTF-8 within
    their limits, with a call id, whose arguments are a JSON object (orjson, the gateway's one reader), each
-   bound argument a str and a member of its set's members. Anything else, or any guard that no longer holds,
+   bound argument a str and a member of its set's members (read from the JSON's bytes by json_bound.h, which
+   declines any document it does not read as orjson, the gateway's one JSON reader, does). Anything else, or any guard that no longer holds,
    is None: the Python path judges the call, says what is wrong, and arms the tool again. What is counted is
    what the quick verdict counts (the plan's tallies, and its signature's count when that is kept), and the
    answer is the quick verdict's prototype bytes with the call id after them (edge/wire.py). The tests hold
@@ -23,8 +24,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
+#include "../native/buckets.h"
+#include "../native/json_bound.h"
 #include "../native/request_fields.h"
+
+#define RECENT 64 /* plans found without a dict look-up (a power of two) */
 
 /* A plan's fields, by position (native_answers.NativePlan). */
 enum {
@@ -44,26 +50,64 @@ enum {
 typedef struct {
     PyObject_HEAD
     PyObject *plans; /* dict: a tool's name as UTF-8 bytes -> its plan */
-    PyObject *loads;
-    PyObject *loads_error;
     Py_ssize_t limits[FIELDS];
-    PyObject *value_name; /* "value": a tally's attribute */
+    PyTypeObject *tally_type; /* telemetry.tallies.Tally, whose one slot holds its value */
+    Py_ssize_t tally_offset;  /* that slot's */
+    PyObject *value_name;     /* "value": a tally's attribute, written by name on any other object */
+    PyObject *latency;        /* the latency histogram's Buckets (telemetry/_buckets.c): each answer observed */
     PyObject *one;
+    /* The plans last looked up, by a hash of the tool's name (its name's bytes, its plan): found without making
+       the name's bytes object and hashing it. Emptied whenever `plans` changes. */
+    struct {
+        PyObject *name, *plan;
+    } recent[RECENT];
 } Answers;
 
+static void forget_recent(Answers *self) {
+    for (size_t slot = 0; slot < RECENT; slot++) {
+        Py_CLEAR(self->recent[slot].name);
+        Py_CLEAR(self->recent[slot].plan);
+    }
+}
+
 static int answers_init(Answers *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"loads", "loads_error", "limits", NULL};
-    PyObject *loads, *error;
+    static char *keywords[] = {"limits", "tally", "latency", NULL};
+    PyTypeObject *tally;
+    PyObject *latency;
     Py_ssize_t tool, conversation, call_id, customer, tenant, model, prompt_version;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO(nnnnnnn)", keywords, &loads, &error, &tool, &conversation,
-                                     &call_id, &customer, &tenant, &model, &prompt_version))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(nnnnnnn)O!O", keywords, &tool, &conversation, &call_id,
+                                     &customer, &tenant, &model, &prompt_version, &PyType_Type, &tally, &latency))
         return -1;
+    /* The buckets' struct is read here as buckets.h lays it out: only an object of _buckets.c's own type. */
+    PyObject *buckets_module = PyImport_ImportModule("argwatch.server.telemetry._buckets");
+    if (buckets_module == NULL) return -1;
+    PyObject *buckets_type = PyObject_GetAttrString(buckets_module, "Buckets");
+    Py_DECREF(buckets_module);
+    if (buckets_type == NULL) return -1;
+    int is_buckets = (PyObject *)Py_TYPE(latency) == buckets_type && ((Buckets *)latency)->counts != NULL;
+    Py_DECREF(buckets_type);
+    if (!is_buckets) {
+        PyErr_SetString(PyExc_TypeError, "latency is a telemetry._buckets.Buckets, made");
+        return -1;
+    }
+    Py_XSETREF(self->latency, Py_NewRef(latency));
+    forget_recent(self);
     Py_XSETREF(self->plans, PyDict_New());
     Py_XSETREF(self->value_name, PyUnicode_InternFromString("value"));
     Py_XSETREF(self->one, PyLong_FromLong(1));
     if (self->plans == NULL || self->value_name == NULL || self->one == NULL) return -1;
-    Py_XSETREF(self->loads, Py_NewRef(loads));
-    Py_XSETREF(self->loads_error, Py_NewRef(error));
+    /* The tally's value slot, as its member descriptor says: a tally is counted by writing it there. */
+    PyObject *slot = PyObject_GetAttr((PyObject *)tally, self->value_name);
+    if (slot == NULL) return -1;
+    int usable = Py_IS_TYPE(slot, &PyMemberDescr_Type) && ((PyMemberDescrObject *)slot)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)slot)->d_member->flags & READONLY);
+    if (usable) self->tally_offset = ((PyMemberDescrObject *)slot)->d_member->offset;
+    Py_DECREF(slot);
+    if (!usable) {
+        PyErr_SetString(PyExc_TypeError, "a tally's type keeps its value in a slot (__slots__ = (\"value\",))");
+        return -1;
+    }
+    Py_XSETREF(self->tally_type, (PyTypeObject *)Py_NewRef(tally));
     self->limits[TOOL] = tool;
     self->limits[CONVERSATION] = conversation;
     self->limits[CALL_ID] = call_id;
@@ -77,15 +121,17 @@ static int answers_init(Answers *self, PyObject *args, PyObject *kwargs) {
 
 static int answers_traverse(Answers *self, visitproc visit, void *arg) {
     Py_VISIT(self->plans);
-    Py_VISIT(self->loads);
-    Py_VISIT(self->loads_error);
+    Py_VISIT(self->tally_type);
+    Py_VISIT(self->latency);
+    for (size_t slot = 0; slot < RECENT; slot++) Py_VISIT(self->recent[slot].plan);
     return 0;
 }
 
 static int answers_clear(Answers *self) {
+    forget_recent(self);
     Py_CLEAR(self->plans);
-    Py_CLEAR(self->loads);
-    Py_CLEAR(self->loads_error);
+    Py_CLEAR(self->tally_type);
+    Py_CLEAR(self->latency);
     Py_CLEAR(self->value_name);
     Py_CLEAR(self->one);
     return 0;
@@ -101,6 +147,10 @@ static void answers_dealloc(Answers *self) {
    checked here, anything else by Python's own decoder, the definition the slower path uses. -1: an error. */
 static int is_utf8(const uint8_t *s, Py_ssize_t len) {
     Py_ssize_t at = 0;
+    for (uint64_t word; at + 8 <= len; at += 8) { /* eight bytes at a glance: any past ASCII? */
+        memcpy(&word, s + at, 8);
+        if (word & 0x8080808080808080ULL) break;
+    }
     while (at < len && s[at] < 0x80) at++;
     if (at == len) return 1;
     PyObject *decoded = PyUnicode_DecodeUTF8((const char *)s, len, NULL);
@@ -144,18 +194,28 @@ static int guards_hold(PyObject *plan, int conversation) {
     return 1;
 }
 
-/* 1 when every bound argument of `arguments` (a dict) is a str in its set's members, 0 when one is not. */
-static int members_hold(PyObject *plan, PyObject *arguments) {
+/* 1 when each bound argument's value (at its Bound, read by scan_bound) is in its set's members, 0 when one is
+   not. */
+static int members_hold(PyObject *plan, const Bound *bound) {
     PyObject *bindings = PyTuple_GET_ITEM(plan, PLAN_BINDINGS);
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(bindings); at++) {
-        PyObject *binding = PyTuple_GET_ITEM(bindings, at);
-        PyObject *value = PyDict_GetItemWithError(arguments, PyTuple_GET_ITEM(binding, 0));
-        if (value == NULL) return PyErr_Occurred() ? -1 : 0;
-        if (!PyUnicode_CheckExact(value)) return 0; /* the quick verdict's `value.__class__ is not str` */
-        int member = PySequence_Contains(PyTuple_GET_ITEM(binding, 1), value);
+        PyObject *value = PyUnicode_DecodeUTF8((const char *)bound[at].start, bound[at].len, NULL);
+        if (value == NULL) return -1; /* not for want of UTF-8: scan_bound checked it */
+        int member = PySequence_Contains(PyTuple_GET_ITEM(PyTuple_GET_ITEM(bindings, at), 1), value);
+        Py_DECREF(value);
         if (member != 1) return member;
     }
     return 1;
+}
+
+/* Each bound argument's name, as UTF-8, into `bound` (arm holds a plan to MAX_BOUND of them). */
+static int bound_names(PyObject *plan, Bound *bound) {
+    PyObject *bindings = PyTuple_GET_ITEM(plan, PLAN_BINDINGS);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(bindings); at++) {
+        bound[at].name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(PyTuple_GET_ITEM(bindings, at), 0), &bound[at].name_len);
+        if (bound[at].name == NULL) return -1;
+    }
+    return 0;
 }
 
 /* The plan's counts, as the quick verdict makes them. Called only once the call is answered. */
@@ -163,6 +223,15 @@ static int count(Answers *self, PyObject *plan, PyObject *signature_count) {
     PyObject *tallies = PyTuple_GET_ITEM(plan, PLAN_TALLIES);
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tallies); at++) {
         PyObject *tally = PyTuple_GET_ITEM(tallies, at);
+        if (Py_IS_TYPE(tally, self->tally_type)) { /* what its descriptor's write does, without the look-up */
+            PyObject **slot = (PyObject **)((char *)tally + self->tally_offset);
+            if (*slot != NULL) {
+                PyObject *more = PyNumber_Add(*slot, self->one);
+                if (more == NULL) return -1;
+                Py_SETREF(*slot, more);
+                continue;
+            }
+        }
         PyObject *value = PyObject_GetAttr(tally, self->value_name);
         if (value == NULL) return -1;
         PyObject *more = PyNumber_Add(value, self->one);
@@ -204,12 +273,29 @@ static PyObject *answer_bytes(PyObject *prefix, const uint8_t *call_id, Py_ssize
     return out;
 }
 
+/* FNV-1a of the `len` bytes at `name`: where a tool's plan is kept in `recent`. */
+static size_t recent_slot(const uint8_t *name, Py_ssize_t len) {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t at = 0; at < len; at++) hash = (hash ^ name[at]) * 0x100000001b3ULL;
+    return (size_t)(hash ^ hash >> 32) & (RECENT - 1);
+}
+
 /* The plan armed for the tool named by `len` bytes at `name`, borrowed; NULL (no error) when none. */
 static PyObject *plan_for(Answers *self, const uint8_t *name, Py_ssize_t len) {
+    size_t slot = recent_slot(name, len);
+    PyObject *known = self->recent[slot].name;
+    if (known != NULL && PyBytes_GET_SIZE(known) == len && memcmp(PyBytes_AS_STRING(known), name, (size_t)len) == 0)
+        return self->recent[slot].plan;
     PyObject *key = PyBytes_FromStringAndSize((const char *)name, len);
     if (key == NULL) return NULL;
     PyObject *plan = PyDict_GetItemWithError(self->plans, key);
-    Py_DECREF(key);
+    if (plan == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    /* The slot's former plan is still in `plans` (or the slot would have been emptied): no deallocation here. */
+    Py_XSETREF(self->recent[slot].name, key);
+    Py_XSETREF(self->recent[slot].plan, Py_NewRef(plan));
     return plan;
 }
 
@@ -220,12 +306,24 @@ static int initialised(Answers *self) {
     return 0;
 }
 
-static PyObject *answers_answer(Answers *self, PyObject *body) {
+/* time.perf_counter() now, read as CPython reads it. */
+static double perf_counter_now(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t now;
+    (void)PyTime_PerfCounterRaw(&now);
+    return PyTime_AsSecondsDouble(now);
+#else
+    return _PyTime_AsSecondsDouble(_PyTime_GetPerfCounter());
+#endif
+}
+
+static PyObject *answers_answer(Answers *self, PyObject *const *args, Py_ssize_t nargs) {
     if (!initialised(self)) return NULL;
-    if (!PyBytes_Check(body)) {
-        PyErr_SetString(PyExc_TypeError, "answer takes bytes");
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyFloat_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "answer takes the request's bytes and perf_counter() when it came");
         return NULL;
     }
+    PyObject *body = args[0];
     const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(body);
     const uint8_t *starts[FIELDS] = {0};
     Py_ssize_t lens[FIELDS] = {0};
@@ -238,7 +336,7 @@ static PyObject *answers_answer(Answers *self, PyObject *body) {
     PyObject *plan = plan_for(self, starts[TOOL], lens[TOOL]);
     if (plan == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_INCREF(plan); /* a guard's attribute read runs Python code, which may arm the tool again */
-    PyObject *result = NULL, *arguments = NULL, *signature_count = NULL;
+    PyObject *result = NULL, *signature_count = NULL;
     int holds = guards_hold(plan, lens[CONVERSATION] > 0);
     if (holds != 1) goto declined;
     PyObject *signatures = PyTuple_GET_ITEM(plan, PLAN_SIGNATURES);
@@ -258,26 +356,18 @@ static PyObject *answers_answer(Answers *self, PyObject *body) {
         holds = is_utf8(starts[slot], lens[slot]);
         if (holds != 1) goto declined;
     }
-    if (seen[ARGUMENTS]) {
-        PyObject *raw = PyBytes_FromStringAndSize((const char *)starts[ARGUMENTS], lens[ARGUMENTS]);
-        if (raw == NULL) goto failed;
-        arguments = PyObject_CallOneArg(self->loads, raw);
-        Py_DECREF(raw);
-        if (arguments == NULL) {
-            if (!PyErr_ExceptionMatches(self->loads_error)) goto failed;
-            PyErr_Clear();
-            goto declined_quietly;
-        }
-        if (!PyDict_CheckExact(arguments)) goto declined_quietly;
-    } else {
-        arguments = PyDict_New(); /* absent: no arguments, as the slower path reads it */
-        if (arguments == NULL) goto failed;
-    }
-    holds = members_hold(plan, arguments);
+    Bound bound[MAX_BOUND];
+    int bound_count = (int)PyTuple_GET_SIZE(PyTuple_GET_ITEM(plan, PLAN_BINDINGS));
+    if (bound_names(plan, bound) < 0) goto failed;
+    /* Absent arguments are none, as the slower path reads them: a call binding none is answered. */
+    if (seen[ARGUMENTS] ? !scan_bound(starts[ARGUMENTS], lens[ARGUMENTS], bound, bound_count) : bound_count > 0)
+        goto declined_quietly;
+    holds = members_hold(plan, bound);
     if (holds != 1) goto declined;
     result = answer_bytes(PyTuple_GET_ITEM(plan, PLAN_PREFIX), starts[CALL_ID], lens[CALL_ID]);
     if (result == NULL) goto failed;
     if (count(self, plan, signature_count) < 0) Py_CLEAR(result);
+    else buckets_observe((Buckets *)self->latency, perf_counter_now() - PyFloat_AS_DOUBLE(args[1]));
     goto done;
 declined:
     if (holds < 0) goto failed;
@@ -287,7 +377,6 @@ declined_quietly:
 failed:
     result = NULL;
 done:
-    Py_XDECREF(arguments);
     Py_XDECREF(signature_count);
     Py_DECREF(plan);
     return result;
@@ -321,6 +410,11 @@ static PyObject *answers_arm(Answers *self, PyObject *args) {
                         "a plan's guards are (object, attribute, expected), its bindings (argument, members)");
         return NULL;
     }
+    if (PyTuple_GET_SIZE(PyTuple_GET_ITEM(plan, PLAN_BINDINGS)) > MAX_BOUND) {
+        PyErr_Format(PyExc_ValueError, "a plan binds at most %d arguments (MAX_BOUND)", MAX_BOUND);
+        return NULL;
+    }
+    forget_recent(self);
     if (PyDict_SetItem(self->plans, name, plan) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -343,6 +437,7 @@ static PyObject *answers_holds(Answers *self, PyObject *args) {
 
 static PyObject *answers_forget(Answers *self, PyObject *Py_UNUSED(ignored)) {
     if (!initialised(self)) return NULL;
+    forget_recent(self);
     PyDict_Clear(self->plans);
     Py_RETURN_NONE;
 }
@@ -352,8 +447,9 @@ static PyObject *answers_armed(Answers *self, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyMethodDef answers_methods[] = {
-    {"answer", (PyCFunction)answers_answer, METH_O,
-     "The response's bytes for a ValidateRequest's bytes that its tool's armed plan answers; None for any other."},
+    {"answer", (PyCFunction)(void (*)(void))answers_answer, METH_FASTCALL,
+     "answer(body, started): the response's bytes for a ValidateRequest's bytes that its tool's armed plan answers, "
+     "its latency since `started` (perf_counter) observed; None for any other, nothing observed."},
     {"arm", (PyCFunction)answers_arm, METH_VARARGS, "arm(tool name as UTF-8 bytes, plan): answer its calls by it."},
     {"holds", (PyCFunction)answers_holds, METH_VARARGS,
      "holds(tool name as UTF-8 bytes, conversation): whether its plan is armed and its guards hold now."},
@@ -366,7 +462,7 @@ static PyTypeObject AnswersType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "argwatch.server.edge._answers.Answers",
     .tp_basicsize = sizeof(Answers),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Answers(loads, loads_error, limits): the quick verdict's answers, armed tool by tool.",
+    .tp_doc = "Answers(limits, tally, latency): the quick verdict's answers, armed tool by tool.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)answers_init,
     .tp_traverse = (traverseproc)answers_traverse,
@@ -375,13 +471,57 @@ static PyTypeObject AnswersType = {
     .tp_methods = answers_methods,
 };
 
+/* The scanner alone, for tests/unit/test_json_bound.py to hold it to orjson. */
+static PyObject *bound_strings(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer json;
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "y*O!", &json, &PyTuple_Type, &names)) return NULL;
+    Bound bound[MAX_BOUND];
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
+    PyObject *result = NULL;
+    if (count > MAX_BOUND) {
+        PyErr_Format(PyExc_ValueError, "at most %d names (MAX_BOUND)", MAX_BOUND);
+        goto done;
+    }
+    for (Py_ssize_t at = 0; at < count; at++) {
+        PyObject *name = PyTuple_GET_ITEM(names, at);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "names are strs");
+            goto done;
+        }
+        bound[at].name = PyUnicode_AsUTF8AndSize(name, &bound[at].name_len);
+        if (bound[at].name == NULL) goto done;
+    }
+    if (!scan_bound(json.buf, json.len, bound, (int)count)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyTuple_New(count);
+    for (Py_ssize_t at = 0; result != NULL && at < count; at++) {
+        PyObject *value = PyUnicode_DecodeUTF8((const char *)bound[at].start, bound[at].len, NULL);
+        if (value == NULL) Py_CLEAR(result);
+        else PyTuple_SET_ITEM(result, at, value);
+    }
+done:
+    PyBuffer_Release(&json);
+    return result;
+}
+
+static PyMethodDef module_functions[] = {
+    {"bound_strings", bound_strings, METH_VARARGS,
+     "bound_strings(json, names): each named top-level string as _answers reads it, or None where it declines."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_answers", .m_size = -1};
 
 PyMODINIT_FUNC PyInit__answers(void) {
     if (PyType_Ready(&AnswersType) < 0) return NULL;
     PyObject *created = PyModule_Create(&module);
     if (created == NULL) return NULL;
-    if (PyModule_AddObjectRef(created, "Answers", (PyObject *)&AnswersType) < 0) {
+    if (PyModule_AddObjectRef(created, "Answers", (PyObject *)&AnswersType) < 0 ||
+        PyModule_AddIntConstant(created, "MAX_BOUND", MAX_BOUND) < 0 ||
+        PyModule_AddFunctions(created, module_functions) < 0) {
         Py_DECREF(created);
         return NULL;
     }

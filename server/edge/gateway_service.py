@@ -57,8 +57,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Validate(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         # _judge's steps written out, not called: a call through it would be a coroutine more on every Validate.
         started = perf_counter()
-        # The common call answered from its bytes (edge/native_answers.py); any other read and judged here.
-        response = self._validator.answer(body)
+        # The common call answered from its bytes, its latency observed there (edge/native_answers.py); any
+        # other read, judged and observed here.
+        response = self._validator.answer(body, started)
         if response is None:
             try:
                 call = wire.call_from_body(body)
@@ -69,7 +70,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 call, context.time_remaining()
             )
             response = wire.verdict_to_wire(verdict)
-        self._observe(perf_counter() - started)
+            self._observe(perf_counter() - started)
         return response
 
     async def ValidateStream(
@@ -94,7 +95,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     # _judge's steps written out, not called: a message the quick verdict answers then costs
                     # no coroutine at all (_judge's is left to the traced servicer, which wraps it in a span).
                     started = perf_counter()
-                    response = self._validator.answer(body)  # as Validate
+                    response = self._validator.answer(body, started)  # as Validate
                     if response is None:
                         try:
                             call = wire.call_from_body(body)
@@ -102,7 +103,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                             await self._refuse(context, error)
                         verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
                         response = wire.verdict_to_wire(verdict)
-                    self._observe(perf_counter() - started)
+                        self._observe(perf_counter() - started)
                 else:
                     response = await self._judge(body, context)
                 watch.waiting, watch.since = ANSWER, clock()
@@ -132,7 +133,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _judge(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         """One ValidateStream message's verdict, as the bytes answered, timed (the traced servicer adds a span)."""
         started = perf_counter()
-        response = self._validator.answer(body)  # as Validate
+        response = self._validator.answer(body, started)  # as Validate
         if response is None:
             try:
                 call = wire.call_from_body(body)
@@ -140,7 +141,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 await self._refuse(context, error)
             verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
             response = wire.verdict_to_wire(verdict)
-        self._observe(perf_counter() - started)
+            self._observe(perf_counter() - started)
         return response
 
     async def Repair(

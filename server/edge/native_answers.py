@@ -21,16 +21,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import NamedTuple, Protocol
 
-import orjson
-
-from argwatch.server.edge._answers import Answers
+from argwatch.server.edge._answers import MAX_BOUND, Answers
 from argwatch.server.edge.request_limits import FIELD_LIMITS
 from argwatch.server.edge.wire import answer_prefix
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.repair.tracker import RepairTracking
 from argwatch.server.sets.snapshot import SetReading
+from argwatch.server.telemetry._buckets import Buckets
 from argwatch.server.telemetry.call_signatures import CallSignatures, SignatureKey
 from argwatch.server.telemetry.metrics import ToolMeters
+from argwatch.server.telemetry.tallies import Tally
 from argwatch.server.valuesets.set_table import KeptGuard
 from argwatch.server.verdict.call_signature import NO_PROBLEMS
 from argwatch.server.verdict.decision import Verdict
@@ -66,9 +66,12 @@ class NativeAnswers:
         modes: ModeStore,
         repairs: RepairTracking,
         signatures: CallSignatures | None,
+        latency: Buckets,
     ) -> None:
-        self._answers = Answers(orjson.loads, orjson.JSONDecodeError, FIELD_LIMITS)
-        self.answer: Callable[[bytes], bytes | None] = self._answers.answer
+        """`latency`: the buckets of the histogram the servicers observe each call's latency in
+        (metrics.validate_seconds): a call answered here is observed there, by _answers.c."""
+        self._answers = Answers(FIELD_LIMITS, Tally, latency)
+        self.answer: Callable[[bytes, float], bytes | None] = self._answers.answer
         self._kept_guard = provider.kept_guard
         self._modes = modes
         self._repairs = repairs
@@ -85,7 +88,7 @@ class NativeAnswers:
         """Arms the tool named by `key` (its name's UTF-8) with what its quick verdict read to make `verdict`,
         from `bindings` (set_checks.MembersPlan's, none scoped); nothing when its plan still holds, or when
         something read is not a kept reading (a later call arms it)."""
-        if self.paused or self._answers.holds(key, False):
+        if self.paused or len(bindings) > MAX_BOUND or self._answers.holds(key, False):
             return
         tool = key.decode()
         mode_guard = self._modes.mode_guard(tool)

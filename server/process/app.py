@@ -257,7 +257,7 @@ async def build_gateway(
             signatures=signatures,
             decisions=decisions,
             shadow=shadow,
-            answers=NativeAnswers(provider, modes, repairs, signatures),
+            answers=NativeAnswers(provider, modes, repairs, signatures, metrics.validate_seconds.buckets),
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 

@@ -4,7 +4,6 @@ label-less histogram, a counter read from a callable, and the value sets' health
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -12,6 +11,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar
+
+from argwatch.server.telemetry._buckets import Buckets
 
 
 class ValueSetHealth(NamedTuple):
@@ -126,36 +127,30 @@ class TallyFamily(Collector):
 
 
 class TallyHistogram(Collector):
-    """A label-less histogram for the hot path: a bisect and two adds an observation, where
-    prometheus_client's Histogram takes a lock per observation. Only the event loop thread observes."""
+    """A label-less histogram for the hot path: its buckets are a C object (_buckets.c), observed with no Python
+    frame, where prometheus_client's Histogram takes a lock per observation. Only the event loop thread
+    observes; edge/_answers.c observes a call it answers straight into `buckets`."""
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry) -> None:
         self._name, self._documentation = name, documentation
         self._bounds = tuple(sorted(buckets))
-        self._counts = [0] * (len(self._bounds) + 1)  # the last: above every bound
+        self.buckets = Buckets(self._bounds)
+        self.observe: Callable[[float], None] = self.buckets.observe
         # Per bucket, the latest traced observation (trace id, value, when), shown only in OpenMetrics.
-        self._exemplars: list[tuple[str, float, float] | None] = [None] * len(self._counts)
-        self._sum = 0.0
+        self._exemplars: list[tuple[str, float, float] | None] = [None] * (len(self._bounds) + 1)
         registry.register(self)
-
-    def observe(self, value: float) -> None:
-        self._counts[bisect_left(self._bounds, value)] += 1
-        self._sum += value
 
     def observe_traced(self, value: float, trace_id: str) -> None:
         """`observe`, keeping the traced call as its bucket's exemplar (the latest one per bucket, as
         prometheus_client keeps them): with tracing on, a slow bucket on a dashboard leads to a trace."""
-        index = bisect_left(self._bounds, value)
-        self._counts[index] += 1
-        self._sum += value
         # A tuple replaced whole, never mutated: the scrape's thread reads it while the loop writes.
-        self._exemplars[index] = (trace_id, value, time.time())
+        self._exemplars[self.buckets.observe_index(value)] = (trace_id, value, time.time())
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         cumulative = 0
         buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
         bounds = (*self._bounds, float("inf"))
-        for bound, count, kept in zip(bounds, list(self._counts), list(self._exemplars), strict=True):
+        for bound, count, kept in zip(bounds, self.buckets.counts(), list(self._exemplars), strict=True):
             cumulative += count
             le = "+Inf" if bound == float("inf") else repr(bound)
             if kept is None:
@@ -163,7 +158,7 @@ class TallyHistogram(Collector):
             else:
                 trace_id, value, at = kept
                 buckets.append((le, cumulative, Exemplar({"trace_id": trace_id}, value, at)))
-        yield HistogramMetricFamily(self._name, self._documentation, buckets=buckets, sum_value=self._sum)
+        yield HistogramMetricFamily(self._name, self._documentation, buckets=buckets, sum_value=self.buckets.sum)
 
     def describe(self) -> Iterator[HistogramMetricFamily]:
         yield HistogramMetricFamily(self._name, self._documentation)

@@ -39,7 +39,7 @@ class AnswerPlans(Protocol):
     """Where a tool whose quick verdict is membership alone is armed to answer from a request's bytes
     (edge/native_answers.py): `answer` answers, `arm` is told each verdict the quick verdict passes."""
 
-    answer: Callable[[bytes], bytes | None]
+    answer: Callable[[bytes, float], bytes | None]
 
     def arm(
         self, key: bytes, bindings: tuple[tuple[str, str, str], ...], meters: ToolMeters, verdict: Verdict

@@ -242,10 +242,11 @@ class Validator:
         self._shadow.offer(call, verdict, self.policy)
         return verdict
 
-    def answer(self, body: bytes) -> bytes | None:
+    def answer(self, body: bytes, started: float) -> bytes | None:
         """The response's bytes for a ValidateRequest's bytes, when a tool armed from its quick verdict answers
-        it (edge/native_answers.py), counted as the quick verdict counts; None, having counted nothing,
-        otherwise. What this is without answers, or while a decision log or shadow wraps `validate`."""
+        it (edge/native_answers.py), counted as the quick verdict counts and its latency since `started` (its
+        perf_counter() reading) observed; None, having counted and observed nothing, otherwise. What this is
+        without answers, or while a decision log or shadow wraps `validate`."""
         return None
 
     def quick_verdict(self, call: ToolCall) -> Verdict | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from time import perf_counter
 from typing import Any
 
 import orjson
@@ -46,7 +47,7 @@ class Gateway:
 
     def __init__(self, policy: Policy, loop: asyncio.AbstractEventLoop, native: bool, clock: list[float]) -> None:
         self.registry = CollectorRegistry()
-        metrics = GatewayMetrics(self.registry)
+        self.metrics = metrics = GatewayMetrics(self.registry)
         cache = SharedCache(None, metrics)
         self.sets = CaseSets(dict(SETS))
         self.provider = ValueSetProvider(
@@ -60,7 +61,11 @@ class Gateway:
         self.signatures = CallSignatures()
         self.modes = ModeStore(policy)
         repairs = RepairTracker(cache, metrics, policy.repair.remember_seconds)
-        self.answers = NativeAnswers(self.provider, self.modes, repairs, self.signatures) if native else None
+        self.answers = (
+            NativeAnswers(self.provider, self.modes, repairs, self.signatures, metrics.validate_seconds.buckets)
+            if native
+            else None
+        )
         self.validator = Validator(
             policy,
             self.provider,
@@ -79,7 +84,9 @@ class Gateway:
         loop.run_until_complete(self.provider.start(5.0))
 
     def serve(self, body: bytes) -> bytes:
-        response = self.validator.answer(body)
+        """As the servicers serve it: answered from its bytes, or read, judged and its latency observed here."""
+        started = perf_counter()
+        response = self.validator.answer(body, started)
         if response is not None:
             self.answered += 1
             return response
@@ -88,10 +95,16 @@ class Gateway:
         except (DecodeError, TooLong) as error:  # the servicer refuses it with this status's details
             return f"refused: {error}".encode()
         verdict = self.validator.quick_verdict(call) or self.loop.run_until_complete(self.validator.validate(call))
+        self.metrics.validate_seconds.observe(perf_counter() - started)
         return wire.verdict_to_wire(verdict)
 
     def counts(self) -> list[str]:
-        return metric_lines(self.registry)
+        """Every metric line but the latencies' buckets and sum (times differ): their count is compared."""
+        return [
+            line
+            for line in metric_lines(self.registry)
+            if not line.startswith(("argwatch_validate_seconds_bucket", "argwatch_validate_seconds_sum"))
+        ]
 
     def close(self) -> None:
         self.loop.run_until_complete(self.provider.close())
@@ -259,24 +272,26 @@ def test_the_calls_a_tool_armed_answers_and_what_disarms_it() -> None:
     gateway = Gateway(parse_policy(json.dumps(NO_MODELS).encode(), "/srv/policy.yaml"), loop, True, clock)
     try:
         clean = request("membership", CLEAN, "call-1", "conv-1", "cus_1")
-        assert gateway.validator.answer(clean) is None  # not armed before its quick verdict passed a call
+        assert gateway.validator.answer(clean, 0.0) is None  # not armed before its quick verdict passed a call
         gateway.serve(clean)
-        assert gateway.validator.answer(clean) is not None  # armed: answered from its bytes
+        assert gateway.validator.answer(clean, 0.0) is not None  # armed: answered from its bytes
         # Only tools whose quick verdict is membership alone are armed.
         for tool, arguments in (("with_schema", {"reason_code": "DAMAGED"}), ("scoped", {"payment_method_id": "pm_1"})):
             body = request(tool, orjson.dumps(arguments), "call-2", "", "cus_1")
             gateway.serve(body)
-            assert gateway.validator.answer(body) is None, tool
+            assert gateway.validator.answer(body, 0.0) is None, tool
         # A value out of its set: the Python path says what is wrong.
-        assert gateway.validator.answer(request("membership", CLEAN.replace(b"LATE", b"NOPE"), "c", "", "")) is None
+        assert (
+            gateway.validator.answer(request("membership", CLEAN.replace(b"LATE", b"NOPE"), "c", "", ""), 0.0) is None
+        )
         # A repair opened in reject mode: a call with a conversation may close it, so the Python path takes it;
         # one without a conversation closes nothing and is still answered.
         gateway.serve(request("in_reject", b'{"reason_code": "NOPE"}', "call-3", "conv-1", "cus_1"))
-        assert gateway.validator.answer(clean) is None
-        assert gateway.validator.answer(request("membership", CLEAN, "call-4", "", "cus_1")) is not None
+        assert gateway.validator.answer(clean, 0.0) is None
+        assert gateway.validator.answer(request("membership", CLEAN, "call-4", "", "cus_1"), 0.0) is not None
         # The clock past the set's TTL (30 s): stale, so not answered.
         clock[0] += 31
-        assert gateway.validator.answer(request("membership", CLEAN, "call-5", "", "cus_1")) is None
+        assert gateway.validator.answer(request("membership", CLEAN, "call-5", "", "cus_1"), 0.0) is None
     finally:
         gateway.close()
         loop.close()
@@ -288,7 +303,7 @@ def test_no_tool_is_armed_where_calls_are_counted_per_model() -> None:
     try:
         clean = request("membership", CLEAN, "call-1", "", "cus_1")
         gateway.serve(clean)
-        assert gateway.validator.answer(clean) is None
+        assert gateway.validator.answer(clean, 0.0) is None
         assert gateway.answers is not None and gateway.answers._answers.armed() == {}
     finally:
         gateway.close()
