@@ -12,12 +12,13 @@
    - for a call with a conversation id, no repair open that it might close (repair/tracker.py's may_be_open).
 
    Then it answers only a request in the plain form (request_fields.h) whose strings are valid UTF-8 within
-   their limits, with a call id, whose arguments are a JSON object (orjson, the gateway's one reader), each
-   bound argument a str and a member of its set's members (read from the JSON's bytes by json_bound.h, which
-   declines any document it does not read as orjson, the gateway's one JSON reader, does). Anything else, or any guard that no longer holds,
-   is None: the Python path judges the call, says what is wrong, and arms the tool again. What is counted is
-   what the quick verdict counts (the plan's tallies, and its signature's count when that is kept), and the
-   answer is the quick verdict's prototype bytes with the call id after them (edge/wire.py). The tests hold
+   their limits, with a call id, whose arguments are a JSON object, each bound argument a str and a member of
+   its set's members: read from the JSON's bytes by json_bound.h, which declines any document it does not read
+   as orjson (the gateway's one JSON reader) does. Anything else, or any guard that no longer holds, is None:
+   the Python path judges the call, says what is wrong, and arms the tool again. What is counted is what the
+   quick verdict counts (the plan's tallies, and its signature's count when that is kept), and the answer is
+   the quick verdict's prototype bytes with the call id after them (edge/wire.py); its latency is observed into
+   the histogram's buckets (telemetry/_buckets.c) as the servicers observe a call the Python path judged. The tests hold
    the two paths to the same bytes and the same counts, call by call (tests/unit/test_native_answers.py). */
 
 #define PY_SSIZE_T_CLEAN
@@ -98,10 +99,18 @@ static int answers_init(Answers *self, PyObject *args, PyObject *kwargs) {
     if (self->plans == NULL || self->value_name == NULL || self->one == NULL) return -1;
     /* The tally's value slot, as its member descriptor says: a tally is counted by writing it there. */
     PyObject *slot = PyObject_GetAttr((PyObject *)tally, self->value_name);
-    if (slot == NULL) return -1;
-    int usable = Py_IS_TYPE(slot, &PyMemberDescr_Type) && ((PyMemberDescrObject *)slot)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)slot)->d_member->flags & READONLY);
-    if (usable) self->tally_offset = ((PyMemberDescrObject *)slot)->d_member->offset;
+    if (slot == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        slot = Py_NewRef(Py_None); /* no value at all: refused below */
+    }
+    /* Its own slot (a descriptor of the type or a base, so the offset is within every instance), written the
+       generic way (no __setattr__ of its own that the write would skip). */
+    PyMemberDef *member = Py_IS_TYPE(slot, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)slot)->d_member : NULL;
+    int usable = member != NULL && member->type == T_OBJECT_EX && !(member->flags & READONLY) &&
+                 PyType_IsSubtype(tally, ((PyDescrObject *)slot)->d_type) &&
+                 tally->tp_setattro == PyObject_GenericSetAttr;
+    if (usable) self->tally_offset = member->offset;
     Py_DECREF(slot);
     if (!usable) {
         PyErr_SetString(PyExc_TypeError, "a tally's type keeps its value in a slot (__slots__ = (\"value\",))");

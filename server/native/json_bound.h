@@ -191,11 +191,21 @@ static int scan_scalar(const uint8_t **p, const uint8_t *end) {
     }
 }
 
-/* The bound argument named by the `len` bytes at key, or NULL. */
+/* The first bound argument named by the `len` bytes at key, or NULL. */
 static Bound *bound_named(Bound *bound, int count, const uint8_t *key, Py_ssize_t len) {
     for (int at = 0; at < count; at++)
         if (bound[at].name_len == len && memcmp(bound[at].name, key, (size_t)len) == 0) return &bound[at];
     return NULL;
+}
+
+/* Every bound argument from `first` on named as it is (a policy may bind one argument twice) given its value. */
+static void bind_value(Bound *first, const Bound *end, const uint8_t *value, Py_ssize_t len) {
+    for (Bound *named = first; named < end; named++) {
+        if (named->name_len != first->name_len || memcmp(named->name, first->name, (size_t)first->name_len) != 0)
+            continue;
+        named->start = value;
+        named->len = len;
+    }
 }
 
 enum { AT_VALUE, AFTER_VALUE, REFUSED };
@@ -220,8 +230,7 @@ static int scan_member(const uint8_t **p, const uint8_t *end, int top, Bound *bo
     if (named->start != NULL || **p != '"') return REFUSED;
     const uint8_t *value = *p + 1;
     if (!scan_string(p, end, &escaped) || escaped) return REFUSED;
-    named->start = value;
-    named->len = *p - 1 - value;
+    bind_value(named, bound + count, value, *p - 1 - value);
     return AFTER_VALUE;
 }
 

@@ -83,7 +83,8 @@ static PyObject *buckets_sum(Buckets *self, void *Py_UNUSED(closure)) { return P
 static PyMethodDef buckets_methods[] = {
     {"observe", (PyCFunction)buckets_observe_method, METH_O, "Counts a value (float) in its bucket."},
     {"observe_index", (PyCFunction)buckets_observe_index, METH_O, "observe, returning the bucket's index."},
-    {"counts", (PyCFunction)buckets_counts, METH_NOARGS, "Each bucket's count (not cumulative), the last above every bound."},
+    {"counts", (PyCFunction)buckets_counts, METH_NOARGS,
+     "Each bucket's count (not cumulative), the last above every bound."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,14 +11,16 @@ from time import perf_counter
 from typing import Any
 
 import orjson
+import pytest
 from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.edge import wire
+from argwatch.server.edge._answers import Answers
 from argwatch.server.edge.native_answers import NativeAnswers
-from argwatch.server.edge.request_limits import TooLong
+from argwatch.server.edge.request_limits import FIELD_LIMITS, TooLong
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import Mode, Policy
@@ -27,10 +29,12 @@ from argwatch.server.repair.rejections import RejectionLog
 from argwatch.server.repair.tracker import RepairTracker
 from argwatch.server.sets.payload import SetPayload
 from argwatch.server.state.shared_cache import SharedCache
+from argwatch.server.telemetry._buckets import Buckets
 from argwatch.server.telemetry.call_signatures import CallSignatures
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
+from argwatch.server.telemetry.tallies import Tally
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.v1 import gateway_pb2
@@ -308,3 +312,26 @@ def test_no_tool_is_armed_where_calls_are_counted_per_model() -> None:
     finally:
         gateway.close()
         loop.close()
+
+
+def test_a_tally_type_whose_slot_is_not_its_own_is_refused() -> None:
+    """Tallies are counted through their value slot's offset: only a type whose slot it is, written the generic
+    way, is taken (another type's descriptor would write past the object)."""
+
+    class Wide:
+        __slots__ = ("a", "b", "c", "value")
+
+    class Borrowing:
+        __slots__ = ()
+        value = Wide.__dict__["value"]
+
+    class Guarded:
+        __slots__ = ("value",)
+
+        def __setattr__(self, name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
+
+    for tally in (Borrowing, Guarded, int):
+        with pytest.raises(TypeError, match="slot"):
+            Answers(FIELD_LIMITS, tally, Buckets((1.0,)))
+    Answers(FIELD_LIMITS, Tally, Buckets((1.0,)))
