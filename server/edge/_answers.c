@@ -11,6 +11,9 @@
    - each other thing the verdict read (the modes in force) still the same object;
    - for a call with a conversation id, no repair open that it might close (repair/tracker.py's may_be_open).
 
+   A plan whose sets or modes have moved on is dropped when a call finds it so; the quick verdict offers each call
+   it passes (offer), and a tool with no plan is armed again from it.
+
    Then it answers only a request in the plain form (request_fields.h) whose strings are valid UTF-8 within
    their limits, with a call id, whose arguments are a JSON object, each bound argument a str and a member of
    its set's members: read from the JSON's bytes by json_bound.h, which declines any document it does not read
@@ -172,8 +175,12 @@ static int is_utf8(const uint8_t *s, Py_ssize_t len) {
     return 0;
 }
 
-/* 1 when every guard of `plan` holds now (a call with a conversation id: `conversation`), 0 when one does not,
-   -1 on an error. Reads only: nothing is counted here. */
+enum { GUARDS_HOLD = 1, PLAN_STALE = 0, NOT_THIS_CALL = 2 };
+
+/* GUARDS_HOLD when every guard of `plan` holds now for a call (with a conversation id: `conversation`);
+   PLAN_STALE when what the quick verdict read has moved on (a set's reading, its freshness, the modes), so the
+   plan answers no call until armed again; NOT_THIS_CALL when only this call is not answered (a repair may be
+   open that it would close); -1 on an error. Reads only: nothing is counted here. */
 static int guards_hold(PyObject *plan, int conversation) {
     PyObject *clock = PyTuple_GET_ITEM(plan, PLAN_CLOCK);
     if (clock != Py_None) {
@@ -182,11 +189,7 @@ static int guards_hold(PyObject *plan, int conversation) {
         double seconds = PyFloat_AsDouble(now);
         Py_DECREF(now);
         if (seconds == -1.0 && PyErr_Occurred()) return -1;
-        if (!(seconds < PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(plan, PLAN_UNTIL)))) return 0;
-    }
-    if (conversation) {
-        PyObject *open = PyTuple_GET_ITEM(plan, PLAN_OPEN);
-        if (open == Py_None || PyDict_GET_SIZE(open) != 0) return 0;
+        if (!(seconds < PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(plan, PLAN_UNTIL)))) return PLAN_STALE;
     }
     for (int kind = PLAN_SAME; kind <= PLAN_EQUAL; kind++) {
         PyObject *guards = PyTuple_GET_ITEM(plan, kind);
@@ -197,10 +200,29 @@ static int guards_hold(PyObject *plan, int conversation) {
             PyObject *expected = PyTuple_GET_ITEM(guard, 2);
             int holds = kind == PLAN_SAME ? now == expected : PyObject_RichCompareBool(now, expected, Py_EQ);
             Py_DECREF(now);
-            if (holds != 1) return holds;
+            if (holds != 1) return holds < 0 ? -1 : PLAN_STALE;
         }
     }
-    return 1;
+    if (conversation) {
+        PyObject *open = PyTuple_GET_ITEM(plan, PLAN_OPEN);
+        if (open == Py_None || PyDict_GET_SIZE(open) != 0) return NOT_THIS_CALL;
+    }
+    return GUARDS_HOLD;
+}
+
+/* Drops `plan`, stale, if it is still the one armed for the tool named by `len` bytes at `name` (a guard's read
+   may have run code that armed it again): the next call the Python path judges arms the tool afresh. */
+static int drop_plan(Answers *self, PyObject *plan, const uint8_t *name, Py_ssize_t len) {
+    PyObject *key = PyBytes_FromStringAndSize((const char *)name, len);
+    if (key == NULL) return -1;
+    PyObject *armed = PyDict_GetItemWithError(self->plans, key);
+    int failed = armed == NULL ? PyErr_Occurred() != NULL : 0;
+    if (armed == plan) {
+        forget_recent(self);
+        failed = PyDict_DelItem(self->plans, key) < 0;
+    }
+    Py_DECREF(key);
+    return failed ? -1 : 0;
 }
 
 /* 1 when each bound argument's value (at its Bound, read by scan_bound) is in its set's members, 0 when one is
@@ -347,7 +369,11 @@ static PyObject *answers_answer(Answers *self, PyObject *const *args, Py_ssize_t
     Py_INCREF(plan); /* a guard's attribute read runs Python code, which may arm the tool again */
     PyObject *result = NULL, *signature_count = NULL;
     int holds = guards_hold(plan, lens[CONVERSATION] > 0);
-    if (holds != 1) goto declined;
+    if (holds == PLAN_STALE) {
+        if (drop_plan(self, plan, starts[TOOL], lens[TOOL]) < 0) goto failed;
+        goto declined_quietly;
+    }
+    if (holds != GUARDS_HOLD) goto declined;
     PyObject *signatures = PyTuple_GET_ITEM(plan, PLAN_SIGNATURES);
     if (signatures != Py_None) {
         /* Before the arguments are read: a signature no longer kept (forgotten while idle, or its tool's slots
@@ -428,20 +454,18 @@ static PyObject *answers_arm(Answers *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *answers_holds(Answers *self, PyObject *args) {
-    PyObject *name;
-    int conversation;
-    if (!initialised(self) || !PyArg_ParseTuple(args, "Sp", &name, &conversation)) return NULL;
-    PyObject *plan = PyDict_GetItemWithError(self->plans, name);
-    if (plan == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_FALSE;
+/* offer(build, name, *rest): build(name, *rest) when no plan is armed for the tool `name` names (its UTF-8),
+   else nothing. The quick verdict offers each call it passes: while a plan is armed (answer drops a stale
+   one), that costs a dict look-up, not the plan's making. */
+static PyObject *answers_offer(Answers *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!initialised(self)) return NULL;
+    if (nargs < 2 || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "offer takes a plan's builder, a tool's name as bytes, and its arguments");
+        return NULL;
     }
-    Py_INCREF(plan);
-    int holds = guards_hold(plan, conversation);
-    Py_DECREF(plan);
-    if (holds < 0) return NULL;
-    return PyBool_FromLong(holds);
+    int armed = PyDict_Contains(self->plans, args[1]);
+    if (armed != 0) return armed < 0 ? NULL : Py_NewRef(Py_None);
+    return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
 }
 
 static PyObject *answers_forget(Answers *self, PyObject *Py_UNUSED(ignored)) {
@@ -460,8 +484,8 @@ static PyMethodDef answers_methods[] = {
      "answer(body, started): the response's bytes for a ValidateRequest's bytes that its tool's armed plan answers, "
      "its latency since `started` (perf_counter) observed; None for any other, nothing observed."},
     {"arm", (PyCFunction)answers_arm, METH_VARARGS, "arm(tool name as UTF-8 bytes, plan): answer its calls by it."},
-    {"holds", (PyCFunction)answers_holds, METH_VARARGS,
-     "holds(tool name as UTF-8 bytes, conversation): whether its plan is armed and its guards hold now."},
+    {"offer", (PyCFunction)(void (*)(void))answers_offer, METH_FASTCALL,
+     "offer(build, tool name as UTF-8 bytes, *rest): build(name, *rest) unless a plan is armed for the tool."},
     {"forget", (PyCFunction)answers_forget, METH_NOARGS, "Drops every plan: each tool is armed again."},
     {"armed", (PyCFunction)answers_armed, METH_NOARGS, "The plans armed, by tool name (a copy)."},
     {NULL, NULL, 0, NULL},

@@ -19,6 +19,7 @@ paths to the same bytes and the same counts, call by call.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import NamedTuple, Protocol
 
 from argwatch.server.edge._answers import MAX_BOUND, Answers
@@ -72,23 +73,28 @@ class NativeAnswers:
         (metrics.validate_seconds): a call answered here is observed there, by _answers.c."""
         self._answers = Answers(FIELD_LIMITS, Tally, latency)
         self.answer: Callable[[bytes, float], bytes | None] = self._answers.answer
+        # Called with each verdict a tool's quick verdict passes: a dict look-up in C while the tool is armed
+        # (answer drops a plan gone stale), the plan made by _arm only when it is not.
+        self.arm: Callable[[bytes, tuple[tuple[str, str, str], ...], ToolMeters, Verdict], None] = partial(
+            self._answers.offer, self._arm
+        )
         self._kept_guard = provider.kept_guard
         self._modes = modes
         self._repairs = repairs
         self._signatures = signatures
         self.paused = False  # a decision log or shadow wraps validate: nothing armed, nothing answered
 
-    def arm(
+    def _arm(
         self,
         key: bytes,
         bindings: tuple[tuple[str, str, str], ...],
         meters: ToolMeters,
         verdict: Verdict,
     ) -> None:
-        """Arms the tool named by `key` (its name's UTF-8) with what its quick verdict read to make `verdict`,
-        from `bindings` (set_checks.MembersPlan's, none scoped); nothing when its plan still holds, or when
-        something read is not a kept reading (a later call arms it)."""
-        if self.paused or len(bindings) > MAX_BOUND or self._answers.holds(key, False):
+        """Arms the tool named by `key` (its name's UTF-8), which has no plan, with what its quick verdict read
+        to make `verdict`, from `bindings` (set_checks.MembersPlan's, none scoped); nothing when something
+        read is not a kept reading (a later call arms it)."""
+        if self.paused or len(bindings) > MAX_BOUND:
             return
         tool = key.decode()
         mode_guard = self._modes.mode_guard(tool)

@@ -40,10 +40,7 @@ class AnswerPlans(Protocol):
     (edge/native_answers.py): `answer` answers, `arm` is told each verdict the quick verdict passes."""
 
     answer: Callable[[bytes, float], bytes | None]
-
-    def arm(
-        self, key: bytes, bindings: tuple[tuple[str, str, str], ...], meters: ToolMeters, verdict: Verdict
-    ) -> None: ...
+    arm: Callable[[bytes, tuple[tuple[str, str, str], ...], ToolMeters, Verdict], None]
 
     def pause(self, paused: bool) -> None: ...
 
