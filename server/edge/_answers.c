@@ -34,7 +34,8 @@
 #include "../native/json_bound.h"
 #include "../native/request_fields.h"
 
-#define RECENT 64 /* plans found without a dict look-up (a power of two) */
+#define RECENT 64        /* plans found without a dict look-up (a power of two) */
+#define RECHECK_EVERY 64 /* offers: one in this many re-checks an armed plan's guards */
 
 /* A plan's fields, by position (native_answers.NativePlan). */
 enum {
@@ -59,6 +60,7 @@ typedef struct {
     Py_ssize_t tally_offset;  /* that slot's */
     PyObject *value_name;     /* "value": a tally's attribute, written by name on any other object */
     PyObject *latency;        /* the latency histogram's Buckets (telemetry/_buckets.c): each answer observed */
+    uint64_t offers;          /* offers made, for RECHECK_EVERY */
     PyObject *one;
     /* The plans last looked up, by a hash of the tool's name (its name's bytes, its plan): found without making
        the name's bytes object and hashing it. Emptied whenever `plans` changes. */
@@ -456,15 +458,27 @@ static PyObject *answers_arm(Answers *self, PyObject *args) {
 
 /* offer(build, name, *rest): build(name, *rest) when no plan is armed for the tool `name` names (its UTF-8),
    else nothing. The quick verdict offers each call it passes: while a plan is armed (answer drops a stale
-   one), that costs a dict look-up, not the plan's making. */
+   one), that costs a dict look-up, not the plan's making. One offer in RECHECK_EVERY re-checks the armed
+   plan's guards and replaces it when stale: a tool whose calls never reach answer (each one traced, say)
+   holds no old set reading for long. */
 static PyObject *answers_offer(Answers *self, PyObject *const *args, Py_ssize_t nargs) {
     if (!initialised(self)) return NULL;
     if (nargs < 2 || !PyBytes_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "offer takes a plan's builder, a tool's name as bytes, and its arguments");
         return NULL;
     }
-    int armed = PyDict_Contains(self->plans, args[1]);
-    if (armed != 0) return armed < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *plan = PyDict_GetItemWithError(self->plans, args[1]);
+    if (plan == NULL && PyErr_Occurred()) return NULL;
+    if (plan != NULL) {
+        if (++self->offers % RECHECK_EVERY != 0) Py_RETURN_NONE;
+        Py_INCREF(plan); /* a guard's read runs Python code */
+        int holds = guards_hold(plan, 0);
+        const uint8_t *name = (const uint8_t *)PyBytes_AS_STRING(args[1]);
+        int failed = holds < 0 || (holds == PLAN_STALE && drop_plan(self, plan, name, PyBytes_GET_SIZE(args[1])) < 0);
+        Py_DECREF(plan);
+        if (failed) return NULL;
+        if (holds != PLAN_STALE) Py_RETURN_NONE;
+    }
     return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
 }
 

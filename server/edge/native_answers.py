@@ -52,6 +52,9 @@ class NativePlan(NamedTuple):
     prefix: bytes  # the answer without its call id
 
 
+ArmCall = Callable[[bytes, tuple[tuple[str, str, str], ...], ToolMeters, Verdict], None]
+
+
 class KeptGuards(Protocol):
     """What the value-set provider tells of a reading it hands out again unread (set_table.SetTable)."""
 
@@ -74,15 +77,21 @@ class NativeAnswers:
         self._answers = Answers(FIELD_LIMITS, Tally, latency)
         self.answer: Callable[[bytes, float], bytes | None] = self._answers.answer
         # Called with each verdict a tool's quick verdict passes: a dict look-up in C while the tool is armed
-        # (answer drops a plan gone stale), the plan made by _arm only when it is not.
-        self.arm: Callable[[bytes, tuple[tuple[str, str, str], ...], ToolMeters, Verdict], None] = partial(
-            self._answers.offer, self._arm
-        )
+        # (answer drops a plan gone stale), the plan made by _arm only when it is not. (`build` typed first:
+        # the partial over a C method is checked against nothing.)
+        build: ArmCall = self._arm
+        self._arm_offer: ArmCall = partial(self._answers.offer, build)
         self._kept_guard = provider.kept_guard
         self._modes = modes
         self._repairs = repairs
         self._signatures = signatures
         self.paused = False  # a decision log or shadow wraps validate: nothing armed, nothing answered
+
+    @property
+    def arm(self) -> ArmCall:
+        """What a tool's quick verdict calls with each verdict it passes (partial'd with the tool's key,
+        bindings and meters by the validator)."""
+        return self._arm_offer
 
     def _arm(
         self,

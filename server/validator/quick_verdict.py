@@ -40,7 +40,9 @@ class AnswerPlans(Protocol):
     (edge/native_answers.py): `answer` answers, `arm` is told each verdict the quick verdict passes."""
 
     answer: Callable[[bytes, float], bytes | None]
-    arm: Callable[[bytes, tuple[tuple[str, str, str], ...], ToolMeters, Verdict], None]
+
+    @property
+    def arm(self) -> Callable[[bytes, tuple[tuple[str, str, str], ...], ToolMeters, Verdict], None]: ...
 
     def pause(self, paused: bool) -> None: ...
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 from time import perf_counter
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -19,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from argwatch.server.edge import wire
 from argwatch.server.edge._answers import Answers
-from argwatch.server.edge.native_answers import NativeAnswers
+from argwatch.server.edge.native_answers import NativeAnswers, NativePlan
 from argwatch.server.edge.request_limits import FIELD_LIMITS, TooLong
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import parse_policy
@@ -293,8 +295,8 @@ def test_the_calls_a_tool_armed_answers_and_what_disarms_it() -> None:
         gateway.serve(request("in_reject", b'{"reason_code": "NOPE"}', "call-3", "conv-1", "cus_1"))
         assert gateway.validator.answer(clean, 0.0) is None
         assert gateway.validator.answer(request("membership", CLEAN, "call-4", "", "cus_1"), 0.0) is not None
-        # The clock past the set's TTL (30 s): stale, so not answered, and the plan dropped (the next call the
-        # quick verdict passes arms the tool again, when its sets are fresh).
+        # The clock past the set's TTL (30 s): stale, so not answered, and the plan dropped (a call the quick
+        # verdict passes once the sets are fresh arms the tool again: the long walk's re-armings).
         clock[0] += 31
         assert gateway.validator.answer(request("membership", CLEAN, "call-5", "", "cus_1"), 0.0) is None
         assert gateway.answers is not None and b"membership" not in gateway.answers._answers.armed()
@@ -337,3 +339,39 @@ def test_a_tally_type_whose_slot_is_not_its_own_is_refused() -> None:
         with pytest.raises(TypeError, match="slot"):
             Answers(FIELD_LIMITS, tally, Buckets((1.0,)))
     Answers(FIELD_LIMITS, Tally, Buckets((1.0,)))
+
+
+def test_offer_builds_a_plan_only_for_a_tool_without_one_and_a_stale_plan_is_dropped_by_any_call() -> None:
+    answers = Answers(FIELD_LIMITS, Tally, Buckets((1.0,)))
+    built: list[tuple[object, ...]] = []
+    answers.offer(lambda *given: built.append(given), b"t", "bindings", "meters")
+    assert built == [(b"t", "bindings", "meters")]
+    state = SimpleNamespace(generation=1)
+    open_repairs = {("conv-1", "call-0"): object()}
+    plan = NativePlan(math.inf, None, (), ((state, "generation", 1),), open_repairs, (), (), None, None, b"")
+    answers.arm(b"t", plan)
+    answers.offer(lambda *given: built.append(given), b"t", "bindings", "meters")
+    assert len(built) == 1  # armed: nothing built
+    alone, in_conversation = request("t", b"{}", "call-1", "", "cus_1"), request("t", b"{}", "call-2", "conv-1", "")
+    assert answers.answer(alone, 0.0) is not None
+    # A repair open: this call is not answered, the plan kept for the others.
+    assert answers.answer(in_conversation, 0.0) is None and b"t" in answers.armed()
+    # The set's state moved on: found stale by any call, even one a repair would have kept from an answer.
+    state.generation = 2
+    assert answers.answer(in_conversation, 0.0) is None and b"t" not in answers.armed()
+    answers.offer(lambda *given: built.append(given), b"t", "bindings", "meters")
+    assert len(built) == 2
+    # A stale plan no call reaches answer with (each one traced, say): one offer in 64 finds it stale and
+    # builds afresh, so it holds no old set reading for long.
+    state.generation = 1
+    answers.arm(b"t", plan)
+    state.generation = 3
+    offers = 0
+    while len(built) == 2 and offers < 64:
+        answers.offer(lambda *given: built.append(given), b"t", "bindings", "meters")
+        offers += 1
+    assert len(built) == 3 and b"t" not in answers.armed()
+    with pytest.raises(TypeError, match="offer takes"):
+        answers.offer(print)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="offer takes"):
+        answers.offer(print, "t")  # type: ignore[arg-type]
