@@ -58,7 +58,6 @@ typedef struct {
     Py_ssize_t limits[FIELDS];
     PyTypeObject *tally_type; /* telemetry.tallies.Tally, whose one slot holds its value */
     Py_ssize_t tally_offset;  /* that slot's */
-    PyObject *value_name;     /* "value": a tally's attribute, written by name on any other object */
     PyObject *latency;        /* the latency histogram's Buckets (telemetry/_buckets.c): each answer observed */
     uint64_t offers;          /* offers made, for RECHECK_EVERY */
     PyObject *one;
@@ -99,11 +98,10 @@ static int answers_init(Answers *self, PyObject *args, PyObject *kwargs) {
     Py_XSETREF(self->latency, Py_NewRef(latency));
     forget_recent(self);
     Py_XSETREF(self->plans, PyDict_New());
-    Py_XSETREF(self->value_name, PyUnicode_InternFromString("value"));
     Py_XSETREF(self->one, PyLong_FromLong(1));
-    if (self->plans == NULL || self->value_name == NULL || self->one == NULL) return -1;
+    if (self->plans == NULL || self->one == NULL) return -1;
     /* The tally's value slot, as its member descriptor says: a tally is counted by writing it there. */
-    PyObject *slot = PyObject_GetAttr((PyObject *)tally, self->value_name);
+    PyObject *slot = PyObject_GetAttrString((PyObject *)tally, "value");
     if (slot == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear();
@@ -146,7 +144,6 @@ static int answers_clear(Answers *self) {
     Py_CLEAR(self->plans);
     Py_CLEAR(self->tally_type);
     Py_CLEAR(self->latency);
-    Py_CLEAR(self->value_name);
     Py_CLEAR(self->one);
     return 0;
 }
@@ -255,24 +252,15 @@ static int bound_names(PyObject *plan, Bound *bound) {
 static int count(Answers *self, PyObject *plan, PyObject *signature_count) {
     PyObject *tallies = PyTuple_GET_ITEM(plan, PLAN_TALLIES);
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tallies); at++) {
-        PyObject *tally = PyTuple_GET_ITEM(tallies, at);
-        if (Py_IS_TYPE(tally, self->tally_type)) { /* what its descriptor's write does, without the look-up */
-            PyObject **slot = (PyObject **)((char *)tally + self->tally_offset);
-            if (*slot != NULL) {
-                PyObject *more = PyNumber_Add(*slot, self->one);
-                if (more == NULL) return -1;
-                Py_SETREF(*slot, more);
-                continue;
-            }
+        /* What its descriptor's write does, without the look-up (arm took only tallies of the tally type). */
+        PyObject **slot = (PyObject **)((char *)PyTuple_GET_ITEM(tallies, at) + self->tally_offset);
+        if (*slot == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "a tally has no value");
+            return -1;
         }
-        PyObject *value = PyObject_GetAttr(tally, self->value_name);
-        if (value == NULL) return -1;
-        PyObject *more = PyNumber_Add(value, self->one);
-        Py_DECREF(value);
+        PyObject *more = PyNumber_Add(*slot, self->one);
         if (more == NULL) return -1;
-        int failed = PyObject_SetAttr(tally, self->value_name, more);
-        Py_DECREF(more);
-        if (failed) return -1;
+        Py_SETREF(*slot, more);
     }
     if (signature_count != NULL) {
         PyObject *more = PyNumber_Add(signature_count, self->one);
@@ -446,6 +434,13 @@ static PyObject *answers_arm(Answers *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError,
                         "a plan's guards are (object, attribute, expected), its bindings (argument, members)");
         return NULL;
+    }
+    PyObject *tallies = PyTuple_GET_ITEM(plan, PLAN_TALLIES);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tallies); at++) {
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(tallies, at), self->tally_type)) {
+            PyErr_Format(PyExc_TypeError, "a plan's tallies are %s objects", self->tally_type->tp_name);
+            return NULL;
+        }
     }
     if (PyTuple_GET_SIZE(PyTuple_GET_ITEM(plan, PLAN_BINDINGS)) > MAX_BOUND) {
         PyErr_Format(PyExc_ValueError, "a plan binds at most %d arguments (MAX_BOUND)", MAX_BOUND);
