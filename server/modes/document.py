@@ -304,8 +304,8 @@ def to_json(document: ModeDocument, audit_keep: int = AUDIT_KEEP, refused_keep: 
     data: dict[str, Any] = {
         "version": document.version,
         "overrides": overrides_to_json(document.overrides),
-        "audit": [asdict(entry) for entry in document.audit[-audit_keep:]] if audit_keep else [],
-        "refused": [asdict(entry) for entry in document.refused[-refused_keep:]] if refused_keep else [],
+        "audit": [change_to_json(entry) for entry in document.audit[-audit_keep:]] if audit_keep else [],
+        "refused": [change_to_json(entry) for entry in document.refused[-refused_keep:]] if refused_keep else [],
     }
     below = [
         {"tool": target.tool, "check": target.check, **_override_json(override)}
@@ -322,8 +322,25 @@ def overrides_to_json(overrides: Mapping[Target, Override]) -> dict[str, dict[st
     return {target.tool: _override_json(o) for target, o in overrides.items() if not target.check}
 
 
-def from_json(data: object) -> ModeDocument:
-    """The document `data` describes; TypeError or ValueError naming the field that is not what argwatch writes."""
+def change_to_json(entry: ModeChange) -> dict[str, Any]:
+    """An audited change as saved: what asdict makes, written out (asdict copies every field deeply, and a
+    fleet's document is rewritten whole, a thousand entries, with every change)."""
+    return {
+        "at": entry.at,
+        "actor": entry.actor,
+        "target": entry.target,
+        "old": entry.old,
+        "new": entry.new,
+        "reason": entry.reason,
+        "expires_at": entry.expires_at,
+        "outcome": entry.outcome,
+        "check": entry.check,
+    }
+
+
+def from_json(data: object, entries: list[ModeChange] | None = None) -> ModeDocument:
+    """The document `data` describes; TypeError or ValueError naming the field that is not what argwatch writes.
+    `entries`: its audit entries and refusals read already (shared_reader.py), in place of data's."""
     if not isinstance(data, dict):
         raise TypeError("expected an object")
     version = whole_number(data.get("version", 0), "version")
@@ -333,7 +350,8 @@ def from_json(data: object) -> ModeDocument:
             raise TypeError("check_overrides: expected objects")
         target = Target(_text(entry.get("tool"), "check_overrides.tool"), _text(entry.get("check"), "check"))
         overrides[target] = _override(entry, f"check_overrides.{target.tool}")
-    entries = [change_from_json(entry) for key in ("audit", "refused") for entry in _list(data.get(key, []), key)]
+    if entries is None:
+        entries = [change_from_json(entry) for key in ("audit", "refused") for entry in _list(data.get(key, []), key)]
     return with_entries(ModeDocument(version, MappingProxyType(overrides)), entries)
 
 
@@ -389,6 +407,11 @@ def _override(entry: object, where: str) -> Override:
         _number(entry["set_at"], "set_at"),
         None if expires is None else _number(expires, "expires_at"),
     )
+
+
+def entry_lists(data: dict[str, Any]) -> tuple[tuple[str, list[Any]], ...]:
+    """The document's lists of audit entries and of refusals, by key; TypeError when one is not a list."""
+    return tuple((key, _list(data.get(key, []), key)) for key in ("audit", "refused"))
 
 
 def _list(value: object, field: str) -> list[Any]:

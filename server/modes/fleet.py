@@ -41,7 +41,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -55,6 +55,7 @@ from argwatch.common.backoff import backoff_delay
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, OverrideRequest, Target
 from argwatch.server.modes.merge import merge, missing_from
+from argwatch.server.modes.shared_reader import SharedReader
 from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
 from argwatch.server.state.redis_connect import (
@@ -100,7 +101,6 @@ KEYS = FleetKeys(KEY, REPLICA_PREFIX)
 CLUSTER_KEYS = FleetKeys("{argwatch:modes}", "{argwatch:modes}:replica:")
 
 T = TypeVar("T")
-CHANGE_FIELDS = frozenset(field.name for field in fields(ModeChange))
 # A change of the fleet's state, computed on Redis's document with what only this replica holds added:
 # (the document after it, the audit entries it adds, what to return).
 Change = Callable[[ModeDocument], tuple[ModeDocument, list[ModeChange], T]]
@@ -143,6 +143,9 @@ class SharedModes:
         self._lock = asyncio.Lock()  # one transaction at a time from this replica
         self._subscribed = asyncio.Event()
         self._rereading = asyncio.Lock()
+        self._reader = SharedReader(most_entries=SHARED_AUDIT_KEEP + SHARED_REFUSED_KEEP)
+        self._reporting: asyncio.Task[None] | None = None  # the report after an announcement (_report_soon)
+        self._report_again = False
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._pubsub: PubSub | None = None  # the subscription being listened to, closed by close()
@@ -165,9 +168,10 @@ class SharedModes:
 
     async def close(self) -> None:
         self._closing = True
-        for task in self._tasks:
+        tasks = [*self._tasks, *([self._reporting] if self._reporting is not None else [])]
+        for task in tasks:
             task.cancel()
-        _done, running = await asyncio.wait(self._tasks, timeout=TIMEOUT_SECONDS) if self._tasks else ((), ())
+        _done, running = await asyncio.wait(tasks, timeout=TIMEOUT_SECONDS) if tasks else ((), ())
         if running and self._pubsub is not None:
             # A listener that outlived its cancellation: redis-py's subscription on a Cluster node lost it about
             # one stop in ten (tests/service/test_redis_cluster.py), and read on. Its connection closed, the
@@ -280,33 +284,67 @@ class SharedModes:
     async def reread(self) -> None:
         """Adopts the shared state if it holds all of ours and differs, adds what it lacks of ours to it
         (merge.py) if it lacks anything (or holds none), reports this replica and reads the others' reports."""
+        if await self._reread_state():
+            self._report_soon()  # through the one reporting task: two reports at once could land out of order
+            assert self._reporting is not None
+            await asyncio.shield(self._reporting)  # a reread cancelled does not cancel a report others asked for
+
+    async def _follow_announcement(self) -> None:
+        """reread() for an announcement: the state at once, the report after it by the reporting task. The
+        report is three more round trips (SET, SCAN, MGET); awaited here, each change's announcement queued
+        behind the last one's report, and a burst of flips during an incident reached the other replicas
+        one report late each."""
+        if await self._reread_state():
+            self._report_soon()
+
+    async def _reread_state(self) -> bool:
+        """The state part of reread(): whether Redis answered (the report follows only then)."""
         # One at a time, each with a fresh read: an overlapping one would judge by a read older than the other's.
         async with self._rereading:
-            await self._reread()
+            try:
+                # Under the transaction lock: a change of this replica committed between the read and the
+                # comparison would make Redis look as if it lacked it ("wrote them back" while Redis was healthy).
+                async with self._lock:
+                    raw = await self._redis.get(self._keys.modes)
+                    shared = self._readable(raw)
+                    local = self._store.document
+                    missing = local.entries() if shared is None else missing_from(shared, local, SHARED_KEEP)
+                    if missing or (shared is None and local.version):
+                        # Redis restarted empty, lost changes in a failover, or was away while this replica
+                        # audited by itself: what it lacks is added to what it holds (merge), never written over it.
+                        await self._transact_locked(lambda base: (base, [], None))
+                        log.warning(
+                            "modes: the shared store lacked %d entries this replica holds; wrote them back",
+                            len(missing),
+                        )
+                    elif shared is not None and self._differs(shared):
+                        self._store.adopt(shared)  # it holds all of ours, and more: another replica's changes
+                        log.info("modes: adopted the fleet's state, version %d", shared.version)
+                self._up()
+                return True
+            except STORE_ERRORS as error:
+                self._down(error)
+                return False
 
-    async def _reread(self) -> None:
+    async def _send_report(self) -> None:
         try:
-            # Under the transaction lock: a change of this replica committed between the read and the
-            # comparison would make Redis look as if it lacked it ("wrote them back" while Redis was healthy).
-            async with self._lock:
-                raw = await self._redis.get(self._keys.modes)
-                shared = self._readable(raw)
-                local = self._store.document
-                missing = local.entries() if shared is None else missing_from(shared, local, SHARED_KEEP)
-                if missing or (shared is None and local.version):
-                    # Redis restarted empty, lost changes in a failover, or was away while this replica
-                    # audited by itself: what it lacks is added to what it holds (merge), never written over it.
-                    await self._transact_locked(lambda base: (base, [], None))
-                    log.warning(
-                        "modes: the shared store lacked %d entries this replica holds; wrote them back", len(missing)
-                    )
-                elif shared is not None and self._differs(shared):
-                    self._store.adopt(shared)  # it holds all of ours, and more: another replica's changes
-                    log.info("modes: adopted the fleet's state, version %d", shared.version)
             await self._publish_report()
-            self._up()
         except STORE_ERRORS as error:
             self._down(error)
+
+    def _report_soon(self) -> None:
+        """One report at a time: asked for while one is on its way, one more follows it (each reads this
+        replica's state when it starts, so the last one written is the newest)."""
+        if self._reporting is not None and not self._reporting.done():
+            self._report_again = True
+            return
+        self._reporting = asyncio.get_running_loop().create_task(self._report_while_asked())
+
+    async def _report_while_asked(self) -> None:
+        self._report_again = True
+        while self._report_again and not self._closing:
+            self._report_again = False
+            await self._send_report()
 
     def _differs(self, shared: ModeDocument) -> bool:
         """Whether Redis holds another state than this replica's, as Redis keeps it (compared as they are,
@@ -326,14 +364,7 @@ class SharedModes:
         if not raw:
             return None
         try:
-            shared = orjson.loads(raw)
-            if not isinstance(shared, dict) or not isinstance(shared.get("version"), int):
-                raise ValueError("not a mode state document")
-            for key in ("audit", "refused"):  # each entry exactly as argwatch writes it: no field more or less
-                for entry in shared.get(key, []):
-                    if not isinstance(entry, dict) or set(entry) != CHANGE_FIELDS:
-                        raise TypeError(f"{key}: an entry of another shape")
-            return doc.from_json(shared)
+            return self._reader.read(raw if isinstance(raw, bytes) else raw.encode())
         except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
             self._metrics.shared_cache_rejected("bad_mode_state")
             log.warning("modes: ignoring the shared state in Redis, which argwatch did not write (%s)", error)
@@ -461,7 +492,7 @@ class SharedModes:
                     attempt = 0
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            await self.reread()
+                            await self._follow_announcement()
             except STORE_ERRORS as error:
                 if self._closing:
                     return

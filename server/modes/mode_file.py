@@ -10,7 +10,7 @@ changed. A state file written before the journal (one JSON document) is read too
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -23,6 +23,7 @@ from argwatch.server.modes.document import (
     ModeDocument,
     ModeRefused,
     change_from_json,
+    change_to_json,
     from_json,
     to_json,
     whole_number,
@@ -108,7 +109,7 @@ class ModeFile:
             orjson.dumps(
                 {
                     "version": first + offset,
-                    "change": asdict(entry),
+                    "change": change_to_json(entry),
                     "overrides": state["overrides"],
                     **({"check_overrides": state["check_overrides"]} if "check_overrides" in state else {}),
                 }

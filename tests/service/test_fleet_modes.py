@@ -14,6 +14,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from argwatch.server.modes import fleet
 from argwatch.server.modes.fleet import KEY
 from argwatch.server.policy.model import Mode
 from argwatch.server.process.app import RunningGateway, build_gateway
@@ -187,6 +188,31 @@ async def test_the_fleet_view_lists_every_replica_and_what_it_enforces(start: St
     (b,) = [r for r in found.replicas if r.replica_id == "replica-b"]
     assert b.reporting and b.policy_version == second.policy.version
     assert b.value_set_versions["refunds.reason_codes"] == 1 and b.sources_connected["owners"]
+
+
+@pytest.mark.parametrize("shared_url", ["redis"], indirect=True)
+async def test_after_a_burst_of_flips_every_replica_reports_the_last(start: Start, monkeypatch) -> None:
+    """An announcement is followed at once and the report made after it by one task, several announcements
+    making one report more (fleet.py): the last report written is the newest state. The periodic re-read,
+    which reports too, is put out of the test's reach."""
+    monkeypatch.setattr(fleet, "REREAD_SECONDS", 3600.0)
+    first, second = await start("replica-a"), await start("replica-b")
+    # Twenty at once, through both replicas: announcements arrive while reports are on their way.
+    await asyncio.gather(
+        *(
+            set_mode((first, second)[flip % 2], pb.MODE_REJECT if flip % 3 else pb.MODE_OBSERVE, reason=f"INC-{flip}")
+            for flip in range(20)
+        )
+    )
+
+    async def every_replica_reports_what_it_enforces() -> bool:
+        assert isinstance(first.control, fleet.SharedModes)
+        await first.control.reread()  # replica a reports, and reads the others' reports
+        found = {r.replica_id: r.modes.get("refund_order") for r in (await admin_status(first)).replicas}
+        enforced = {r.settings.replica_id: r.modes.mode_for("refund_order").value for r in (first, second)}
+        return found == enforced and len(set(enforced.values())) == 1
+
+    await eventually(every_replica_reports_what_it_enforces, seconds=10)
 
 
 @pytest.mark.parametrize("shared_url", ["redis"], indirect=True)  # one redis-server, killed and started again

@@ -1,0 +1,75 @@
+"""The fleet's mode document read from Redis's bytes, reusing what the read before built.
+
+Every change rewrites the fleet's document whole, its audit of up to a
+thousand entries included, and every replica reads it whole: after each
+announcement, before each of its own changes, and every REREAD_SECONDS.
+Checked and built entry by entry, a full audit held the event loop far longer
+than the change itself. Between two reads the document differs by an entry or
+two (not at all, most of the time): bytes equal to the last read's are the same
+document, and where a list of entries starts with a run of the last read's list
+(the same list, or its oldest entries cut and new ones after), that run is
+compared as parsed JSON in one C call and its entries are the ones built then.
+Everything else is checked in full, as from_json checks it. An entry is reused
+only for values equal to ones checked before (1 == 1.0 == True in Python, so a
+number written as true reads as the 1.0 argwatch had written there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from argwatch.server.modes import document as doc
+from argwatch.server.modes.document import ModeChange, ModeDocument
+
+CHANGE_FIELDS = frozenset(doc.change_to_json(ModeChange(0.0, "", "", "", "", "", None, "")))
+
+
+class SharedReader:
+    """Reads the documents one replica gets from Redis, one after another."""
+
+    def __init__(self, most_entries: int) -> None:
+        self._most = most_entries  # a read holding more keeps nothing for the next (Redis's value is not ours)
+        self._raw = b""
+        self._document: ModeDocument | None = None
+        self._lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}  # key -> (its list as read, its entries)
+
+    def read(self, raw: bytes) -> ModeDocument:
+        """The document in `raw`; orjson.JSONDecodeError, TypeError, ValueError or KeyError when it is not one
+        argwatch wrote (an entry with a field more or less is not)."""
+        if self._document is not None and raw == self._raw:
+            return self._document
+        shared = orjson.loads(raw)
+        if not isinstance(shared, dict) or not isinstance(shared.get("version"), int):
+            raise ValueError("not a mode state document")
+        entries: list[ModeChange] = []
+        lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
+        for key, listed in doc.entry_lists(shared):
+            reused = _reused(listed, *self._lists.get(key, ([], [])))
+            built = reused + [_checked(key, entry) for entry in listed[len(reused) :]]
+            lists[key] = (listed, built)
+            entries.extend(built)
+        document = doc.from_json(shared, entries)
+        kept = len(entries) <= self._most
+        self._raw, self._document, self._lists = (raw, document, lists) if kept else (b"", None, {})
+        return document
+
+
+def _reused(listed: list[Any], before: list[Any], built: list[ModeChange]) -> list[ModeChange]:
+    """The entries built before for the run at the start of `listed` that `before` holds in a row, up to the
+    end of one of them; none unless the whole run is equal (a merge that placed an older entry among them)."""
+    if not listed or not before:
+        return []
+    try:
+        start = before.index(listed[0])  # the oldest entries cut since: a few, at the front
+    except ValueError:
+        return []
+    run = min(len(listed), len(before) - start)
+    return built[start : start + run] if listed[:run] == before[start : start + run] else []
+
+
+def _checked(key: str, entry: object) -> ModeChange:
+    if not isinstance(entry, dict) or set(entry) != CHANGE_FIELDS:  # each entry exactly as argwatch writes it
+        raise TypeError(f"{key}: an entry of another shape")
+    return doc.change_from_json(entry)
