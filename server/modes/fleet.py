@@ -144,8 +144,8 @@ class SharedModes:
         self._subscribed = asyncio.Event()
         self._rereading = asyncio.Lock()
         self._reader = SharedReader(most_entries=SHARED_AUDIT_KEEP + SHARED_REFUSED_KEEP)
-        self._reporting: asyncio.Task[None] | None = None  # the report after an announcement (_report_soon)
-        self._report_again = False
+        self._reporting: asyncio.Task[None] | None = None  # makes the reports asked for (_report_soon)
+        self._report_asked: asyncio.Future[None] | None = None  # the next report's, asked for and not started
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self._pubsub: PubSub | None = None  # the subscription being listened to, closed by close()
@@ -172,6 +172,8 @@ class SharedModes:
         for task in tasks:
             task.cancel()
         _done, running = await asyncio.wait(tasks, timeout=TIMEOUT_SECONDS) if tasks else ((), ())
+        if self._report_asked is not None and not self._report_asked.done():
+            self._report_asked.set_result(None)  # asked for while the report task was being cancelled
         if running and self._pubsub is not None:
             # A listener that outlived its cancellation: redis-py's subscription on a Cluster node lost it about
             # one stop in ten (tests/service/test_redis_cluster.py), and read on. Its connection closed, the
@@ -285,9 +287,9 @@ class SharedModes:
         """Adopts the shared state if it holds all of ours and differs, adds what it lacks of ours to it
         (merge.py) if it lacks anything (or holds none), reports this replica and reads the others' reports."""
         if await self._reread_state():
-            self._report_soon()  # through the one reporting task: two reports at once could land out of order
-            assert self._reporting is not None
-            await asyncio.shield(self._reporting)  # a reread cancelled does not cancel a report others asked for
+            # Through the one reporting task (two reports at once could land out of order), and shielded: a
+            # re-read cancelled does not cancel a report others asked for.
+            await asyncio.shield(self._report_soon())
 
     async def _follow_announcement(self) -> None:
         """reread() for an announcement: the state at once, the report after it by the reporting task. The
@@ -298,7 +300,8 @@ class SharedModes:
             self._report_soon()
 
     async def _reread_state(self) -> bool:
-        """The state part of reread(): whether Redis answered (the report follows only then)."""
+        """The state part of reread(): whether Redis answered (the report follows only then; the store is
+        reported reachable once the report went through too, as when the two were one)."""
         # One at a time, each with a fresh read: an overlapping one would judge by a read older than the other's.
         async with self._rereading:
             try:
@@ -320,31 +323,40 @@ class SharedModes:
                     elif shared is not None and self._differs(shared):
                         self._store.adopt(shared)  # it holds all of ours, and more: another replica's changes
                         log.info("modes: adopted the fleet's state, version %d", shared.version)
-                self._up()
                 return True
             except STORE_ERRORS as error:
                 self._down(error)
                 return False
 
-    async def _send_report(self) -> None:
-        try:
-            await self._publish_report()
-        except STORE_ERRORS as error:
-            self._down(error)
-
-    def _report_soon(self) -> None:
-        """One report at a time: asked for while one is on its way, one more follows it (each reads this
-        replica's state when it starts, so the last one written is the newest)."""
-        if self._reporting is not None and not self._reporting.done():
-            self._report_again = True
-            return
-        self._reporting = asyncio.get_running_loop().create_task(self._report_while_asked())
+    def _report_soon(self) -> asyncio.Future[None]:
+        """Asks the reporting task for a report; done once a report that started after this ask has been made
+        or failed. One report at a time: asked for while one is on its way, one more follows it (each reads
+        this replica's state when it starts, so the last one written is the newest)."""
+        loop = asyncio.get_running_loop()
+        if self._report_asked is None:
+            self._report_asked = loop.create_future()
+        asked = self._report_asked
+        if self._closing:
+            asked.set_result(None)  # nothing is reported once closing; no one waits for it
+            self._report_asked = None
+        elif self._reporting is None or self._reporting.done():
+            self._reporting = loop.create_task(self._report_while_asked())
+        return asked
 
     async def _report_while_asked(self) -> None:
-        self._report_again = True
-        while self._report_again and not self._closing:
-            self._report_again = False
-            await self._send_report()
+        while (asked := self._report_asked) is not None:
+            self._report_asked = None
+            try:
+                if not self._closing:
+                    await self._publish_report()
+                    self._up()
+            except STORE_ERRORS as error:
+                self._down(error)
+            except Exception:  # a report that cannot be made must not end the reports asked after it
+                log.exception("modes: reporting this replica to the fleet view failed")
+            finally:
+                if not asked.done():
+                    asked.set_result(None)
 
     def _differs(self, shared: ModeDocument) -> bool:
         """Whether Redis holds another state than this replica's, as Redis keeps it (compared as they are,

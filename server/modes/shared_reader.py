@@ -9,9 +9,12 @@ two (not at all, most of the time): bytes equal to the last read's are the same
 document, and where a list of entries starts with a run of the last read's list
 (the same list, or its oldest entries cut and new ones after), that run is
 compared as parsed JSON in one C call and its entries are the ones built then.
-Everything else is checked in full, as from_json checks it. An entry is reused
-only for values equal to ones checked before (1 == 1.0 == True in Python, so a
-number written as true reads as the 1.0 argwatch had written there).
+Everything else is checked in full, as from_json checks it, and so is the
+whole document when `true` or `false` appears anywhere in it: Python's
+equality holds 1 == 1.0 == True, and a bool where a number belongs must be
+refused as a first read refuses it. What a reused entry can differ in from a
+first read's is the sign of a zero (0.0 == -0.0), which no time argwatch
+writes has.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ class SharedReader:
             raise ValueError("not a mode state document")
         entries: list[ModeChange] = []
         lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
+        reusable = b"true" not in raw and b"false" not in raw  # a bool equals a number: never reuse for one
         for key, listed in doc.entry_lists(shared):
-            reused = _reused(listed, *self._lists.get(key, ([], [])))
+            reused = _reused(listed, *self._lists.get(key, ([], []))) if reusable else []
             built = reused + [_checked(key, entry) for entry in listed[len(reused) :]]
             lists[key] = (listed, built)
             entries.extend(built)

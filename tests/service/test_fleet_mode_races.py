@@ -3,6 +3,7 @@ Redis was away from it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +86,29 @@ async def test_a_replica_that_audited_alone_writes_back_beside_a_change_made_mea
     finally:
         for fleet in fleets:
             await fleet.close()
+
+
+async def test_a_report_that_cannot_be_made_is_logged_and_the_next_is_made(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reports go through one task (fleet.py): a report that fails other than by Redis does not end it."""
+    made: list[int] = []
+
+    def report() -> dict[str, int]:
+        made.append(len(made) + 1)
+        if len(made) == 2:
+            raise ValueError("a report that broke")
+        return {"report": len(made)}
+
+    fleet = SharedModes(
+        ModeStore(POLICY), redis.url, GatewayMetrics(CollectorRegistry()), replica_id="r1", report=report
+    )
+    await fleet.start()  # the first report
+    try:
+        with caplog.at_level(logging.ERROR, logger="argwatch.modes"):
+            await fleet.reread()  # the second, which fails: logged, and the re-read returns
+        assert "reporting this replica to the fleet view failed" in caplog.text
+        await fleet.reread()  # the third
+        assert [entry["report"] for entry in fleet.fleet()] == [3] and fleet.connected
+    finally:
+        await fleet.close()

@@ -97,7 +97,8 @@ def test_a_document_with_more_entries_than_a_fleet_keeps_is_read_but_not_kept() 
 
 
 def test_a_thousand_documents_in_a_row_read_as_first_reads() -> None:
-    """Entries added, cut, refused, reordered, changed, documents swapped for older ones: each read as from_json."""
+    """Entries added, cut, refused, reordered, changed, documents swapped for older ones: each read as from_json
+    reads it (no zero in them is negative: the one way a reused entry can differ, see shared_reader.py)."""
     rng = random.Random(31)
     reader = SharedReader(MOST)
     audit, refused = [change(number) for number in range(rng.randrange(0, 60))], []
@@ -118,3 +119,18 @@ def test_a_thousand_documents_in_a_row_read_as_first_reads() -> None:
         raw = rng.choice(seen) if roll > 0.95 and seen else written(sorted(audit, key=lambda e: e.at), refused)
         seen.append(raw)
         assert reader.read(raw) == first_read(raw), step
+
+
+@pytest.mark.parametrize("field", ["at", "expires_at"])
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_where_a_number_was_is_refused_as_a_first_read_refuses_it(field: str, flag: bool) -> None:
+    """True == 1 == 1.0 and False == 0: an entry read before with 1.0 (or 0.0) is not the entry with a bool."""
+    entry = ModeChange(float(flag), "ana", "tool_1", "observe", "reject", "INC-1", float(flag), "applied")
+    reader = SharedReader(MOST)
+    reader.read(written([entry]))
+    data = orjson.loads(written([entry]))
+    data["audit"][0][field] = flag
+    with pytest.raises(TypeError):
+        first_read(orjson.dumps(data))
+    with pytest.raises(TypeError):
+        reader.read(orjson.dumps(data))
