@@ -55,7 +55,7 @@ from argwatch.common.backoff import backoff_delay
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, OverrideRequest, Target
 from argwatch.server.modes.merge import merge, missing_from
-from argwatch.server.modes.shared_reader import SharedReader
+from argwatch.server.modes.shared_reader import SharedReader, as_written
 from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
 from argwatch.server.state.redis_connect import (
@@ -417,6 +417,7 @@ class SharedModes:
                         raise  # MOVED or ASK: refused at MULTI, so EXEC aborted: nothing was written
                     if committed is None:
                         continue  # another replica changed it meanwhile (WATCH): read again, compute again
+                    self._reader.wrote(payload, as_written(document, SHARED_KEEP))
                     self._unconfirmed = await self._confirmed_by_replica(send, key) if confirm else ""
             except MovedError:
                 # The Cluster moved the key's slot (a failover or resharding) before anything was written (a

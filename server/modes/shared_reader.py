@@ -19,6 +19,7 @@ writes has.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -37,6 +38,13 @@ class SharedReader:
         self._raw = b""
         self._document: ModeDocument | None = None
         self._lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}  # key -> (its list as read, its entries)
+
+    def wrote(self, raw: bytes, document: ModeDocument) -> None:
+        """This replica committed `raw`, made from `document` (as_written's): the read of the announcement
+        that follows, and the next change's, find it here instead of parsing what it wrote. The lists kept
+        for reuse stay the last read's: a later document still starts with a run of them."""
+        if len(document.audit) + len(document.refused) <= self._most:
+            self._raw, self._document = raw, document
 
     def read(self, raw: bytes) -> ModeDocument:
         """The document in `raw`; orjson.JSONDecodeError, TypeError, ValueError or KeyError when it is not one
@@ -58,6 +66,14 @@ class SharedReader:
         kept = len(entries) <= self._most
         self._raw, self._document, self._lists = (raw, document, lists) if kept else (b"", None, {})
         return document
+
+
+def as_written(document: ModeDocument, keep: tuple[int, int]) -> ModeDocument:
+    """What a read of `orjson.dumps(doc.to_json(document, *keep))` returns, made without writing or reading
+    it: the document with its newest entries up to `keep` (most audit entries, most refusals)."""
+    audit, refused = keep  # to_json keeps none of a list whose limit is 0 (and x[-0:] would be all of it)
+    kept = [*(document.audit[-audit:] if audit else ()), *(document.refused[-refused:] if refused else ())]
+    return doc.with_entries(replace(document, audit=(), refused=()), kept)
 
 
 def _reused(listed: list[Any], before: list[Any], built: list[ModeChange]) -> list[ModeChange]:

@@ -11,7 +11,7 @@ import pytest
 
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, Override, Target
-from argwatch.server.modes.shared_reader import SharedReader
+from argwatch.server.modes.shared_reader import SharedReader, as_written
 from argwatch.server.policy.model import Mode
 
 KEEP = (1000, 100)
@@ -36,6 +36,10 @@ def written(audit: list[ModeChange], refused: list[ModeChange] = (), version: in
     overrides = MappingProxyType({Target("tool_1"): Override(Mode.OBSERVE, "ana", "INC-1", 1_800_000_000.0, None)})
     document = ModeDocument(version or len(audit), overrides, tuple(audit), tuple(refused))
     return orjson.dumps(doc.to_json(document, *KEEP))
+
+
+def by_time(entry: ModeChange) -> float:
+    return entry.at
 
 
 def first_read(raw: bytes) -> ModeDocument:
@@ -134,3 +138,27 @@ def test_a_bool_where_a_number_was_is_refused_as_a_first_read_refuses_it(field: 
         first_read(orjson.dumps(data))
     with pytest.raises(TypeError):
         reader.read(orjson.dumps(data))
+
+
+def test_what_a_replica_wrote_reads_back_as_a_first_read_would_without_a_parse() -> None:
+    """as_written makes, from the document, what reading its bytes gives; wrote() keeps it for those bytes."""
+    rng = random.Random(7)
+    for step in range(200):
+        audit = sorted((change(rng.randrange(5000)) for _ in range(rng.randrange(0, 1300))), key=lambda e: e.at)
+        refused = sorted(
+            (change(rng.randrange(5000), refused=True) for _ in range(rng.randrange(0, 130))), key=lambda e: e.at
+        )
+        overrides = {
+            Target(f"tool_{n}", "record:order" if n % 2 else ""): Override(
+                Mode.REJECT if n % 3 else Mode.OBSERVE, "ana", f"INC-{n}", 1_800_000_000.0 + n, None if n % 4 else 1e10
+            )
+            for n in range(rng.randrange(0, 6))
+        }
+        keep = rng.choice([KEEP, (5, 0), (0, 3), (0, 0)])
+        document = ModeDocument(rng.randrange(1, 10**6), MappingProxyType(overrides), tuple(audit), tuple(refused))
+        raw = orjson.dumps(doc.to_json(document, *keep))
+        made = as_written(document, keep)
+        assert made == first_read(raw), step
+        reader = SharedReader(MOST)
+        reader.wrote(raw, made)
+        assert reader.read(raw) is made
