@@ -45,6 +45,7 @@ from argwatch.server.modes.document import (
     PolicyModes,
     Target,
 )
+from argwatch.server.modes.merge import missing_from
 from argwatch.server.modes.mode_file import ModeFile
 from argwatch.server.policy.check_ids import failure_targets, tool_checks
 from argwatch.server.policy.model import Failure, Mode, Policy
@@ -224,7 +225,14 @@ class ModeStore:
         the rest were logged already), and the state file. A `base` other than the document in force (the
         fleet's newer one) is written whole first, then the entries."""
         if self._file is not None and base is not None and base is not self._document:
-            self._file.compact(base)  # another replica's changes: rare, so a whole rewrite is fine
+            # The fleet's newer document (another replica's changes: in a fleet, most changes). Its entries
+            # this one lacks are appended as journal lines, each with its overrides; a whole rewrite (with an
+            # fsync, on the event loop) only when it adds none and still differs.
+            adopted = missing_from(self._document, base, (AUDIT_KEEP, REFUSED_KEEP))
+            if adopted:
+                self._file.append(base, adopted)
+            else:
+                self._file.compact(base)
         self._document = document
         before, self._effective = self._effective, doc.in_force(document, self._tools)
         self._checks = doc.checks_in_force(document, self._tools)

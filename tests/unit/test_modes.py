@@ -104,3 +104,26 @@ def test_a_listener_hears_every_tool_once_then_only_the_tools_a_change_moves(tmp
     heard.clear()
     modes.set_mode(GLOBAL, None, actor="ana", reason="over")
     assert heard == [("refund_order", Mode.REJECT)]
+
+
+def test_another_replicas_changes_adopted_are_journalled_and_a_restart_reads_them(tmp_path) -> None:
+    """In a fleet, most changes are another replica's: adopted, their entries are appended to the journal (an
+    append, no whole rewrite), and a restart reads the fleet's document back."""
+    clock = Clock()
+    mine = store(tmp_path, clock)
+    mine.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-4")
+    other = ModeStore(POLICY, clock=clock)  # another replica, holding what this one held, then changing it
+    other.adopt(mine.document)
+    for number in range(5):
+        clock.now += 60
+        other.set_mode(
+            "create_ticket", Mode.REJECT if number % 2 == 0 else Mode.OBSERVE, actor="bo", reason=f"{number}"
+        )
+    path = tmp_path / "modes.json"
+    journal_before = path.read_bytes()
+    mine.adopt(other.document)
+    assert path.read_bytes().startswith(journal_before)  # appended to, not rewritten
+    assert mine.document == other.document
+    again = store(tmp_path, clock)
+    assert again.document == other.document
+    assert again.mode_for("create_ticket") is Mode.REJECT and again.mode_for("refund_order") is Mode.OBSERVE
