@@ -66,8 +66,8 @@ async def main() -> None:
         elif command == "add":
             # CLOCK_MONOTONIC is one clock for the whole machine: the bench compares it with its own.
             called_at = time.monotonic()
-            catalog.add(name, [argument])
-            print(f"ok {called_at!r}", flush=True)
+            version = catalog.add(name, [argument]).version
+            print(f"ok {called_at!r} {version}", flush=True)
             continue
         elif command == "churn":
             await churn(catalog, name, float(argument), float(more[0]), more[1])

@@ -105,12 +105,12 @@ class Child:
             raise SystemExit(f"a replica ended (exit status {await self.process.wait()})")
         return line
 
-    async def enforces(self, mode: Mode) -> float:
-        """When (CLOCK_MONOTONIC) this replica reported `mode` for the tool."""
+    async def enforces(self, mode: Mode, since: float) -> float:
+        """When (CLOCK_MONOTONIC) this replica reported `mode` for the tool, `since` or after."""
         while True:
             word, at = (await self.line()).split()
             self.mode = word
-            if word == mode.value:
+            if word == mode.value and float(at) >= since:
                 return float(at)
 
     async def stop(self) -> None:
@@ -135,7 +135,7 @@ async def across_processes(flips: int, policy: Policy, redis_url: str) -> list[f
         for flip in range(flips):
             started = await flip_through(first, mode, flip)
             async with asyncio.timeout(FLIP_TIMEOUT_SECONDS):
-                heard = await asyncio.gather(*(child.enforces(mode) for child in children))
+                heard = await asyncio.gather(*(child.enforces(mode, started) for child in children))
             times.append((max(heard) - started) * 1000)
             mode = Mode.OBSERVE if mode is Mode.REJECT else Mode.REJECT
         return times

@@ -100,11 +100,11 @@ def start_gateway(source: Source, stages: str) -> tuple[subprocess.Popen[str], s
     return gateway, f"127.0.0.1:{gateway.stdout.readline().strip()}"
 
 
-async def propagation(source: Source, target: str, updates: int) -> list[tuple[float, float]]:
+async def propagation(source: Source, target: str, updates: int) -> list[tuple[float, float, int]]:
     """For each update, on the machine's one monotonic clock: when the owner's call was made
-    (ValueSetCatalog.add, timed in the owner's process) and when the first Validate that accepts the new value
-    answered. One Validate at a time: the last one's round trip is counted whole, so the time between is an
-    upper bound by up to one call."""
+    (ValueSetCatalog.add, timed in the owner's process), when the first Validate that accepts the new value
+    answered, and the version the call made. One Validate at a time: the last one's round trip is counted
+    whole, so the time between is an upper bound by up to one call."""
     delays = []
     async with grpc.aio.insecure_channel(target) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)
@@ -121,20 +121,30 @@ async def propagation(source: Source, target: str, updates: int) -> list[tuple[f
                 if time.perf_counter() > deadline:
                     raise SystemExit(f"{value} not accepted within 10 s")
             accepted_at = time.monotonic()
-            delays.append((float(source.ack()), accepted_at))
+            called_at, version = source.ack().split()
+            delays.append((float(called_at), accepted_at, int(version)))
     return delays
 
 
-def stages_of(times: list[tuple[float, float]], path: str) -> list[tuple[float, float, float]]:
-    """Per update, in seconds: the owner's call to the delta reaching the gateway, to its version installed, to
-    the Validate accepting it answered. The deltas reach the gateway in the order the updates were made."""
+def stages_of(times: list[tuple[float, float, int]], path: str) -> list[tuple[float, float, float]]:
+    """Per update, in seconds: the owner's call to its version reaching the gateway, to that version installed
+    (the first time: a version installed again, by a compaction, is not when it began to be enforced), to the
+    Validate accepting it answered. A version that did not come as a delta (a reconnect's snapshot) is a
+    SystemExit naming it, not a stage guessed."""
     with open(path) as handle:
         recorded = json.load(handle)
-    received = recorded["received"][-len(times) :]
-    installed = dict((version, at) for version, at in recorded["installed"])
+    received: dict[int, float] = {}
+    installed: dict[int, float] = {}
+    for version, at in recorded["received"]:
+        received.setdefault(version, at)
+    for version, at in recorded["installed"]:
+        installed.setdefault(version, at)
+    missing = [version for _, _, version in times if version not in received or version not in installed]
+    if missing:
+        raise SystemExit(f"versions {missing[:5]} did not reach the gateway as deltas: no stages to show")
     return [
-        (got - called, installed[version] - got, accepted - installed[version])
-        for (called, accepted), (version, got) in zip(times, received, strict=True)
+        (received[version] - called, installed[version] - received[version], accepted - installed[version])
+        for called, accepted, version in times
     ]
 
 
@@ -266,7 +276,7 @@ def main() -> int:
             assert gateway.stdin is not None
             gateway.stdin.close()
             gateway.wait(timeout=10)
-        delays = [accepted - called for called, accepted in times]
+        delays = [accepted - called for called, accepted, _ in times]
         p50, p99, top = percentiles(delays)
         print(
             f"owner to a Validate accepting it, over {len(delays)} updates: p50 {p50 * 1000:.1f} ms, "

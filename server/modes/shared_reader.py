@@ -8,13 +8,11 @@ than the change itself. Between two reads the document differs by an entry or
 two (not at all, most of the time): bytes equal to the last read's are the same
 document, and where a list of entries starts with a run of the last read's list
 (the same list, or its oldest entries cut and new ones after), that run is
-compared as parsed JSON in one C call and its entries are the ones built then.
-Everything else is checked in full, as from_json checks it, and so is the
-whole document when `true` or `false` appears anywhere in it: Python's
-equality holds 1 == 1.0 == True, and a bool where a number belongs must be
-refused as a first read refuses it. What a reused entry can differ in from a
-first read's is the sign of a zero (0.0 == -0.0), which no time argwatch
-writes has.
+compared as JSON written again by orjson, in C, and its entries are the ones
+built then. Written again, not compared as Python values: 1 == 1.0 == True and
+0.0 == -0.0 in Python, and a bool where a number belongs must be refused as a
+first read refuses it. Everything else is checked in full, as from_json checks
+it.
 """
 
 from __future__ import annotations
@@ -56,9 +54,8 @@ class SharedReader:
             raise ValueError("not a mode state document")
         entries: list[ModeChange] = []
         lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
-        reusable = b"true" not in raw and b"false" not in raw  # a bool equals a number: never reuse for one
         for key, listed in doc.entry_lists(shared):
-            reused = _reused(listed, *self._lists.get(key, ([], []))) if reusable else []
+            reused = _reused(listed, *self._lists.get(key, ([], [])))
             built = reused + [_checked(key, entry) for entry in listed[len(reused) :]]
             lists[key] = (listed, built)
             entries.extend(built)
@@ -86,7 +83,10 @@ def _reused(listed: list[Any], before: list[Any], built: list[ModeChange]) -> li
     except ValueError:
         return []
     run = min(len(listed), len(before) - start)
-    return built[start : start + run] if listed[:run] == before[start : start + run] else []
+    if listed[:run] != before[start : start + run]:  # in C, and quick to tell most differences
+        return []
+    # The same JSON, types and all (True == 1.0 and -0.0 == 0.0 above): written again, byte for byte.
+    return built[start : start + run] if orjson.dumps(listed[:run]) == orjson.dumps(before[start : start + run]) else []
 
 
 def _checked(key: str, entry: object) -> ModeChange:
