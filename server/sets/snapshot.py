@@ -137,6 +137,9 @@ def _applier(rule: Normalisation, scoped: bool) -> Callable[[str], str]:
 # What a builder's step yields: None (a chunk done: let the loop run), or work to run off the loop, whose
 # result is sent back into the builder.
 Step = Callable[[], object] | None
+# A background build's chunk (a compaction): it rests as long as each chunk took, so a smaller chunk costs it
+# no time in all, and each loop turn it holds is shorter.
+BACKGROUND_CHUNK = CHUNK // 2
 
 
 class SetReading(NamedTuple):
@@ -165,8 +168,22 @@ async def make_snapshot_async(
     `scoped`: the members are scope keys (scoped.py); a key with no usable scope raises MalformedScope.
     `background`: after each chunk, rest as long as it took, so that the loop is idle half the time. A chunk
     between every two loop turns taxes each turn, and a message on a stream takes several turns to arrive: a
-    compaction that only yielded slowed a large set's deltas below their owner's rate."""
-    steps = snapshot_steps(name, version, members, retired, received_at, rules, retirements, excluded, keep, scoped)
+    compaction that only yielded slowed a large set's deltas below their owner's rate. Its chunks are
+    BACKGROUND_CHUNK members: the loop waits half as long for each, and resting as long as each took, the
+    build takes as long in all."""
+    steps = snapshot_steps(
+        name,
+        version,
+        members,
+        retired,
+        received_at,
+        rules,
+        retirements,
+        excluded,
+        keep,
+        scoped,
+        chunk=BACKGROUND_CHUNK if background else CHUNK,
+    )
     clock = time.perf_counter
     made: object = None
     while True:
@@ -197,15 +214,16 @@ def snapshot_steps(
     excluded: Set[str],
     keep: RetiredKeep,
     scoped: bool = False,
+    chunk: int = CHUNK,
 ) -> Generator[Step, object, ValueSetSnapshot]:
-    """The builder, one chunk a step: make_snapshot_async lets the event loop run between steps. A step may
+    """The builder, `chunk` members a step: make_snapshot_async lets the event loop run between steps. A step may
     instead yield a function to be run off the loop, and is sent what it returns (tests/snapshots.py runs it
     in place)."""
     other_rules = [rule for rule in dict.fromkeys(rules) if rule != LOOSE]
     if len(members) > PACK_ABOVE:
         return (
             yield from _build_large(
-                name, version, members, retired, received_at, other_rules, retirements, excluded, keep, scoped
+                name, version, members, retired, received_at, other_rules, retirements, excluded, keep, scoped, chunk
             )
         )
     scopes = _Scopes() if scoped else None
@@ -214,11 +232,11 @@ def snapshot_steps(
     loose_index: dict[str, str] = {}
     rule_indexes: dict[Normalisation, dict[str, str]] = {rule: {} for rule in other_rules}
     appliers = [(_applier(rule, scoped), rule_indexes[rule]) for rule in other_rules]
-    for chunk in _chunks(name, members, excluded):
+    for part in _chunks(name, members, excluded, chunk):
         if scopes is not None:
-            scopes.add(chunk)
-        member_set.update(chunk)
-        for member in chunk:
+            scopes.add(part)
+        member_set.update(part)
+        for member in part:
             # The first member in the source's order wins a collision: deterministic for a given source.
             loose_index.setdefault(loose(member), member)
             for apply, index in appliers:
@@ -240,6 +258,7 @@ def _build_large(
     excluded: Set[str],
     keep: RetiredKeep,
     scoped: bool,
+    chunk: int = CHUNK,
 ) -> Generator[Step, object, ValueSetSnapshot]:
     """Packed members and indexes (packed.py): no Python object a member, and about 17 bytes a member over the
     members' UTF-8 (27 for a scoped set, with its scope lists and value index). Their tables are made in a
@@ -260,8 +279,8 @@ def _build_large(
         tuple[PackedMembers, PackedForms, dict[Normalisation, PackedForms]], made
     )
     indexes = [loose_index, *rule_indexes.values()]
-    for chunk in _chunks(name, members, excluded):
-        added = member_set.add_chunk(chunk)  # a scoped chunk naming no usable scope raises MalformedScope
+    for part in _chunks(name, members, excluded, chunk):
+        added = member_set.add_chunk(part)  # a scoped chunk naming no usable scope raises MalformedScope
         for index in indexes:
             index.add_range(added.start, added.stop)
         yield None
@@ -299,14 +318,14 @@ class _Scopes:
         )
 
 
-def _chunks(name: str, members: Sequence[str] | Set[str], excluded: Set[str]) -> Iterator[list[str]]:
-    """The members CHUNK at a time, as str, without the excluded ones; refuses an over-long member."""
+def _chunks(name: str, members: Sequence[str] | Set[str], excluded: Set[str], size: int) -> Iterator[list[str]]:
+    """The members `size` at a time, as str, without the excluded ones; refuses an over-long member."""
     if isinstance(members, Set):  # a frozen set (a layered version being compacted): read in turn, never copied
         values = iter(members)
-        slices: Iterator[list[str]] = iter(lambda: list(islice(values, CHUNK)), [])
+        slices: Iterator[list[str]] = iter(lambda: list(islice(values, size)), [])
     else:
         # Slicing also converts a protobuf repeated field to str objects a chunk at a time.
-        slices = (list(members[start : start + CHUNK]) for start in range(0, len(members), CHUNK))
+        slices = (list(members[start : start + size]) for start in range(0, len(members), size))
     for chunk in slices:
         if excluded:
             chunk = [member for member in chunk if member not in excluded]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
@@ -43,8 +44,9 @@ SAVE_INTERVAL_SECONDS = 30.0
 # After a large set is installed, free memory goes back to the OS this much later: by then
 # the update that carried it has been dropped and readers of the replaced version are done.
 RELEASE_AFTER_SECONDS = 1.0
-# Deltas replayed over a compaction's new base per loop turn.
-REPLAY_STEP = 64
+# How long a loop turn replays deltas over a compaction's new base (at least one a turn). A count (64) made
+# turns of several milliseconds when a delta's layers folded.
+REPLAY_STEP_SECONDS = 0.001
 # Refusals of a set too large to hold (its cause: TOO_LARGE, "serving the last copy until it publishes another").
 _TOO_LARGE = frozenset({"oversized", "too_many_retired", "parts_oversized"})
 
@@ -288,7 +290,9 @@ class SetTable:
                 return built
             # A step at a time, the loop running between steps (and the deltas that come meanwhile joining
             # the list): thousands of deltas arrive while a million members are rebuilt.
-            for delta in replay[replayed : replayed + REPLAY_STEP]:
+            step_ends = time.perf_counter() + REPLAY_STEP_SECONDS
+            while replayed < len(replay):
+                delta = replay[replayed]
                 if delta.from_version != built.version:
                     return None  # not the version this follows: never guess
                 following = with_delta(built, delta, now=self._clock(), rules=state.rules, keep=keep, min_base=0)
@@ -296,6 +300,8 @@ class SetTable:
                     return None  # layers grown past the hard bound meanwhile: the next delta rebuilds in full
                 built = following
                 replayed += 1
+                if time.perf_counter() >= step_ends:
+                    break
             await asyncio.sleep(0)
         return None
 
