@@ -348,7 +348,14 @@ class SharedModes:
             self._report_asked = None
             try:
                 if not self._closing:
-                    await self._publish_report()
+                    if self._keys is CLUSTER_KEYS:
+                        # On a Cluster the report's keys share the modes key's slot, and redis-py's following
+                        # of a migrating slot's redirections, overlapping, ran out of attempts ("TTL
+                        # exhausted"): there a report and a read take turns, as when they were one call.
+                        async with self._rereading:
+                            await self._publish_report()
+                    else:
+                        await self._publish_report()
                     self._up()
             except STORE_ERRORS as error:
                 self._down(error)
