@@ -351,7 +351,7 @@ def from_json(data: object, entries: list[ModeChange] | None = None) -> ModeDocu
         target = Target(_text(entry.get("tool"), "check_overrides.tool"), _text(entry.get("check"), "check"))
         overrides[target] = _override(entry, f"check_overrides.{target.tool}")
     if entries is None:
-        entries = [change_from_json(entry) for key in ("audit", "refused") for entry in _list(data.get(key, []), key)]
+        entries = [change_from_json(entry) for _, listed in entry_lists(data) for entry in listed]
     return with_entries(ModeDocument(version, MappingProxyType(overrides)), entries)
 
 
