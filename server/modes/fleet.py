@@ -1,10 +1,13 @@
 """Modes, overrides and their audit shared by every replica through Redis, and each replica's report for the fleet view.
 
-The state is one JSON document under KEY, with a version. A change is made in
-a Redis transaction (WATCH, read, apply on top of what was read, write back
-with the version bumped) and announced on CHANNEL; every replica re-reads on
-the announcement, and every REREAD_SECONDS anyway, so a missed message cannot
-leave a replica behind. Nothing is written over: a replica that finds Redis
+The state is under KEY, with a version: a small head (version, overrides,
+the newest entries) with the audit beside it in two sorted sets
+(shared_head.py, format 2), or, while a replica of a release before format 2
+reports to the fleet, one JSON document holding it all (format 1). A change is
+made in a Redis transaction (WATCH, read, apply on top of what was read, write
+back with the version bumped) and announced on CHANNEL; every replica re-reads
+on the announcement, and every REREAD_SECONDS anyway, so a missed message
+cannot leave a replica behind. Nothing is written over: a replica that finds Redis
 lacking what it holds (Redis restarted empty, lost the last changes in a
 failover, or was away while the replica audited by itself) adds what is
 missing to what Redis holds (merge.py), so the fleet's modes survive a Redis
@@ -40,7 +43,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -55,7 +58,23 @@ from argwatch.common.backoff import backoff_delay
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused, OverrideRequest, Target
 from argwatch.server.modes.merge import merge, missing_from
-from argwatch.server.modes.shared_reader import SharedReader, as_written
+from argwatch.server.modes.shared_head import (
+    FORMAT,
+    Head,
+    StateReader,
+    Synced,
+    appended,
+    entries_from_sets,
+    entry_json,
+    followed,
+    head_json,
+    new_since,
+    passed,
+    rewritten,
+    split,
+    with_sets,
+)
+from argwatch.server.modes.shared_reader import as_written
 from argwatch.server.modes.store import ModeStore, refusal_entry
 from argwatch.server.policy.model import Mode
 from argwatch.server.state.redis_connect import (
@@ -89,16 +108,24 @@ REPLICA_WAIT_SECONDS = 0.25
 MAX_WARNINGS = 64  # answers not yet collected by the Admin API (each is collected at once)
 
 
+ATTEMPTS = 10  # transactions WATCH found raced, or a Cluster redirected, before giving up
+
+
 @dataclass(frozen=True, slots=True)
 class FleetKeys:
-    """The Redis keys of the fleet's state."""
+    """The Redis keys of the fleet's state: the state (a head, from format 2: shared_head.py), the sorted sets
+    of its audit beside it, and the prefix of the replicas' reports."""
 
     modes: str
     replica_prefix: str
+    audit: str
+    refused: str
 
 
-KEYS = FleetKeys(KEY, REPLICA_PREFIX)
-CLUSTER_KEYS = FleetKeys("{argwatch:modes}", "{argwatch:modes}:replica:")
+KEYS = FleetKeys(KEY, REPLICA_PREFIX, KEY + ":audit", KEY + ":refused")
+CLUSTER_KEYS = FleetKeys(
+    "{argwatch:modes}", "{argwatch:modes}:replica:", "{argwatch:modes}:audit", "{argwatch:modes}:refused"
+)
 
 T = TypeVar("T")
 # A change of the fleet's state, computed on Redis's document with what only this replica holds added:
@@ -108,6 +135,31 @@ Change = Callable[[ModeDocument], tuple[ModeDocument, list[ModeChange], T]]
 
 class UncertainCommit(RedisError):
     """EXEC was sent and its reply never came: Redis may hold the change or not (the state is read again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRead:
+    """The fleet's state as one read found it."""
+
+    document: ModeDocument | None  # the whole state; None when the key holds none argwatch wrote
+    head: Head | None  # its head, when stored as one (format 2)
+    followed: bool  # made from this replica's synced document and the head's new entries (nothing missing)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What a transaction wrote, for what follows it once its connection is given back."""
+
+    document: ModeDocument
+    entries: list[ModeChange]
+    base: ModeDocument
+    local: ModeDocument  # this replica's document the transaction read
+    head: Head | None  # the head written (None: a whole document, format 1)
+    unconfirmed: str
+    result: Any
+
+
+AGAIN = object()  # a transaction WATCH found raced: read again, compute again
 
 
 class SharedModes:
@@ -122,7 +174,10 @@ class SharedModes:
         replica_id: str,
         report: Callable[[], Mapping[str, Any]],
         clock: Callable[[], float] = time.time,
+        stored_format: int = FORMAT,
     ) -> None:
+        """`stored_format`: the newest format of the shared state this replica reads and writes; 1 is what
+        releases before format 2 read and write, kept for fleets mid-deploy (and their tests)."""
         self._store = store
         self._metrics = metrics
         self._replica_id = replica_id
@@ -143,7 +198,10 @@ class SharedModes:
         self._lock = asyncio.Lock()  # one transaction at a time from this replica
         self._subscribed = asyncio.Event()
         self._rereading = asyncio.Lock()
-        self._reader = SharedReader(most_entries=SHARED_AUDIT_KEEP + SHARED_REFUSED_KEEP)
+        self._stored_format = stored_format
+        self._reader = StateReader(SHARED_AUDIT_KEEP + SHARED_REFUSED_KEEP, heads=stored_format >= FORMAT)
+        self._synced: Synced | None = None  # the last state this replica and the fleet's agreed on, as a head
+        self._fleet_reads_heads = False  # every replica that reported said it reads format 2
         self._reporting: asyncio.Task[None] | None = None  # makes the reports asked for (_report_soon)
         self._report_asked: asyncio.Future[None] | None = None  # the next report's, asked for and not started
         self._tasks: list[asyncio.Task[None]] = []
@@ -291,13 +349,36 @@ class SharedModes:
             # re-read cancelled does not cancel a report others asked for.
             await asyncio.shield(self._report_soon())
 
-    async def _follow_announcement(self) -> None:
+    async def _follow_announcement(self, data: object) -> None:
         """reread() for an announcement: the state at once, the report after it by the reporting task. The
         report is three more round trips (SET, SCAN, MGET); awaited here, each change's announcement queued
         behind the last one's report, and a burst of flips during an incident reached the other replicas
-        one report late each."""
-        if await self._reread_state():
+        one report late each. An announcement of a head carries the head written, which a replica holding
+        what it follows takes its new entries from without reading Redis; any other (a version: format 1)
+        is followed by reading the state."""
+        if (isinstance(data, bytes) and await self._followed(data)) or await self._reread_state():
             self._report_soon()
+
+    async def _followed(self, announced: bytes) -> bool:
+        """Whether the head announced was followed: its new entries taken, or none new. False when this
+        replica cannot tell from it alone (it holds what Redis may lack, it is behind by more than the head
+        holds, or the announcement is older than what it read since): then it reads the state."""
+        if self._stored_format < FORMAT or not announced.startswith(b"{"):
+            return False
+        async with self._rereading, self._lock:
+            head, synced = self._readable(announced), self._synced
+            if not isinstance(head, Head) or synced is None or synced.document is not self._store.document:
+                return False
+            if passed(synced, head):
+                return True  # an announcement that arrived after this replica read a newer state
+            new = new_since(synced, head)
+            if new is None:
+                return False
+            document = followed(synced, head, new)
+            if document is not synced.document:
+                self._store.adopt(document)
+            self._synced = Synced(document, head)
+            return True
 
     async def _reread_state(self) -> bool:
         """The state part of reread(): whether Redis answered (the report follows only then; the store is
@@ -308,9 +389,13 @@ class SharedModes:
                 # Under the transaction lock: a change of this replica committed between the read and the
                 # comparison would make Redis look as if it lacked it ("wrote them back" while Redis was healthy).
                 async with self._lock:
-                    raw = await self._redis.get(self._keys.modes)
-                    shared = self._readable(raw)
-                    local = self._store.document
+                    read: SharedRead = await self._on_primary(self._read_state_once)
+                    shared, local = read.document, self._store.document
+                    if read.followed:  # the usual case: the new entries of the head, nothing missing here
+                        if shared is not local:
+                            self._store.adopt(shared)  # type: ignore[arg-type]  # a followed read has one
+                        self._synced = Synced(self._store.document, read.head)  # type: ignore[arg-type]
+                        return True
                     missing = local.entries() if shared is None else missing_from(shared, local, SHARED_KEEP)
                     if missing or (shared is None and local.version):
                         # Redis restarted empty, lost changes in a failover, or was away while this replica
@@ -320,9 +405,11 @@ class SharedModes:
                             "modes: the shared store lacked %d entries this replica holds; wrote them back",
                             len(missing),
                         )
-                    elif shared is not None and self._differs(shared):
-                        self._store.adopt(shared)  # it holds all of ours, and more: another replica's changes
-                        log.info("modes: adopted the fleet's state, version %d", shared.version)
+                    elif shared is not None:
+                        if self._differs(shared):
+                            self._store.adopt(shared)  # it holds all of ours, and more: another replica's changes
+                            log.info("modes: adopted the fleet's state, version %d", shared.version)
+                        self._synced = Synced(self._store.document, read.head) if read.head is not None else None
                 return True
             except STORE_ERRORS as error:
                 self._down(error)
@@ -377,55 +464,73 @@ class SharedModes:
             or shared.refused[-refused:] != local.refused[-refused:]
         )
 
-    def _readable(self, raw: bytes | str | None) -> ModeDocument | None:
-        """The fleet's state as stored, if it is one: anything else in the key (not JSON, another shape) is
-        counted and read as no state, so this replica writes its own back over it."""
+    def _readable(self, raw: bytes | str | None) -> Head | ModeDocument | None:
+        """The fleet's state as stored, if it is one (a head, or a whole document of format 1): anything else
+        in the key (not JSON, another shape) is counted and read as no state, so this replica writes its own
+        back over it."""
         if not raw:
             return None
         try:
             return self._reader.read(raw if isinstance(raw, bytes) else raw.encode())
         except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
-            self._metrics.shared_cache_rejected("bad_mode_state")
-            log.warning("modes: ignoring the shared state in Redis, which argwatch did not write (%s)", error)
+            self._rejected(error)
             return None
 
-    async def _transact(self, change: Change[T], *, confirm: bool = False) -> T:
-        async with self._lock:
-            return await self._transact_locked(change, confirm=confirm)
+    def _rejected(self, error: Exception) -> None:
+        self._metrics.shared_cache_rejected("bad_mode_state")
+        log.warning("modes: ignoring the shared state in Redis, which argwatch did not write (%s)", error)
 
-    async def _transact_locked(self, change: Change[T], *, confirm: bool = False) -> T:
-        """The body of _transact, run with self._lock held: the change is computed on Redis's document with
-        what only this replica holds added (merge.py), written back in one transaction, and only then put in
-        force here. Nothing is changed here before Redis has it, so nothing is rolled back. `confirm`: wait
-        for a replica of Redis (WAIT) and keep why it did not confirm in self._unconfirmed; only a change
-        whose answer says so waits, so an audit, a refusal or an expiry never holds the lock for it."""
+    async def _read_state(self, send: Commands, *, watching: bool) -> SharedRead | None:
+        """The fleet's state: from the head alone when this replica holds what the head's new entries follow
+        (shared_head.py), else from the head and the sets whole, read together (in a transaction; under the
+        WATCH of `watching`, with the head read again after them: None when another transaction wrote
+        between, which the WATCH will refuse too)."""
         key = self._keys.modes
+        *_, raw = await send(*((("WATCH", key),) if watching else ()), ("GET", key))
+        found = self._readable(raw)
+        if not isinstance(found, Head):
+            return SharedRead(found, None, False)
+        synced = self._synced
+        if synced is not None and synced.document is self._store.document:
+            new = new_since(synced, found)
+            if new is not None:
+                return SharedRead(followed(synced, found, new), found, True)
+        # The newest the fleet keeps of each (by score, its time): no more, whatever else a set holds.
+        sets = (
+            ("ZRANGE", self._keys.audit, -SHARED_AUDIT_KEEP, -1),
+            ("ZRANGE", self._keys.refused, -SHARED_REFUSED_KEEP, -1),
+        )
+        if watching:
+            # After the GET, not in a transaction (EXEC would end the WATCH): the head read again after them
+            # says whether a transaction wrote between (every write changes the head: its version).
+            changes, refusals, again = await send(*sets, ("GET", key))
+            if again != raw:
+                return None  # the transaction that follows would fail: read again
+        else:
+            *_, (raw, changes, refusals) = await send(("MULTI",), ("GET", key), *sets, ("EXEC",))
+            found = self._readable(raw)
+            if not isinstance(found, Head):
+                return SharedRead(found, None, False)
+        try:
+            entries = entries_from_sets(changes, refusals)
+        except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
+            self._rejected(error)  # read as sets holding nothing: what this replica holds is written back
+            entries = []
+        return SharedRead(with_sets(found, entries), found, False)
+
+    async def _read_state_once(self, send: Commands) -> SharedRead:
+        read = await self._read_state(send, watching=False)
+        assert read is not None  # only a read under WATCH is ever raced
+        return read
+
+    async def _on_primary(self, body: Callable[[Commands], Awaitable[T | object]]) -> T:
+        """`body` run on a connection to the primary that holds the state, again after a Cluster's MOVED or
+        ASK, or when it returns AGAIN (a transaction that WATCH found raced)."""
         asking: tuple[str, int] | None = None  # the node an ASK named: the key's slot is migrating there
-        for _ in range(10):
+        for _ in range(ATTEMPTS):
             try:
-                async with pinned_connection(self._redis, key, asking) as send:
-                    _, raw = await send(("WATCH", key), ("GET", key))
-                    shared = self._readable(raw)
-                    local = self._store.document
-                    # Redis's, with what only this replica holds added (merge.py): never ours over Redis's.
-                    base = local if shared is None else merge(shared, local, SHARED_KEEP)
-                    document, entries, result = change(base)
-                    payload = orjson.dumps(doc.to_json(document, *SHARED_KEEP))
-                    try:
-                        *_, committed = await send(
-                            ("MULTI",), ("SET", key, payload), ("PUBLISH", CHANNEL, str(document.version)), ("EXEC",)
-                        )
-                    except (RedisConnectionError, RedisTimeoutError, OSError) as error:
-                        # EXEC may have reached Redis (a paused or slow Redis) and its reply not come back:
-                        # retrying would apply the change a second time. The next read takes whatever Redis holds
-                        # (nothing of it is in force here, so nothing of it is missing from Redis).
-                        raise UncertainCommit(str(error) or type(error).__name__) from None
-                    except AskError:
-                        raise  # MOVED or ASK: refused at MULTI, so EXEC aborted: nothing was written
-                    if committed is None:
-                        continue  # another replica changed it meanwhile (WATCH): read again, compute again
-                    self._reader.wrote(payload, as_written(document, SHARED_KEEP))
-                    self._unconfirmed = await self._confirmed_by_replica(send, key) if confirm else ""
+                async with pinned_connection(self._redis, self._keys.modes, asking) as send:
+                    result = await body(send)
             except MovedError:
                 # The Cluster moved the key's slot (a failover or resharding) before anything was written (a
                 # command queued in MULTI and refused aborts EXEC): pinned_connection learnt the Cluster's
@@ -437,17 +542,100 @@ class SharedModes:
                 # runs there, each command after ASKING (the source answers ASK until the migration ends).
                 asking = (redirected.host, redirected.port)
                 continue
-            # In force here: grown from Redis's document and ours merged. What this replica audited
-            # by itself while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on
-            # top: Redis gets it at the next re-read, which finds it missing there.
+            if result is not AGAIN:
+                return result  # type: ignore[return-value]  # anything but AGAIN is body's T
+        raise RedisError(f"the shared mode state kept changing under us ({ATTEMPTS} attempts)")
+
+    async def _transact(self, change: Change[T], *, confirm: bool = False) -> T:
+        async with self._lock:
+            return await self._transact_locked(change, confirm=confirm)
+
+    async def _transact_locked(self, change: Change[T], *, confirm: bool = False) -> T:
+        """The body of _transact, run with self._lock held: the change is computed on Redis's document with
+        what only this replica holds added (merge.py), written back in one transaction, and only then put in
+        force here. Nothing is changed here before Redis has it, so nothing is rolled back. `confirm`: wait
+        for a replica of Redis (WAIT) and keep why it did not confirm in self._unconfirmed; only a change
+        whose answer says so waits, so an audit, a refusal or an expiry never holds the lock for it."""
+
+        async def attempt(send: Commands) -> Committed | object:
+            read = await self._read_state(send, watching=True)
+            if read is None:
+                await send(("UNWATCH",))
+                return AGAIN
+            shared, local = read.document, self._store.document
+            # Redis's, with what only this replica holds added (merge.py): never ours over Redis's.
+            base = local if shared is None else shared if read.followed else merge(shared, local, SHARED_KEEP)
+            document, entries, result = change(base)
+            commands, head, payload = self._writes(read, base, document, entries)
+            try:
+                *_, committed = await send(*commands)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                # EXEC may have reached Redis (a paused or slow Redis) and its reply not come back:
+                # retrying would apply the change a second time. The next read takes whatever Redis holds
+                # (nothing of it is in force here, so nothing of it is missing from Redis).
+                raise UncertainCommit(str(error) or type(error).__name__) from None
+            if committed is None:  # another replica changed it meanwhile (WATCH): read again, compute again
+                if read.head is not None and not read.followed and base is shared and shared is not None:
+                    # Read whole, holding all of ours: followed from, the next attempt reads the head alone.
+                    # (Read whole again, its longer read lost the race to a replica reading heads, over and
+                    # over: ten attempts in a burst of flips through two replicas.)
+                    if self._differs(shared):
+                        self._store.adopt(shared)
+                    self._synced = Synced(self._store.document, read.head)
+                return AGAIN
+            if head is not None:
+                self._reader.wrote(payload, head)
+            else:
+                self._reader.wrote_document(payload, as_written(document, SHARED_KEEP))
+            unconfirmed = await self._confirmed_by_replica(send, self._keys.modes) if confirm else ""
+            return Committed(document, entries, base, local, head, unconfirmed, result)
+
+        done: Committed = await self._on_primary(attempt)
+        local = done.local
+        self._unconfirmed = done.unconfirmed
+        # In force here: grown from Redis's document and ours merged. What this replica audited by itself
+        # while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on top: Redis
+        # gets it at the next re-read, which finds it missing there.
+        document, meanwhile = done.document, []
+        if self._store.document is not local:
             before = set(local.entries())
             meanwhile = [entry for entry in self._store.document.entries() if entry not in before]
             for entry in meanwhile:
                 document = doc.record(document, entry)
-            self._store.commit(document, [*entries, *meanwhile], base=base, logged=len(entries))
-            self._up()
-            return result
-        raise RedisError("the shared mode state kept changing under us (10 attempts)")
+        self._store.commit(document, [*done.entries, *meanwhile], base=done.base, logged=len(done.entries))
+        self._synced = Synced(document, done.head) if done.head is not None and not meanwhile else None
+        self._up()
+        return done.result  # type: ignore[no-any-return]  # change's T
+
+    def _writes(
+        self, read: SharedRead, base: ModeDocument, document: ModeDocument, entries: list[ModeChange]
+    ) -> tuple[list[tuple[Any, ...]], Head | None, bytes]:
+        """The transaction that stores `document` (made from `base` by adding `entries`): a head and the
+        entries added to the sets when every replica reads heads (the sets written whole when what was read
+        was not a head, or lacked something of this replica's), and a whole document (format 1) while a
+        replica that reads only that one reports to the fleet."""
+        keys = self._keys
+        if not (self._stored_format >= FORMAT and self._fleet_reads_heads):
+            payload = orjson.dumps(doc.to_json(document, *SHARED_KEEP))
+            announced = ("PUBLISH", CHANNEL, str(document.version))  # what a release before format 2 announces
+            return [("MULTI",), ("SET", keys.modes, payload), announced, ("EXEC",)], None, payload
+        if read.head is not None and base is read.document:
+            head = appended(read.head, entries, document)
+            changes, refusals = split(entries)
+            commands: list[tuple[Any, ...]] = [("MULTI",)]
+        else:
+            head, changes, refusals = rewritten(document, SHARED_KEEP)
+            commands = [("MULTI",), ("DEL", keys.audit, keys.refused)]
+        for listed, added, most in (
+            (keys.audit, changes, SHARED_AUDIT_KEEP),
+            (keys.refused, refusals, SHARED_REFUSED_KEEP),
+        ):
+            if added:
+                scored = [part for entry in added for part in (entry.at, entry_json(entry))]
+                commands += [("ZADD", listed, *scored), ("ZREMRANGEBYRANK", listed, 0, -most - 1)]
+        payload = head_json(head)
+        # The head announced with it: a replica that follows takes it from the announcement, without a read.
+        return [*commands, ("SET", keys.modes, payload), ("PUBLISH", CHANNEL, payload), ("EXEC",)], head, payload
 
     async def _confirmed_by_replica(self, send: Commands, key: str) -> str:
         """Asks for one replica's copy of what this connection just wrote (WAIT), where Redis fails over;
@@ -486,17 +674,27 @@ class SharedModes:
     async def _publish_report(self) -> None:
         now = self._clock()
         report = {**self._report(), "replica_id": self._replica_id, "at": now}
+        if self._stored_format >= FORMAT:  # a release before format 2 says nothing: read as 1
+            report["mode_format"] = self._stored_format
         prefix = self._keys.replica_prefix
         await self._redis.set(prefix + self._replica_id, orjson.dumps(report), px=int(REPORT_TTL_SECONDS * 1000))
         keys = [key async for key in self._redis.scan_iter(match=prefix + "*", count=100)]
         values = await self._redis.mget(keys) if keys else []
+        formats = []
         for value in values:
             try:
                 found = orjson.loads(value) if value else None
                 if isinstance(found, dict) and isinstance(found.get("replica_id"), str):
                     self._fleet[found["replica_id"]] = {**found, "seen_at": float(found.get("at", now))}
+                    formats.append(found.get("mode_format", 1))
             except (orjson.JSONDecodeError, TypeError, ValueError):
                 self._metrics.shared_cache_rejected("bad_replica_report")
+        # Heads only while every replica reporting now reads them (shared_head.py): a report expires, or is
+        # deleted, when its replica stops, so one that stopped holds nothing back for long.
+        reads_heads = bool(formats) and all(isinstance(f, int) and f >= FORMAT for f in formats)
+        if reads_heads != self._fleet_reads_heads:
+            log.info("modes: every replica reports reading format %d: %s", FORMAT, "yes" if reads_heads else "no")
+        self._fleet_reads_heads = reads_heads
         for replica_id, found in list(self._fleet.items()):
             if now - found["seen_at"] > FORGET_STOPPED_SECONDS:
                 del self._fleet[replica_id]
@@ -512,7 +710,7 @@ class SharedModes:
                     attempt = 0
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            await self._follow_announcement()
+                            await self._follow_announcement(message.get("data"))
             except STORE_ERRORS as error:
                 if self._closing:
                     return

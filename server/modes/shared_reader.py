@@ -49,14 +49,19 @@ class SharedReader:
         argwatch wrote (an entry with a field more or less is not)."""
         if self._document is not None and raw == self._raw:
             return self._document
-        shared = orjson.loads(raw)
+        return self.read_data(raw, orjson.loads(raw))
+
+    def read_data(self, raw: bytes, shared: object) -> ModeDocument:
+        """read() of `raw` parsed already (`shared`: what orjson.loads made of it)."""
+        if self._document is not None and raw == self._raw:
+            return self._document
         if not isinstance(shared, dict) or not isinstance(shared.get("version"), int):
             raise ValueError("not a mode state document")
         entries: list[ModeChange] = []
         lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
         for key, listed in doc.entry_lists(shared):
-            reused = _reused(listed, *self._lists.get(key, ([], [])))
-            built = reused + [_checked(key, entry) for entry in listed[len(reused) :]]
+            reused = reuse(listed, *self._lists.get(key, ([], [])))
+            built = reused + [checked_entry(key, entry) for entry in listed[len(reused) :]]
             lists[key] = (listed, built)
             entries.extend(built)
         document = doc.from_json(shared, entries)
@@ -73,7 +78,7 @@ def as_written(document: ModeDocument, keep: tuple[int, int]) -> ModeDocument:
     return doc.with_entries(replace(document, audit=(), refused=()), kept)
 
 
-def _reused(listed: list[Any], before: list[Any], built: list[ModeChange]) -> list[ModeChange]:
+def reuse(listed: list[Any], before: list[Any], built: list[ModeChange]) -> list[ModeChange]:
     """The entries built before for the run at the start of `listed` that `before` holds in a row, up to the
     end of one of them; none unless the whole run is equal (a merge that placed an older entry among them)."""
     if not listed or not before:
@@ -89,7 +94,8 @@ def _reused(listed: list[Any], before: list[Any], built: list[ModeChange]) -> li
     return built[start : start + run] if orjson.dumps(listed[:run]) == orjson.dumps(before[start : start + run]) else []
 
 
-def _checked(key: str, entry: object) -> ModeChange:
+def checked_entry(key: str, entry: object) -> ModeChange:
+    """An entry of the list `key`, exactly as argwatch writes it (no field more or less), built."""
     if not isinstance(entry, dict) or set(entry) != CHANGE_FIELDS:  # each entry exactly as argwatch writes it
         raise TypeError(f"{key}: an entry of another shape")
     return doc.change_from_json(entry)

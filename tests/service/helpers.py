@@ -12,8 +12,10 @@ import grpc
 import orjson
 from prometheus_client import CollectorRegistry
 
+from argwatch.server.modes.fleet import KEYS, FleetKeys
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from tests.redis_server import ask
 
 
 def gateway_stub(gateway: RunningGateway) -> tuple[grpc.aio.Channel, gateway_pb2_grpc.GatewayStub]:
@@ -95,3 +97,16 @@ async def run_program(*args: str, env: dict[str, str] | None = None, seconds: fl
         raise
     assert process.returncode == 0, f"{args[:2]} exited {process.returncode}: {err.decode()[-3000:]}"
     return out.decode()
+
+
+def stored_audit(port: int, keys: FleetKeys = KEYS) -> list[dict[str, Any]]:
+    """The fleet's audit entries (changes, not refusals) as the Redis on `port` holds them, oldest first: its
+    sorted set when the state is stored as a head (format 2), else the whole document's."""
+    raw = ask(port, "GET", keys.modes)
+    assert isinstance(raw, bytes)
+    state = orjson.loads(raw)
+    if "log" not in state:
+        return list(state["audit"])
+    members = ask(port, "ZRANGE", keys.audit, "0", "-1")
+    assert isinstance(members, list)
+    return [orjson.loads(member) for member in members if isinstance(member, bytes)]

@@ -24,7 +24,7 @@ from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import SourceServer, loopback_settings, make_policy
 from tests.redis_server import RedisCluster, RedisProcess, ask, start_redis
-from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, value
+from tests.service.helpers import admin_status, admin_stub, eventually, gateway_stub, request, stored_audit, value
 
 Start = Callable[[str], Coroutine[Any, Any, RunningGateway]]
 
@@ -135,11 +135,14 @@ async def test_a_change_redis_lost_comes_back_beside_the_one_made_on_the_new_pri
     raw = ask(redis.port, "GET", KEY)
     assert isinstance(raw, bytes)
     other = orjson.loads(raw)
-    (lost,) = other["audit"]
+    assert other["log"]["counts"] == [1, 0]  # a head (format 2): the sorted set beside it holds the change
+    (lost,) = stored_audit(redis.port)
     made = {**lost, "at": lost["at"] + 1, "old": "observe", "new": "reject", "reason": "INC-made-on-the-new-primary"}
-    other["audit"] = [made]
+    other["audit"] = [made]  # the new primary's one change, at the same count as the change it lost
     other["overrides"]["refund_order"].update(mode="reject", reason=made["reason"], set_at=made["at"])
     ask(redis.port, "SET", KEY, orjson.dumps(other).decode())
+    ask(redis.port, "DEL", fleet.KEYS.audit)
+    ask(redis.port, "ZADD", fleet.KEYS.audit, repr(made["at"]), orjson.dumps(made).decode())
 
     async def both_hold_both() -> bool:
         reasons = [[change.reason for change in g.modes.changes()] for g in (first, second)]
@@ -148,8 +151,7 @@ async def test_a_change_redis_lost_comes_back_beside_the_one_made_on_the_new_pri
     await eventually(both_hold_both, seconds=10)
     assert all(g.modes.mode_for("refund_order") is Mode.REJECT for g in (first, second))
     await eventually(lambda: first.modes.version == second.modes.version > other["version"], seconds=10)
-    stored = orjson.loads(ask(redis.port, "GET", KEY))  # type: ignore[arg-type]
-    assert [entry["reason"] for entry in stored["audit"]] == ["INC-lost", "INC-made-on-the-new-primary"]
+    assert [entry["reason"] for entry in stored_audit(redis.port)] == ["INC-lost", "INC-made-on-the-new-primary"]
 
 
 async def test_an_acl_user_and_an_escaped_password_reach_redis_for_modes_and_the_shared_cache(

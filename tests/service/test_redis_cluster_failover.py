@@ -9,16 +9,15 @@ import gc
 import warnings
 from collections.abc import AsyncIterator, Iterator
 
-import orjson
 import pytest
 
 from argwatch.server.modes.fleet import CLUSTER_KEYS
 from argwatch.server.process.app import RunningGateway
 from argwatch.server.state.redis_connect import STORE_ERRORS, close_client, redis_client
 from tests.conftest import SourceServer
-from tests.redis_server import RedisCluster, ask, start_cluster
+from tests.redis_server import RedisCluster, start_cluster
 from tests.service.fleet_traffic import Changes, change_modes, fleet_on, the_fleet_agrees, validate_throughout
-from tests.service.helpers import admin_status, eventually
+from tests.service.helpers import admin_status, eventually, stored_audit
 
 
 @pytest.fixture
@@ -36,9 +35,8 @@ async def fleet(tmp_path, source: SourceServer, cluster: RedisCluster) -> AsyncI
 
 
 def audited_on(port: int) -> list[str]:
-    raw = ask(port, "GET", CLUSTER_KEYS.modes)
-    assert isinstance(raw, bytes)
-    return [entry["reason"] for entry in orjson.loads(raw)["audit"]]
+    """The reasons in the fleet's audit as the Redis on `port` holds it."""
+    return [entry["reason"] for entry in stored_audit(port, CLUSTER_KEYS)]
 
 
 async def test_the_primary_of_the_modes_killed_mid_changes_loses_no_change_answered_as_durable(

@@ -8,19 +8,17 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Iterator
 
-import orjson
 import pytest
 
 from argwatch.server.modes import fleet as fleet_module
-from argwatch.server.modes.fleet import KEY
 from argwatch.server.policy.model import Mode
 from argwatch.server.process.app import RunningGateway
 from argwatch.v1 import admin_pb2
 from argwatch.v1 import gateway_pb2 as pb
 from tests.conftest import SourceServer
-from tests.redis_server import SentinelGroup, ask, start_sentinel_group
+from tests.redis_server import SentinelGroup, start_sentinel_group
 from tests.service.fleet_traffic import Changes, change_modes, fleet_on, the_fleet_agrees, validate_throughout
-from tests.service.helpers import admin_status, admin_stub, eventually
+from tests.service.helpers import admin_status, admin_stub, eventually, stored_audit
 
 
 @pytest.fixture
@@ -38,9 +36,7 @@ async def fleet(tmp_path, source: SourceServer, group: SentinelGroup) -> AsyncIt
 
 def audited_in_redis(port: int) -> list[str]:
     """The reasons in the fleet's audit as the Redis on `port` holds it."""
-    raw = ask(port, "GET", KEY)
-    assert isinstance(raw, bytes)
-    return [entry["reason"] for entry in orjson.loads(raw)["audit"]]
+    return [entry["reason"] for entry in stored_audit(port)]
 
 
 async def test_the_primary_killed_mid_changes_loses_no_change_answered_as_durable(

@@ -1,0 +1,154 @@
+"""A fleet mid-deploy between releases that store the mode state differently (shared_head.py): the fleet writes the
+whole document (format 1) while a replica that reads only that one reports, a head and sorted sets once none does,
+and no change or audit entry is lost either way, rolling forward or back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from argwatch.server.modes.fleet import KEY, SharedModes
+from argwatch.server.modes.store import ModeStore
+from argwatch.server.policy.loader import parse_policy
+from argwatch.server.policy.model import Mode
+from argwatch.server.telemetry.metrics import GatewayMetrics
+from tests.redis_server import RedisProcess, ask, start_redis
+from tests.service.helpers import eventually, stored_audit
+
+POLICY = parse_policy(b"tools: {refund_order: {mode: reject}, lookup: {mode: observe}}\n", "/p.yaml")
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = start_redis(str(tmp_path))
+    yield server
+    server.kill()
+
+
+class Fleet:
+    """Replicas of SharedModes on one Redis; format 1 ones do what a release before format 2 does."""
+
+    def __init__(self, redis: RedisProcess) -> None:
+        self.redis = redis
+        self.replicas: dict[str, SharedModes] = {}
+        self.stores: dict[str, ModeStore] = {}
+
+    async def start(self, name: str, stored_format: int = 2) -> SharedModes:
+        store = ModeStore(POLICY)
+        replica = SharedModes(
+            store,
+            self.redis.url,
+            GatewayMetrics(CollectorRegistry()),
+            replica_id=name,
+            report=dict,
+            stored_format=stored_format,
+        )
+        await replica.start()
+        self.replicas[name], self.stores[name] = replica, store
+        return replica
+
+    async def stop(self, name: str) -> None:
+        await self.replicas.pop(name).close()
+        del self.stores[name]
+
+    async def settle(self) -> None:
+        """Every replica re-reads and reports twice: each has read every other's report and the last state."""
+        for _ in range(2):
+            for replica in self.replicas.values():
+                await replica.reread()
+
+    def stored_format(self) -> int:
+        raw = ask(self.redis.port, "GET", KEY)
+        assert isinstance(raw, bytes)
+        return 2 if "log" in orjson.loads(raw) else 1
+
+    def agree_on(self, reasons: list[str]) -> None:
+        for name, store in self.stores.items():
+            assert sorted(entry.reason for entry in store.document.audit) == sorted(reasons), name
+        assert sorted(entry["reason"] for entry in stored_audit(self.redis.port)) == sorted(reasons)
+        assert len({store.mode_for("refund_order") for store in self.stores.values()}) == 1
+        assert len({store.version for store in self.stores.values()}) == 1
+
+
+@pytest.fixture
+async def fleet(redis: RedisProcess) -> AsyncIterator[Fleet]:
+    started = Fleet(redis)
+    yield started
+    for name in list(started.replicas):
+        await started.stop(name)
+
+
+async def flip(replica: SharedModes, number: int) -> str:
+    reason = f"CHG-{number}"
+    mode = Mode.OBSERVE if number % 2 else Mode.REJECT
+    await replica.set_mode("refund_order", mode, actor="ana", reason=reason)
+    return reason
+
+
+async def test_a_rolling_deploy_writes_whole_documents_until_the_last_old_replica_stops(fleet: Fleet) -> None:
+    old = await fleet.start("old", stored_format=1)
+    reasons = [await flip(old, 0)]
+    new = [await fleet.start("new-1"), await fleet.start("new-2")]
+    await fleet.settle()
+    for number, replica in enumerate([*new, old, *new], start=1):
+        reasons.append(await flip(replica, number))
+        await fleet.settle()
+        assert fleet.stored_format() == 1  # the old replica reports: it reads only whole documents
+    fleet.agree_on(reasons)
+    versions = {store.version for store in fleet.stores.values()}
+    await fleet.stop("old")
+    await fleet.settle()
+    reasons.append(await flip(new[0], 10))
+    await fleet.settle()
+    assert fleet.stored_format() == 2  # the first change once none reports wrote the head and the sets
+    fleet.agree_on(reasons)
+    reasons.append(await flip(new[1], 11))
+    await fleet.settle()
+    fleet.agree_on(reasons)
+    assert max(store.version for store in fleet.stores.values()) <= max(versions) + 4  # no writing back and forth
+
+
+async def test_a_rollback_an_old_replica_joining_a_fleet_that_writes_heads_loses_nothing(fleet: Fleet) -> None:
+    new = [await fleet.start("new-1"), await fleet.start("new-2")]
+    await fleet.settle()
+    reasons = [await flip(new[number % 2], number) for number in range(40)]  # more than a head holds
+    await fleet.settle()
+    assert fleet.stored_format() == 2
+    old = await fleet.start("old", stored_format=1)
+    await fleet.settle()
+    reasons.append(await flip(old, 40))
+    await fleet.settle()
+    reasons.append(await flip(new[0], 41))
+    await fleet.settle()
+    assert fleet.stored_format() == 1
+    fleet.agree_on(reasons)
+    assert len(stored_audit(fleet.redis.port)) == 42  # the whole audit in the document again
+
+
+async def test_a_replica_in_step_follows_an_announced_head_without_reading_redis(fleet: Fleet, monkeypatch) -> None:
+    """The announcement of a head carries it: a replica holding what it follows takes the new entries from it.
+    One that cannot (its own entries Redis may lack) reads the state, and ends in step all the same."""
+    writer, follower = await fleet.start("new-1"), await fleet.start("new-2")
+    reasons = [await flip(writer, 0)]  # the first change writes the head and the sets: read once by everyone
+    await fleet.settle()
+    reads: list[int] = []
+    reread_state = follower._reread_state
+
+    async def counted() -> bool:
+        reads.append(1)
+        return await reread_state()
+
+    monkeypatch.setattr(follower, "_reread_state", counted)
+    reasons += [await flip(writer, number) for number in range(1, 6)]
+    await eventually(lambda: len(fleet.stores["new-2"].changes(1000)) == 6, seconds=5)
+    assert reads == []
+    fleet.agree_on(reasons)
+    fleet.stores["new-2"].record_refusal("eve", "audited here alone (Redis away from this replica)")
+    reasons.append(await flip(writer, 6))
+    await eventually(lambda: len(reads) == 1, seconds=5)
+    await fleet.settle()
+    fleet.agree_on(reasons)
