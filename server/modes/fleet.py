@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import orjson
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import AskError, MovedError, RedisError
+from redis.exceptions import AskError, MovedError, RedisError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -527,6 +527,7 @@ class SharedModes:
         """`body` run on a connection to the primary that holds the state, again after a Cluster's MOVED or
         ASK, or when it returns AGAIN (a transaction that WATCH found raced)."""
         asking: tuple[str, int] | None = None  # the node an ASK named: the key's slot is migrating there
+        attempt = 0
         for _ in range(ATTEMPTS):
             try:
                 async with pinned_connection(self._redis, self._keys.modes, asking) as send:
@@ -541,6 +542,12 @@ class SharedModes:
                 # The slot is being migrated and the key has already gone to the node named: the next attempt
                 # runs there, each command after ASKING (the source answers ASK until the migration ends).
                 asking = (redirected.host, redirected.port)
+                continue
+            except TryAgainError:
+                # Mid-migration, some of the state's keys moved and others not yet (a resharding moves a few
+                # keys a MIGRATE): the importing node refuses a command naming both until the rest arrive.
+                attempt += 1
+                await asyncio.sleep(backoff_delay(attempt, base=0.01, cap=0.1))
                 continue
             if result is not AGAIN:
                 return result  # type: ignore[return-value]  # anything but AGAIN is body's T
@@ -575,7 +582,13 @@ class SharedModes:
                 # (nothing of it is in force here, so nothing of it is missing from Redis).
                 raise UncertainCommit(str(error) or type(error).__name__) from None
             if committed is None:  # another replica changed it meanwhile (WATCH): read again, compute again
-                if read.head is not None and not read.followed and base is shared and shared is not None:
+                if (
+                    read.head is not None
+                    and not read.followed
+                    and base is shared
+                    and shared is not None
+                    and self._store.document is local  # nothing audited here alone meanwhile
+                ):
                     # Read whole, holding all of ours: followed from, the next attempt reads the head alone.
                     # (Read whole again, its longer read lost the race to a replica reading heads, over and
                     # over: ten attempts in a burst of flips through two replicas.)
@@ -694,10 +707,21 @@ class SharedModes:
         reads_heads = bool(formats) and all(isinstance(f, int) and f >= FORMAT for f in formats)
         if reads_heads != self._fleet_reads_heads:
             log.info("modes: every replica reports reading format %d: %s", FORMAT, "yes" if reads_heads else "no")
+            if not reads_heads and self._stored_format >= FORMAT:
+                # A replica that reads only whole documents reports (one rolled back to, or late): the state
+                # is written whole at once, not at the next change, which may come after the last replica
+                # that holds the whole audit stopped (the old one read the newest entries of a head only).
+                self._tasks.append(asyncio.get_running_loop().create_task(self._write_whole()))
         self._fleet_reads_heads = reads_heads
         for replica_id, found in list(self._fleet.items()):
             if now - found["seen_at"] > FORGET_STOPPED_SECONDS:
                 del self._fleet[replica_id]
+
+    async def _write_whole(self) -> None:
+        try:
+            await self._transact(lambda base: (base, [], None))
+        except STORE_ERRORS as error:
+            self._down(error)  # the next change writes it whole, as every change does while the flag is down
 
     async def _listen_forever(self) -> None:
         attempt = 0

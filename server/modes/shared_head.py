@@ -132,6 +132,8 @@ def new_since(synced: Synced, head: Head) -> list[ModeChange] | None:
         if added < 0 or added > len(recent):
             return None
         overlap = len(recent) - added
+        if known and overlap < 1:
+            return None  # no entry to tell a continuation from a Redis that lost writes and took as many new
         if overlap and (len(known) < overlap or recent[:overlap] != known[len(known) - overlap :]):
             return None
         new.extend(recent[overlap:])

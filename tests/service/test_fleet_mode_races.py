@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -18,7 +19,7 @@ from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import Mode
 from argwatch.server.telemetry.metrics import GatewayMetrics
-from tests.redis_server import RedisProcess, start_redis
+from tests.redis_server import RedisProcess, ask, start_redis
 
 POLICY = parse_policy(b"tools: {refund_order: {mode: reject}}\n", "/p.yaml")
 
@@ -110,5 +111,37 @@ async def test_a_report_that_cannot_be_made_is_logged_and_the_next_is_made(
         assert "reporting this replica to the fleet view failed" in caplog.text
         await fleet.reread()  # the third
         assert [entry["report"] for entry in fleet.fleet()] == [3] and fleet.connected
+    finally:
+        await fleet.close()
+
+
+async def test_a_refusal_audited_alone_while_a_raced_transaction_was_in_flight_is_kept(redis: RedisProcess) -> None:
+    """A transaction that read the audit whole and lost the race (WATCH) follows what it read before trying
+    again, unless this replica audited something by itself meanwhile: that entry is kept and written back."""
+    store = ModeStore(POLICY)
+    fleet = SharedModes(store, redis.url, GatewayMetrics(CollectorRegistry()), replica_id="r1", report=dict)
+    await fleet.start()
+    try:
+        await fleet.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-1")
+        fleet._synced = None  # as after another replica wrote the sets whole: this replica reads them whole
+        writes = fleet._writes
+        calls: list[int] = []
+
+        def raced(*args: Any) -> Any:
+            if not calls:
+                raw = ask(redis.port, "GET", KEY)
+                assert isinstance(raw, bytes)
+                ask(redis.port, "SET", KEY, raw.decode())  # another replica's write: this EXEC fails
+                store.record_refusal("eve", "audited here alone while EXEC was in flight")
+            calls.append(1)
+            return writes(*args)
+
+        fleet._writes = raced  # type: ignore[method-assign,assignment]
+        await fleet.set_mode("refund_order", Mode.REJECT, actor="ana", reason="INC-2")
+        assert len(calls) >= 2
+        assert [entry.actor for entry in store.document.refused] == ["eve"]
+        await fleet.reread()
+        members = ask(redis.port, "ZRANGE", KEY + ":refused", "0", "-1")
+        assert isinstance(members, list) and [orjson.loads(m)["actor"] for m in members] == ["eve"]  # type: ignore[arg-type]
     finally:
         await fleet.close()

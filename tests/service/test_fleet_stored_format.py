@@ -17,7 +17,7 @@ from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import Mode
 from argwatch.server.telemetry.metrics import GatewayMetrics
 from tests.redis_server import RedisProcess, ask, start_redis
-from tests.service.helpers import eventually, stored_audit
+from tests.service.helpers import eventually, stored_audit, value
 
 POLICY = parse_policy(b"tools: {refund_order: {mode: reject}, lookup: {mode: observe}}\n", "/p.yaml")
 
@@ -36,13 +36,15 @@ class Fleet:
         self.redis = redis
         self.replicas: dict[str, SharedModes] = {}
         self.stores: dict[str, ModeStore] = {}
+        self.registries: dict[str, CollectorRegistry] = {}
 
     async def start(self, name: str, stored_format: int = 2) -> SharedModes:
         store = ModeStore(POLICY)
+        self.registries[name] = CollectorRegistry()
         replica = SharedModes(
             store,
             self.redis.url,
-            GatewayMetrics(CollectorRegistry()),
+            GatewayMetrics(self.registries[name]),
             replica_id=name,
             report=dict,
             stored_format=stored_format,
@@ -120,6 +122,10 @@ async def test_a_rollback_an_old_replica_joining_a_fleet_that_writes_heads_loses
     assert fleet.stored_format() == 2
     old = await fleet.start("old", stored_format=1)
     await fleet.settle()
+    # Written whole as soon as the new replicas read its report, with no change made meanwhile: the old replica
+    # reads all of the audit, not the head's newest entries, even once every new replica has stopped.
+    assert fleet.stored_format() == 1 and len(stored_audit(fleet.redis.port)) == 40
+    assert len(fleet.stores["old"].document.audit) == 40
     reasons.append(await flip(old, 40))
     await fleet.settle()
     reasons.append(await flip(new[0], 41))
@@ -150,5 +156,28 @@ async def test_a_replica_in_step_follows_an_announced_head_without_reading_redis
     fleet.stores["new-2"].record_refusal("eve", "audited here alone (Redis away from this replica)")
     reasons.append(await flip(writer, 6))
     await eventually(lambda: len(reads) == 1, seconds=5)
+    await fleet.settle()
+    fleet.agree_on(reasons)
+
+
+async def test_forged_sets_and_heads_are_counted_and_the_fleet_writes_its_state_back(fleet: Fleet) -> None:
+    """A member of the audit's sorted set argwatch did not write, or a head holding more than a head holds: read
+    as nothing, counted, and the replica's entries written back (the sets written whole again)."""
+    writer, reader = await fleet.start("new-1"), await fleet.start("new-2")
+    reasons = [await flip(writer, 0)]
+    await fleet.settle()
+    port, keys = fleet.redis.port, writer._keys
+    ask(port, "ZADD", keys.audit, "1", '{"at": 1, "actor": 7}')
+    head = orjson.loads(ask(port, "GET", KEY))  # type: ignore[arg-type]
+    ask(port, "SET", KEY, orjson.dumps({**head, "log": {**head["log"], "epoch": "forged"}}).decode())
+    await reader.reread()  # another epoch: the sets read whole, one member not argwatch's
+    assert value(fleet.registries["new-2"], "argwatch_shared_cache_rejected_total", reason="bad_mode_state") >= 1
+    assert [entry["reason"] for entry in stored_audit(port)] == reasons
+    head = orjson.loads(ask(port, "GET", KEY))  # type: ignore[arg-type]
+    head["audit"] = head["audit"] * 40  # more than a head holds
+    ask(port, "SET", KEY, orjson.dumps(head).decode())
+    await writer.reread()
+    assert value(fleet.registries["new-1"], "argwatch_shared_cache_rejected_total", reason="bad_mode_state") >= 1
+    reasons.append(await flip(reader, 1))
     await fleet.settle()
     fleet.agree_on(reasons)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
@@ -135,9 +136,10 @@ class SlotMove:
     target_id: str
 
 
-def start_moving_slot(cluster: RedisCluster, key: str) -> SlotMove:
+def start_moving_slot(cluster: RedisCluster, key: str, only: str | None = None) -> SlotMove:
     """The first half of a resharding of `key`'s slot (what redis-cli --cluster reshard does): the slot marked
-    migrating and importing, and its keys migrated; the source answers ASK for them until `finish_moving`."""
+    migrating and importing, and its keys migrated (`only`: that one, as a resharding's first MIGRATE of a few
+    keys leaves the others behind until the next); the source answers ASK for them until `finish_moving`."""
     slot = cluster.slot_of(key)
     layout = cluster.layout()
     source = next(line for line in layout.values() if line.primary and line.holds(slot))
@@ -148,8 +150,18 @@ def start_moving_slot(cluster: RedisCluster, key: str) -> SlotMove:
     assert isinstance(keys, list)
     for moving in keys:
         assert isinstance(moving, bytes)
-        ask(source.port, "MIGRATE", "127.0.0.1", str(target.port), moving.decode(), "0", "5000")
+        if only is None or moving.decode() == only:
+            ask(source.port, "MIGRATE", "127.0.0.1", str(target.port), moving.decode(), "0", "5000")
     return SlotMove(slot, source.port, target.port, target.node_id)
+
+
+def migrate_the_rest(move: SlotMove) -> None:
+    """The keys of the slot still on the source, migrated (the resharding's next MIGRATE)."""
+    keys = ask(move.source, "CLUSTER", "GETKEYSINSLOT", str(move.slot), "1000")
+    assert isinstance(keys, list)
+    for moving in keys:
+        assert isinstance(moving, bytes)
+        ask(move.source, "MIGRATE", "127.0.0.1", str(move.target), moving.decode(), "0", "5000")
 
 
 def finish_moving(cluster: RedisCluster, move: SlotMove) -> None:
@@ -239,3 +251,34 @@ async def test_a_mode_change_while_its_slot_migrates_is_made_on_the_importing_pr
     finally:
         for gateway in gateways:
             await gateway.stop(0)
+
+
+async def test_a_mode_change_while_the_slots_keys_are_split_between_two_primaries_waits_for_the_rest(
+    tmp_path, source: SourceServer, redis_cluster: RedisCluster
+) -> None:
+    """The state is a head and two sorted sets in one slot: mid-resharding the head may have moved and the sets
+    not yet, and the importing primary answers TRYAGAIN to a transaction naming both. The change is tried again
+    (not refused as though the Cluster were unreachable) and made once the rest arrived."""
+    redis_cluster.flushall()
+    policy = make_policy(str(tmp_path), source.target, refund_mode="reject")
+    settings = replace(loopback_settings(policy.path), redis=redis_cluster.url, replica_id="replica-a")
+    gateway = await build_gateway(settings, policy=policy, registry=CollectorRegistry())
+    try:
+        control = gateway.control
+        assert isinstance(control, SharedModes)
+        await control.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-0")
+        await control.reread()  # its report read: the state is a head, with the sets beside it
+        await control.set_mode("refund_order", Mode.REJECT, actor="ana", reason="INC-1")
+        move = start_moving_slot(redis_cluster, CLUSTER_KEYS.modes, only=CLUSTER_KEYS.modes)
+        try:
+            loop = asyncio.get_running_loop()
+            rest = loop.call_later(0.05, migrate_the_rest, move)
+            await control.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-2")
+            assert not rest.cancelled()
+        finally:
+            finish_moving(redis_cluster, move)
+        assert [change.reason for change in gateway.modes.changes()] == ["INC-2", "INC-1", "INC-0"]
+        assert gateway.modes.mode_for("refund_order") is Mode.OBSERVE
+        assert (await admin_status(gateway)).mode_store_connected
+    finally:
+        await gateway.stop(0)

@@ -181,3 +181,16 @@ def test_a_head_before_the_one_followed_is_passed_and_one_of_a_redis_that_lost_w
     lost.append([change(77)], state)
     assert not passed(synced, lost.head)
     assert not passed(synced, replace(heads[-1], epoch="another"))
+
+
+def test_a_head_a_whole_head_ahead_is_not_followed_since_nothing_overlaps() -> None:
+    """Exactly RECENT_KEEP entries ahead, no entry of the head is one the replica held: a continuation and a
+    Redis that lost the newest writes and took as many new ones look alike, so the sets are read."""
+    start = ModeDocument(1, overrides(Mode.OBSERVE), tuple(change(n) for n in range(3)), ())
+    fleet = Fleet(start)
+    synced = Synced(start, fleet.head)
+    state = start
+    for number in range(3, 3 + RECENT_KEEP):
+        state = doc.record(state, change(number))
+        fleet.append([change(number)], state)
+    assert new_since(synced, fleet.head) is None
