@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import orjson
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import AskError, MovedError, RedisError, TryAgainError
+from redis.exceptions import AskError, MovedError, RedisError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -108,7 +108,7 @@ REPLICA_WAIT_SECONDS = 0.25
 MAX_WARNINGS = 64  # answers not yet collected by the Admin API (each is collected at once)
 
 
-ATTEMPTS = 10  # transactions WATCH found raced, or a Cluster redirected, before giving up
+ATTEMPTS = 16  # transactions WATCH found raced, or a Cluster redirected or asked to wait, before giving up
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +144,7 @@ class SharedRead:
     document: ModeDocument | None  # the whole state; None when the key holds none argwatch wrote
     head: Head | None  # its head, when stored as one (format 2)
     followed: bool  # made from this replica's synced document and the head's new entries (nothing missing)
+    new: list[ModeChange] | None = None  # those entries, when followed
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,7 @@ class Committed:
     document: ModeDocument
     entries: list[ModeChange]
     base: ModeDocument
+    base_new: list[ModeChange] | None  # the entries `base` adds to `local`, when the read followed the head
     local: ModeDocument  # this replica's document the transaction read
     head: Head | None  # the head written (None: a whole document, format 1)
     unconfirmed: str
@@ -202,6 +204,9 @@ class SharedModes:
         self._reader = StateReader(SHARED_AUDIT_KEEP + SHARED_REFUSED_KEEP, heads=stored_format >= FORMAT)
         self._synced: Synced | None = None  # the last state this replica and the fleet's agreed on, as a head
         self._fleet_reads_heads = False  # every replica that reported said it reads format 2
+        self._rewrite_sets = False  # a set read was not one argwatch wrote: the next write writes them whole
+        self._repairing: asyncio.Task[None] | None = None  # the write _repair_soon asked for
+        self._asking: tuple[str, int] | None = None  # the node of an ASK the attempt under way runs on
         self._reporting: asyncio.Task[None] | None = None  # makes the reports asked for (_report_soon)
         self._report_asked: asyncio.Future[None] | None = None  # the next report's, asked for and not started
         self._tasks: list[asyncio.Task[None]] = []
@@ -218,7 +223,7 @@ class SharedModes:
         """Reads the shared state once (a Redis that does not answer is reported, not fatal), then follows it."""
         await self.reread()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._listen_forever()), loop.create_task(self._reread_forever())]
+        self._tasks += [loop.create_task(self._listen_forever()), loop.create_task(self._reread_forever())]
         # Serve only once subscribed, or a change made right after start waits for the periodic re-read.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2 * TIMEOUT_SECONDS):
@@ -363,8 +368,8 @@ class SharedModes:
         """Whether the head announced was followed: its new entries taken, or none new. False when this
         replica cannot tell from it alone (it holds what Redis may lack, it is behind by more than the head
         holds, or the announcement is older than what it read since): then it reads the state."""
-        if self._stored_format < FORMAT or not announced.startswith(b"{"):
-            return False
+        if self._stored_format < FORMAT or not announced.startswith(b"{") or b'"log":' not in announced:
+            return False  # a version (format 1), or not a head: read the state (a whole document is not parsed)
         async with self._rereading, self._lock:
             head, synced = self._readable(announced), self._synced
             if not isinstance(head, Head) or synced is None or synced.document is not self._store.document:
@@ -374,9 +379,9 @@ class SharedModes:
             new = new_since(synced, head)
             if new is None:
                 return False
-            document = followed(synced, head, new)
+            document = followed(synced, head, new, SHARED_KEEP)
             if document is not synced.document:
-                self._store.adopt(document)
+                self._store.adopt(document, new)
             self._synced = Synced(document, head)
             return True
 
@@ -393,7 +398,7 @@ class SharedModes:
                     shared, local = read.document, self._store.document
                     if read.followed:  # the usual case: the new entries of the head, nothing missing here
                         if shared is not local:
-                            self._store.adopt(shared)  # type: ignore[arg-type]  # a followed read has one
+                            self._store.adopt(shared, read.new)  # type: ignore[arg-type]  # a followed read has one
                         self._synced = Synced(self._store.document, read.head)  # type: ignore[arg-type]
                         return True
                     missing = local.entries() if shared is None else missing_from(shared, local, SHARED_KEEP)
@@ -483,10 +488,15 @@ class SharedModes:
     async def _read_state(self, send: Commands, *, watching: bool) -> SharedRead | None:
         """The fleet's state: from the head alone when this replica holds what the head's new entries follow
         (shared_head.py), else from the head and the sets whole, read together (in a transaction; under the
-        WATCH of `watching`, with the head read again after them: None when another transaction wrote
-        between, which the WATCH will refuse too)."""
+        WATCH of `watching`, with the head read again after them). None when another transaction wrote
+        between (which the WATCH refuses too): read again."""
         key = self._keys.modes
         *_, raw = await send(*((("WATCH", key),) if watching else ()), ("GET", key))
+        if raw is None and self._asking is not None:
+            # The node an ASK sent this attempt to (its slot importing) lacks the head: the head is still on the
+            # source, and only another key of the slot moved. Read as "no state", a change would be made here on
+            # this replica's copy alone, beside the fleet's.
+            raise TryAgainError("the slot of the mode state is split between two primaries mid-migration")
         found = self._readable(raw)
         if not isinstance(found, Head):
             return SharedRead(found, None, False)
@@ -494,34 +504,49 @@ class SharedModes:
         if synced is not None and synced.document is self._store.document:
             new = new_since(synced, found)
             if new is not None:
-                return SharedRead(followed(synced, found, new), found, True)
-        # The newest the fleet keeps of each (by score, its time): no more, whatever else a set holds.
-        sets = (
-            ("ZRANGE", self._keys.audit, -SHARED_AUDIT_KEEP, -1),
-            ("ZRANGE", self._keys.refused, -SHARED_REFUSED_KEEP, -1),
-        )
-        if watching:
-            # After the GET, not in a transaction (EXEC would end the WATCH): the head read again after them
-            # says whether a transaction wrote between (every write changes the head: its version).
-            changes, refusals, again = await send(*sets, ("GET", key))
-            if again != raw:
-                return None  # the transaction that follows would fail: read again
-        else:
-            *_, (raw, changes, refusals) = await send(("MULTI",), ("GET", key), *sets, ("EXEC",))
-            found = self._readable(raw)
-            if not isinstance(found, Head):
-                return SharedRead(found, None, False)
+                return SharedRead(followed(synced, found, new, SHARED_KEEP), found, True, new)
+        # Only the parts that ever held an entry this epoch (a set never written does not exist, and on a Cluster
+        # a key that does not exist in a migrating slot is answered ASK); of those, the newest the fleet keeps
+        # (by score, its time), whatever else a set holds.
+        parts = [
+            ("ZRANGE", name, -most, -1)
+            for name, most, count in zip((self._keys.audit, self._keys.refused), SHARED_KEEP, found.counts, strict=True)
+            if count
+        ]
         try:
-            entries = entries_from_sets(changes, refusals)
-        except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
-            self._rejected(error)  # read as sets holding nothing: what this replica holds is written back
-            entries = []
-        return SharedRead(with_sets(found, entries), found, False)
+            if watching:
+                # After the GET, not in a transaction (EXEC would end the WATCH): the head read again after
+                # them says whether a transaction wrote between (every write changes the head: its version).
+                *listed, again = await send(*parts, ("GET", key))
+                if again != raw:
+                    return None
+            else:
+                *_, (again, *listed) = await send(("MULTI",), ("GET", key), *parts, ("EXEC",))
+                if again != raw:
+                    return None
+        except ResponseError as error:
+            if isinstance(error, AskError | MovedError | TryAgainError) or not str(error).startswith("WRONGTYPE"):
+                raise
+            listed = [error]
+        return SharedRead(with_sets(found, self._entries_of(found, parts, listed)), found, False)
 
-    async def _read_state_once(self, send: Commands) -> SharedRead:
+    def _entries_of(self, head: Head, parts: list[tuple[Any, ...]], listed: list[Any]) -> list[ModeChange]:
+        """The entries of the sets as read; the head's own when a set is not one argwatch wrote (another type
+        under its key, or a member of another shape): counted, and the sets written whole at the next write."""
+        try:
+            if any(isinstance(members, Exception) for members in listed):
+                raise TypeError(f"an audit set of another type ({next(m for m in listed if isinstance(m, Exception))})")
+            by_key = dict(zip((part[1] for part in parts), listed, strict=True))
+            return entries_from_sets(by_key.get(self._keys.audit, []), by_key.get(self._keys.refused, []))
+        except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
+            self._rejected(error)
+            self._rewrite_sets = True
+            self._repair_soon()
+            return [*head.recent[0], *head.recent[1]]
+
+    async def _read_state_once(self, send: Commands) -> SharedRead | object:
         read = await self._read_state(send, watching=False)
-        assert read is not None  # only a read under WATCH is ever raced
-        return read
+        return AGAIN if read is None else read
 
     async def _on_primary(self, body: Callable[[Commands], Awaitable[T | object]]) -> T:
         """`body` run on a connection to the primary that holds the state, again after a Cluster's MOVED or
@@ -530,6 +555,7 @@ class SharedModes:
         attempt = 0
         for _ in range(ATTEMPTS):
             try:
+                self._asking = asking
                 async with pinned_connection(self._redis, self._keys.modes, asking) as send:
                     result = await body(send)
             except MovedError:
@@ -545,10 +571,14 @@ class SharedModes:
                 continue
             except TryAgainError:
                 # Mid-migration, some of the state's keys moved and others not yet (a resharding moves a few
-                # keys a MIGRATE): the importing node refuses a command naming both until the rest arrive.
+                # keys a MIGRATE): the importing node refuses a command naming both until the rest arrive, and
+                # the source sends a command for a moved one there. From the source again, after a pause.
+                asking = None
                 attempt += 1
                 await asyncio.sleep(backoff_delay(attempt, base=0.01, cap=0.1))
                 continue
+            finally:
+                self._asking = None
             if result is not AGAIN:
                 return result  # type: ignore[return-value]  # anything but AGAIN is body's T
         raise RedisError(f"the shared mode state kept changing under us ({ATTEMPTS} attempts)")
@@ -574,6 +604,7 @@ class SharedModes:
             base = local if shared is None else shared if read.followed else merge(shared, local, SHARED_KEEP)
             document, entries, result = change(base)
             commands, head, payload = self._writes(read, base, document, entries)
+            rewrote = head is not None and (read.head is None or head.epoch != read.head.epoch)
             try:
                 *_, committed = await send(*commands)
             except (RedisConnectionError, RedisTimeoutError, OSError) as error:
@@ -596,12 +627,21 @@ class SharedModes:
                         self._store.adopt(shared)
                     self._synced = Synced(self._store.document, read.head)
                 return AGAIN
-            if head is not None:
+            failed = [reply for reply in committed if isinstance(reply, Exception)]
+            if failed:
+                # Redis runs the rest of a transaction past a command that fails (a set of another type under
+                # its key, written by someone else): the head is written and a set lacks the entry. Counted, and
+                # the sets written whole by the next write, which this replica makes at once (_repair_soon).
+                self._rejected(failed[0])
+                self._rewrite_sets = True
+            elif head is not None:
                 self._reader.wrote(payload, head)
+                if rewrote:
+                    self._rewrite_sets = False
             else:
                 self._reader.wrote_document(payload, as_written(document, SHARED_KEEP))
             unconfirmed = await self._confirmed_by_replica(send, self._keys.modes) if confirm else ""
-            return Committed(document, entries, base, local, head, unconfirmed, result)
+            return Committed(document, entries, base, read.new, local, head, unconfirmed, result)
 
         done: Committed = await self._on_primary(attempt)
         local = done.local
@@ -609,14 +649,20 @@ class SharedModes:
         # In force here: grown from Redis's document and ours merged. What this replica audited by itself
         # while EXEC was in flight (a refusal past MAX_PENDING_REFUSALS, a fallback) is kept on top: Redis
         # gets it at the next re-read, which finds it missing there.
-        document, meanwhile = done.document, []
+        document, base, meanwhile = done.document, done.base, []
         if self._store.document is not local:
             before = set(local.entries())
             meanwhile = [entry for entry in self._store.document.entries() if entry not in before]
             for entry in meanwhile:
-                document = doc.record(document, entry)
-        self._store.commit(document, [*done.entries, *meanwhile], base=done.base, logged=len(done.entries))
-        self._synced = Synced(document, done.head) if done.head is not None and not meanwhile else None
+                document, base = doc.record(document, entry), doc.record(base, entry)
+        # The entries `meanwhile` were journalled and logged when audited here, and are in the base the state
+        # file takes (written whole, it would lose them); only the change's entries are journalled now.
+        self._store.commit(document, done.entries, base=base, adopted=done.base_new)
+        if self._rewrite_sets:  # a set of another type met by this write: its entries are not all in Redis
+            self._synced = None
+            self._repair_soon()
+        else:
+            self._synced = Synced(document, done.head) if done.head is not None and not meanwhile else None
         self._up()
         return done.result  # type: ignore[no-any-return]  # change's T
 
@@ -632,7 +678,7 @@ class SharedModes:
             payload = orjson.dumps(doc.to_json(document, *SHARED_KEEP))
             announced = ("PUBLISH", CHANNEL, str(document.version))  # what a release before format 2 announces
             return [("MULTI",), ("SET", keys.modes, payload), announced, ("EXEC",)], None, payload
-        if read.head is not None and base is read.document:
+        if read.head is not None and base is read.document and not self._rewrite_sets:
             head = appended(read.head, entries, document)
             changes, refusals = split(entries)
             commands: list[tuple[Any, ...]] = [("MULTI",)]
@@ -711,17 +757,29 @@ class SharedModes:
                 # A replica that reads only whole documents reports (one rolled back to, or late): the state
                 # is written whole at once, not at the next change, which may come after the last replica
                 # that holds the whole audit stopped (the old one read the newest entries of a head only).
-                self._tasks.append(asyncio.get_running_loop().create_task(self._write_whole()))
+                self._tasks = [task for task in self._tasks if not task.done()]
+                self._tasks.append(asyncio.get_running_loop().create_task(self._write_again(only_over_a_head=True)))
         self._fleet_reads_heads = reads_heads
         for replica_id, found in list(self._fleet.items()):
             if now - found["seen_at"] > FORGET_STOPPED_SECONDS:
                 del self._fleet[replica_id]
 
-    async def _write_whole(self) -> None:
+    def _repair_soon(self) -> None:
+        """Writes the state again in the background (the sets whole, while _rewrite_sets says so), once."""
+        self._tasks = [task for task in self._tasks if not task.done()]
+        if not self._closing and (self._repairing is None or self._repairing.done()):
+            self._repairing = asyncio.get_running_loop().create_task(self._write_again())
+            self._tasks.append(self._repairing)
+
+    async def _write_again(self, *, only_over_a_head: bool = False) -> None:
         try:
+            if only_over_a_head:  # another replica may have written it whole already
+                raw = await self._redis.get(self._keys.modes)
+                if not isinstance(self._readable(raw), Head):
+                    return
             await self._transact(lambda base: (base, [], None))
         except STORE_ERRORS as error:
-            self._down(error)  # the next change writes it whole, as every change does while the flag is down
+            self._down(error)  # the next change writes it, as every change does
 
     async def _listen_forever(self) -> None:
         attempt = 0

@@ -157,15 +157,18 @@ def passed(synced: Synced, head: Head) -> bool:
     return True
 
 
-def followed(synced: Synced, head: Head, new: list[ModeChange]) -> ModeDocument:
-    """`synced`'s document with the new entries placed by time, at the head's version and overrides."""
+def followed(synced: Synced, head: Head, new: list[ModeChange], keep: tuple[int, int]) -> ModeDocument:
+    """`synced`'s document with the new entries placed by time, at the head's version and overrides, each part
+    cut to the newest `keep` (what the sets hold: a replica holds the fleet's audit, not more, as when it
+    took the whole document)."""
     document = synced.document
     state = head.document
     if not new and state.version == document.version and dict(state.overrides) == dict(document.overrides):
         return document  # nothing new: the same document, so nothing is adopted
     for entry in new:
         document = doc.record(document, entry)
-    return replace(document, version=head.document.version, overrides=head.document.overrides)
+    audit, refused = document.audit[-keep[0] :], document.refused[-keep[1] :]
+    return replace(document, version=state.version, overrides=state.overrides, audit=audit, refused=refused)
 
 
 class StateReader:

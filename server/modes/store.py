@@ -201,10 +201,11 @@ class ModeStore:
         entry = refusal_entry(self._clock(), actor, reason)
         self.commit(doc.record(self._document, entry), [entry])
 
-    def adopt(self, document: ModeDocument) -> None:
+    def adopt(self, document: ModeDocument, added: list[ModeChange] | None = None) -> None:
         """Makes `document` (another replica's, committed to the shared store) the one in force; nothing is
-        audited, since its changes were audited where they were made."""
-        self.commit(document, [], base=document)
+        audited, since its changes were audited where they were made. `added`: its entries the document in
+        force lacks, when the caller knows them (a followed head's), so the state file is not compared whole."""
+        self.commit(document, [], base=document, adopted=added)
 
     def subscribe(self, listener: ModeListener) -> None:
         """Calls `listener(tool, mode)` for every tool now and after every change."""
@@ -219,6 +220,7 @@ class ModeStore:
         *,
         base: ModeDocument | None = None,
         logged: int | None = None,
+        adopted: list[ModeChange] | None = None,
     ) -> None:
         """Puts `document` in force: the mapping every call reads (a new one: readers may hold the old),
         the listeners, the log of `entries` (what it adds to `base`; only the first `logged` of them when
@@ -228,7 +230,8 @@ class ModeStore:
             # The fleet's newer document (another replica's changes: in a fleet, most changes). Its entries
             # this one lacks are appended as journal lines, each with its overrides; a whole rewrite (with an
             # fsync, on the event loop) only when it adds none and still differs.
-            adopted = missing_from(self._document, base, (AUDIT_KEEP, REFUSED_KEEP))
+            if adopted is None:  # O(audit): a set of the entries in force
+                adopted = missing_from(self._document, base, (AUDIT_KEEP, REFUSED_KEEP))
             if adopted:
                 self._file.append(base, adopted)
             else:

@@ -184,7 +184,14 @@ async def pinned_connection(
             name = str(command[0]).upper()
             in_transaction = (in_transaction or name == "MULTI") and name not in ("EXEC", "DISCARD")
         await connection.send_packed_command(connection.pack_commands(sent))
-        replies = [await connection.read_response() for _ in sent]
+        # Every reply read, errors too (read_response raises one): a caller that handles an error reply goes
+        # on with the connection, which must hold no unread reply of this batch.
+        replies: list[Any] = []
+        for _ in sent:
+            try:
+                replies.append(await connection.read_response())
+            except ResponseError as error:
+                replies.append(error)
         if asking is not None:
             replies = [reply for command, reply in zip(sent, replies, strict=True) if command[0] != "ASKING"]
         for reply in replies:

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from argwatch.server.modes import fleet as fleet_module
 from argwatch.server.modes.fleet import KEY, SharedModes
 from argwatch.server.modes.store import ModeStore
 from argwatch.server.policy.loader import parse_policy
@@ -38,8 +39,8 @@ class Fleet:
         self.stores: dict[str, ModeStore] = {}
         self.registries: dict[str, CollectorRegistry] = {}
 
-    async def start(self, name: str, stored_format: int = 2) -> SharedModes:
-        store = ModeStore(POLICY)
+    async def start(self, name: str, stored_format: int = 2, state_file: str | None = None) -> SharedModes:
+        store = ModeStore(POLICY, state_file=state_file)
         self.registries[name] = CollectorRegistry()
         replica = SharedModes(
             store,
@@ -172,12 +173,50 @@ async def test_forged_sets_and_heads_are_counted_and_the_fleet_writes_its_state_
     ask(port, "SET", KEY, orjson.dumps({**head, "log": {**head["log"], "epoch": "forged"}}).decode())
     await reader.reread()  # another epoch: the sets read whole, one member not argwatch's
     assert value(fleet.registries["new-2"], "argwatch_shared_cache_rejected_total", reason="bad_mode_state") >= 1
-    assert [entry["reason"] for entry in stored_audit(port)] == reasons
+    # Counted, and written whole again at once (a background write): the forged member gone, the entries there.
+    await eventually(lambda: [entry.get("reason") for entry in stored_audit(port)] == reasons, seconds=5)
     head = orjson.loads(ask(port, "GET", KEY))  # type: ignore[arg-type]
     head["audit"] = head["audit"] * 40  # more than a head holds
     ask(port, "SET", KEY, orjson.dumps(head).decode())
     await writer.reread()
     assert value(fleet.registries["new-1"], "argwatch_shared_cache_rejected_total", reason="bad_mode_state") >= 1
     reasons.append(await flip(reader, 1))
+    await fleet.settle()
+    fleet.agree_on(reasons)
+
+
+async def test_a_follower_holds_what_the_fleet_keeps_and_journals_each_entry_once(
+    fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Following heads, a replica's copy is cut to what the sets keep, as when it took the whole document (not
+    grown to the 10,000 it keeps alone, which a state file compared whole per change); its state file gets each
+    entry once."""
+    monkeypatch.setattr(fleet_module, "SHARED_AUDIT_KEEP", 20)
+    monkeypatch.setattr(fleet_module, "SHARED_KEEP", (20, 5))
+    writer = await fleet.start("new-1")
+    reasons = [await flip(writer, 0)]
+    journal = str(tmp_path / "modes.jsonl")
+    await fleet.start("new-2", state_file=journal)
+    await fleet.settle()
+    reasons += [await flip(writer, number) for number in range(1, 30)]
+    await eventually(lambda: fleet.stores["new-2"].document.audit[-1].reason == "CHG-29", seconds=5)
+    held = fleet.stores["new-2"].document.audit
+    assert [entry.reason for entry in held] == reasons[-20:]
+    restarted = ModeStore(POLICY, state_file=journal)
+    assert [entry.reason for entry in restarted.document.audit] == reasons  # each once, in order
+
+
+async def test_an_audit_set_of_another_type_is_counted_and_written_whole_again(fleet: Fleet) -> None:
+    """Redis runs the rest of a transaction past a command that fails: a string under the audit set's key
+    would leave every change's entry out of it. The write that meets it is counted and followed by one that
+    writes the sets whole, and a replica started after holds every entry."""
+    writer = await fleet.start("new-1")
+    reasons = [await flip(writer, 0)]
+    await fleet.settle()
+    ask(fleet.redis.port, "SET", writer._keys.audit, "not a set")
+    reasons += [await flip(writer, number) for number in range(1, 4)]
+    await eventually(lambda: ask(fleet.redis.port, "TYPE", writer._keys.audit) == b"zset", seconds=5)
+    assert value(fleet.registries["new-1"], "argwatch_shared_cache_rejected_total", reason="bad_mode_state") >= 1
+    await fleet.start("new-2")
     await fleet.settle()
     fleet.agree_on(reasons)
