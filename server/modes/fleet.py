@@ -204,7 +204,8 @@ class SharedModes:
         self._reader = StateReader(SHARED_AUDIT_KEEP + SHARED_REFUSED_KEEP, heads=stored_format >= FORMAT)
         self._synced: Synced | None = None  # the last state this replica and the fleet's agreed on, as a head
         self._fleet_reads_heads = False  # every replica that reported said it reads format 2
-        self._rewrite_sets = False  # a set read was not one argwatch wrote: the next write writes them whole
+        self._bad_sets: set[str] = set()  # audit sets read, or written to, as not argwatch's: written whole next
+        self._head_asked = False  # the source answered ASK to the read of the head itself (the attempt under way)
         self._repairing: asyncio.Task[None] | None = None  # the write _repair_soon asked for
         self._asking: tuple[str, int] | None = None  # the node of an ASK the attempt under way runs on
         self._reporting: asyncio.Task[None] | None = None  # makes the reports asked for (_report_soon)
@@ -491,11 +492,15 @@ class SharedModes:
         WATCH of `watching`, with the head read again after them). None when another transaction wrote
         between (which the WATCH refuses too): read again."""
         key = self._keys.modes
-        *_, raw = await send(*((("WATCH", key),) if watching else ()), ("GET", key))
-        if raw is None and self._asking is not None:
-            # The node an ASK sent this attempt to (its slot importing) lacks the head: the head is still on the
-            # source, and only another key of the slot moved. Read as "no state", a change would be made here on
-            # this replica's copy alone, beside the fleet's.
+        try:
+            *_, raw = await send(*((("WATCH", key),) if watching else ()), ("GET", key))
+        except AskError:
+            self._head_asked = self._asking is None  # the source lacks the head itself
+            raise
+        if raw is None and self._asking is not None and not self._head_asked:
+            # The node an ASK sent this attempt to (its slot importing) lacks the head, which the source answered
+            # for: only another key of the slot moved. Read as "no state", a change would be made here on this
+            # replica's copy alone, beside the fleet's head.
             raise TryAgainError("the slot of the mode state is split between two primaries mid-migration")
         found = self._readable(raw)
         if not isinstance(found, Head):
@@ -513,36 +518,47 @@ class SharedModes:
             for name, most, count in zip((self._keys.audit, self._keys.refused), SHARED_KEEP, found.counts, strict=True)
             if count
         ]
+        if watching:
+            # After the GET, not in a transaction (EXEC would end the WATCH), one at a time (an error reply of
+            # one must not cost the other's): the head read again after them says whether a transaction wrote
+            # between (every write changes the head: its version).
+            listed = [await self._members(send, part) for part in parts]
+            (again,) = await send(("GET", key))
+        else:
+            *_, (again, *listed) = await send(("MULTI",), ("GET", key), *parts, ("EXEC",))
+        if again != raw:
+            return None
+        return SharedRead(with_sets(found, self._entries_of(found, parts, listed)), found, False)
+
+    @staticmethod
+    async def _members(send: Commands, part: tuple[Any, ...]) -> Any:
+        """A set's members, or the error reply of a key of another type (as EXEC returns it)."""
         try:
-            if watching:
-                # After the GET, not in a transaction (EXEC would end the WATCH): the head read again after
-                # them says whether a transaction wrote between (every write changes the head: its version).
-                *listed, again = await send(*parts, ("GET", key))
-                if again != raw:
-                    return None
-            else:
-                *_, (again, *listed) = await send(("MULTI",), ("GET", key), *parts, ("EXEC",))
-                if again != raw:
-                    return None
+            (members,) = await send(part)
         except ResponseError as error:
             if isinstance(error, AskError | MovedError | TryAgainError) or not str(error).startswith("WRONGTYPE"):
                 raise
-            listed = [error]
-        return SharedRead(with_sets(found, self._entries_of(found, parts, listed)), found, False)
+            return error
+        return members
 
     def _entries_of(self, head: Head, parts: list[tuple[Any, ...]], listed: list[Any]) -> list[ModeChange]:
-        """The entries of the sets as read; the head's own when a set is not one argwatch wrote (another type
-        under its key, or a member of another shape): counted, and the sets written whole at the next write."""
-        try:
-            if any(isinstance(members, Exception) for members in listed):
-                raise TypeError(f"an audit set of another type ({next(m for m in listed if isinstance(m, Exception))})")
-            by_key = dict(zip((part[1] for part in parts), listed, strict=True))
-            return entries_from_sets(by_key.get(self._keys.audit, []), by_key.get(self._keys.refused, []))
-        except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
-            self._rejected(error)
-            self._rewrite_sets = True
-            self._repair_soon()
-            return [*head.recent[0], *head.recent[1]]
+        """The entries of the sets as read; for a set that is not one argwatch wrote (another type under its
+        key, or a member of another shape), the head's newest of that part: counted, and that set written
+        whole by a write soon (_repair_soon)."""
+        by_key = dict(zip((part[1] for part in parts), listed, strict=True))
+        entries: list[ModeChange] = []
+        for name, recent in zip((self._keys.audit, self._keys.refused), head.recent, strict=True):
+            members = by_key.get(name, [])
+            try:
+                if isinstance(members, Exception):
+                    raise TypeError(f"an audit set of another type ({members})")
+                entries += entries_from_sets(*((members, []) if name == self._keys.audit else ([], members)))
+            except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
+                self._rejected(error)
+                self._bad_sets.add(name)
+                self._repair_soon()
+                entries += recent
+        return entries
 
     async def _read_state_once(self, send: Commands) -> SharedRead | object:
         read = await self._read_state(send, watching=False)
@@ -553,6 +569,7 @@ class SharedModes:
         ASK, or when it returns AGAIN (a transaction that WATCH found raced)."""
         asking: tuple[str, int] | None = None  # the node an ASK named: the key's slot is migrating there
         attempt = 0
+        self._head_asked = False
         for _ in range(ATTEMPTS):
             try:
                 self._asking = asking
@@ -573,7 +590,7 @@ class SharedModes:
                 # Mid-migration, some of the state's keys moved and others not yet (a resharding moves a few
                 # keys a MIGRATE): the importing node refuses a command naming both until the rest arrive, and
                 # the source sends a command for a moved one there. From the source again, after a pause.
-                asking = None
+                asking, self._head_asked = None, False
                 attempt += 1
                 await asyncio.sleep(backoff_delay(attempt, base=0.01, cap=0.1))
                 continue
@@ -604,7 +621,7 @@ class SharedModes:
             base = local if shared is None else shared if read.followed else merge(shared, local, SHARED_KEEP)
             document, entries, result = change(base)
             commands, head, payload = self._writes(read, base, document, entries)
-            rewrote = head is not None and (read.head is None or head.epoch != read.head.epoch)
+            rewritten_sets = {command[1] for command in commands if command[0] == "DEL"}
             try:
                 *_, committed = await send(*commands)
             except (RedisConnectionError, RedisTimeoutError, OSError) as error:
@@ -627,17 +644,18 @@ class SharedModes:
                         self._store.adopt(shared)
                     self._synced = Synced(self._store.document, read.head)
                 return AGAIN
-            failed = [reply for reply in committed if isinstance(reply, Exception)]
+            queued = [command for command in commands if command[0] not in ("MULTI", "EXEC")]
+            replies = zip(queued, committed, strict=True)
+            failed = {command[1]: reply for command, reply in replies if isinstance(reply, Exception)}
             if failed:
                 # Redis runs the rest of a transaction past a command that fails (a set of another type under
-                # its key, written by someone else): the head is written and a set lacks the entry. Counted, and
-                # the sets written whole by the next write, which this replica makes at once (_repair_soon).
-                self._rejected(failed[0])
-                self._rewrite_sets = True
+                # its key, written by someone else): the head is written and that set lacks the entry. Counted,
+                # and that set written whole by a write this replica makes at once (_repair_soon).
+                self._rejected(next(iter(failed.values())))
+                self._bad_sets |= set(failed) & {self._keys.audit, self._keys.refused}
             elif head is not None:
                 self._reader.wrote(payload, head)
-                if rewrote:
-                    self._rewrite_sets = False
+                self._bad_sets -= rewritten_sets
             else:
                 self._reader.wrote_document(payload, as_written(document, SHARED_KEEP))
             unconfirmed = await self._confirmed_by_replica(send, self._keys.modes) if confirm else ""
@@ -658,7 +676,7 @@ class SharedModes:
         # The entries `meanwhile` were journalled and logged when audited here, and are in the base the state
         # file takes (written whole, it would lose them); only the change's entries are journalled now.
         self._store.commit(document, done.entries, base=base, adopted=done.base_new)
-        if self._rewrite_sets:  # a set of another type met by this write: its entries are not all in Redis
+        if self._bad_sets and done.head is not None:  # a set met by this write is not all in Redis
             self._synced = None
             self._repair_soon()
         else:
@@ -678,20 +696,19 @@ class SharedModes:
             payload = orjson.dumps(doc.to_json(document, *SHARED_KEEP))
             announced = ("PUBLISH", CHANNEL, str(document.version))  # what a release before format 2 announces
             return [("MULTI",), ("SET", keys.modes, payload), announced, ("EXEC",)], None, payload
-        if read.head is not None and base is read.document and not self._rewrite_sets:
+        parts = ((keys.audit, SHARED_AUDIT_KEEP, document.audit), (keys.refused, SHARED_REFUSED_KEEP, document.refused))
+        commands: list[tuple[Any, ...]] = [("MULTI",)]
+        if read.head is not None and base is read.document:
             head = appended(read.head, entries, document)
-            changes, refusals = split(entries)
-            commands: list[tuple[Any, ...]] = [("MULTI",)]
+            for (name, most, held), added in zip(parts, split(entries), strict=True):
+                if name in self._bad_sets:  # not argwatch's when read or written: written whole, DEL first
+                    commands += [("DEL", name), *_scored(name, list(held[-most:]), most)]
+                else:
+                    commands += _scored(name, added, most)
         else:
-            head, changes, refusals = rewritten(document, SHARED_KEEP)
-            commands = [("MULTI",), ("DEL", keys.audit, keys.refused)]
-        for listed, added, most in (
-            (keys.audit, changes, SHARED_AUDIT_KEEP),
-            (keys.refused, refusals, SHARED_REFUSED_KEEP),
-        ):
-            if added:
-                scored = [part for entry in added for part in (entry.at, entry_json(entry))]
-                commands += [("ZADD", listed, *scored), ("ZREMRANGEBYRANK", listed, 0, -most - 1)]
+            head, *whole = rewritten(document, SHARED_KEEP)
+            for (name, most, _), added in zip(parts, whole, strict=True):
+                commands += [("DEL", name), *_scored(name, added, most)]
         payload = head_json(head)
         # The head announced with it: a replica that follows takes it from the announcement, without a read.
         return [*commands, ("SET", keys.modes, payload), ("PUBLISH", CHANNEL, payload), ("EXEC",)], head, payload
@@ -760,19 +777,26 @@ class SharedModes:
                 self._tasks = [task for task in self._tasks if not task.done()]
                 self._tasks.append(asyncio.get_running_loop().create_task(self._write_again(only_over_a_head=True)))
         self._fleet_reads_heads = reads_heads
+        if reads_heads and self._bad_sets:
+            self._repair_soon()  # asked for before this replica knew it would write heads
         for replica_id, found in list(self._fleet.items()):
             if now - found["seen_at"] > FORGET_STOPPED_SECONDS:
                 del self._fleet[replica_id]
 
     def _repair_soon(self) -> None:
-        """Writes the state again in the background (the sets whole, while _rewrite_sets says so), once."""
+        """Writes the sets in _bad_sets whole in the background, once, while the fleet writes heads (the first
+        head written over a whole document writes them whole anyway)."""
         self._tasks = [task for task in self._tasks if not task.done()]
         if not self._closing and (self._repairing is None or self._repairing.done()):
-            self._repairing = asyncio.get_running_loop().create_task(self._write_again())
+            self._repairing = asyncio.get_running_loop().create_task(self._write_again(repair=True))
             self._tasks.append(self._repairing)
 
-    async def _write_again(self, *, only_over_a_head: bool = False) -> None:
+    async def _write_again(self, *, only_over_a_head: bool = False, repair: bool = False) -> None:
+        """The state written again as this replica holds it: whole, when an old replica reports
+        (`only_over_a_head`: unless another replica did already), or the sets in _bad_sets whole (`repair`)."""
         try:
+            if repair and not (self._bad_sets and self._stored_format >= FORMAT and self._fleet_reads_heads):
+                return  # repaired meanwhile, or not a head this replica would write (_publish_report asks again)
             if only_over_a_head:  # another replica may have written it whole already
                 raw = await self._redis.get(self._keys.modes)
                 if not isinstance(self._readable(raw), Head):
@@ -825,3 +849,11 @@ class SharedModes:
             log.warning("modes: the shared mode store (Redis) is unreachable; enforcing the last modes known: %s", why)
         self.connected, self.last_error = False, why
         self._metrics.mode_store_connected(False)
+
+
+def _scored(name: str, entries: list[ModeChange], most: int) -> list[tuple[Any, ...]]:
+    """The commands that add `entries` to the sorted set `name`, scored by time, and cut it to its newest `most`."""
+    if not entries:
+        return []
+    scored = [part for entry in entries for part in (entry.at, entry_json(entry))]
+    return [("ZADD", name, *scored), ("ZREMRANGEBYRANK", name, 0, -most - 1)]

@@ -220,3 +220,24 @@ async def test_an_audit_set_of_another_type_is_counted_and_written_whole_again(f
     await fleet.start("new-2")
     await fleet.settle()
     fleet.agree_on(reasons)
+
+
+async def test_a_set_of_another_type_costs_only_itself_even_for_a_replica_started_after(fleet: Fleet) -> None:
+    """The changes' set replaced by a string while no replica runs: a replica started after reads the refusals'
+    set whole, takes the head's newest changes for the other, and writes that one alone whole again, as soon
+    as it knows it writes heads (its first report read)."""
+    writer = await fleet.start("new-1")
+    await flip(writer, 0)
+    for number in range(40):
+        await writer._record_refusal("bob", f"no-{number}")
+    await fleet.settle()
+    port, keys = fleet.redis.port, writer._keys
+    await fleet.stop("new-1")  # the fleet restarted (no state files): Redis holds the audit
+    ask(port, "SET", keys.audit, "not a set")
+    await fleet.start("new-2")
+    await eventually(lambda: ask(port, "TYPE", keys.audit) == b"zset", seconds=5)
+    assert ask(port, "ZCARD", keys.refused) == 40
+    raw = ask(port, "GET", KEY)
+    assert isinstance(raw, bytes) and b'"log"' in raw  # still a head
+    assert len(fleet.stores["new-2"].document.refused) == 40
+    assert [entry["reason"] for entry in stored_audit(port)] == ["CHG-0"]

@@ -12,6 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from argwatch.server.modes.fleet import CLUSTER_KEYS, SharedModes
+from argwatch.server.modes.store import ModeStore
+from argwatch.server.policy.loader import parse_policy
 from argwatch.server.policy.model import Mode, SideEffect
 from argwatch.server.process.app import build_gateway
 from argwatch.server.state.operations import OperationLog
@@ -297,3 +299,26 @@ async def test_a_mode_change_while_the_slots_keys_are_split_between_two_primarie
         assert (await admin_status(gateway)).mode_store_connected
     finally:
         await gateway.stop(0)
+
+
+async def test_an_empty_cluster_whose_slot_is_left_open_is_read_as_empty_not_unreachable(
+    redis_cluster: RedisCluster,
+) -> None:
+    """A first start (or a Cluster restarted empty) while the slot of the modes is open (a resharding under
+    way, or one that failed and was not fixed): the source answers ASK to the head itself, and the importing
+    primary has none either. That is no state, not a split slot to wait out."""
+    redis_cluster.flushall()
+    move = start_moving_slot(redis_cluster, CLUSTER_KEYS.modes)  # no keys: nothing to migrate, the slot open
+    policy = parse_policy(b"tools: {refund_order: {mode: reject}}\n", "/p.yaml")
+    replica = SharedModes(
+        ModeStore(policy), redis_cluster.url, GatewayMetrics(CollectorRegistry()), replica_id="r1", report=dict
+    )
+    try:
+        await replica.start()
+        assert replica.status() == (True, "")
+        await replica.reread()
+        assert replica.status() == (True, "")
+    finally:
+        finish_moving(redis_cluster, move)
+    await replica.set_mode("refund_order", Mode.OBSERVE, actor="ana", reason="INC-1")
+    await replica.close()
