@@ -60,11 +60,12 @@ from argwatch.server.modes.document import ModeChange, ModeDocument, ModeRefused
 from argwatch.server.modes.merge import merge, missing_from
 from argwatch.server.modes.shared_head import (
     FORMAT,
+    LISTS,
     Head,
     StateReader,
     Synced,
     appended,
-    entries_from_sets,
+    entries_from_set,
     entry_json,
     followed,
     head_json,
@@ -547,12 +548,12 @@ class SharedModes:
         whole by a write soon (_repair_soon)."""
         by_key = dict(zip((part[1] for part in parts), listed, strict=True))
         entries: list[ModeChange] = []
-        for name, recent in zip((self._keys.audit, self._keys.refused), head.recent, strict=True):
+        for part, name, recent in zip(LISTS, (self._keys.audit, self._keys.refused), head.recent, strict=True):
             members = by_key.get(name, [])
             try:
                 if isinstance(members, Exception):
                     raise TypeError(f"an audit set of another type ({members})")
-                entries += entries_from_sets(*((members, []) if name == self._keys.audit else ([], members)))
+                entries += entries_from_set(part, members)
             except (orjson.JSONDecodeError, TypeError, ValueError, KeyError) as error:
                 self._rejected(error)
                 self._bad_sets.add(name)

@@ -34,7 +34,7 @@ import orjson
 
 from argwatch.server.modes import document as doc
 from argwatch.server.modes.document import ModeChange, ModeDocument
-from argwatch.server.modes.shared_reader import SharedReader, checked_entry, reuse
+from argwatch.server.modes.shared_reader import BuiltLists, SharedReader, built_lists, checked_entry
 
 FORMAT = 2
 RECENT_KEEP = 32  # entries of each part in the head: a replica further behind than this reads the sets
@@ -108,10 +108,15 @@ def entry_json(entry: ModeChange) -> bytes:
     return orjson.dumps(doc.change_to_json(entry))
 
 
+def entries_from_set(part: str, members: list[bytes]) -> list[ModeChange]:
+    """The entries of one part's set as read (ZRANGE; `part` one of LISTS); the errors of a document argwatch
+    did not write."""
+    return [checked_entry(part, orjson.loads(raw)) for raw in members]
+
+
 def entries_from_sets(changes: list[bytes], refusals: list[bytes]) -> list[ModeChange]:
-    """The entries of the two sets as read (ZRANGE); the errors of a document argwatch did not write."""
-    listed = zip(LISTS, (changes, refusals), strict=True)
-    return [checked_entry(key, orjson.loads(raw)) for key, raws in listed for raw in raws]
+    """The entries of the two sets as read."""
+    return [*entries_from_set(LISTS[0], changes), *entries_from_set(LISTS[1], refusals)]
 
 
 def with_sets(head: Head, entries: list[ModeChange]) -> ModeDocument:
@@ -181,7 +186,7 @@ class StateReader:
         self._documents = SharedReader(most_entries)
         self._raw = b""
         self._head: Head | None = None
-        self._lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
+        self._lists: BuiltLists = {}
 
     def wrote(self, raw: bytes, head: Head) -> None:
         """This replica wrote `raw`, made from `head`: a read of the same bytes returns it unparsed."""
@@ -207,21 +212,12 @@ class StateReader:
             raise TypeError(f"log.epoch: expected a string of at most {MAX_EPOCH} characters")
         if not isinstance(counts, list) or len(counts) != len(LISTS):
             raise TypeError("log.counts: expected one count per list")
-        recent: list[tuple[ModeChange, ...]] = []
-        lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
         for key, listed in doc.entry_lists(data):
             if len(listed) > RECENT_KEEP:
                 raise ValueError(f"{key}: more entries than a head holds")
-            kept = reuse(listed, *self._lists.get(key, ([], [])))
-            built = kept + [checked_entry(key, entry) for entry in listed[len(kept) :]]
-            lists[key] = (listed, built)
-            recent.append(tuple(built))
-        head = Head(
-            doc.from_json(data, []),
-            epoch,
-            (_count(counts[0]), _count(counts[1])),
-            (recent[0], recent[1]),
-        )
+        lists = built_lists(data, self._lists)
+        recent = tuple(tuple(lists[key][1]) for key in LISTS)
+        head = Head(doc.from_json(data, []), epoch, (_count(counts[0]), _count(counts[1])), (recent[0], recent[1]))
         self._raw, self._head, self._lists = raw, head, lists
         return head
 

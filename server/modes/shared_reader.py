@@ -35,7 +35,7 @@ class SharedReader:
         self._most = most_entries  # a read holding more keeps nothing for the next (Redis's value is not ours)
         self._raw = b""
         self._document: ModeDocument | None = None
-        self._lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}  # key -> (its list as read, its entries)
+        self._lists: BuiltLists = {}  # key -> (its list as read, its entries)
 
     def wrote(self, raw: bytes, document: ModeDocument) -> None:
         """This replica committed `raw`, made from `document` (as_written's): the read of the announcement
@@ -57,17 +57,26 @@ class SharedReader:
             return self._document
         if not isinstance(shared, dict) or not isinstance(shared.get("version"), int):
             raise ValueError("not a mode state document")
-        entries: list[ModeChange] = []
-        lists: dict[str, tuple[list[Any], list[ModeChange]]] = {}
-        for key, listed in doc.entry_lists(shared):
-            reused = reuse(listed, *self._lists.get(key, ([], [])))
-            built = reused + [checked_entry(key, entry) for entry in listed[len(reused) :]]
-            lists[key] = (listed, built)
-            entries.extend(built)
+        lists = built_lists(shared, self._lists)
+        entries = [entry for _, built in lists.values() for entry in built]
         document = doc.from_json(shared, entries)
         kept = len(entries) <= self._most
         self._raw, self._document, self._lists = (raw, document, lists) if kept else (b"", None, {})
         return document
+
+
+# Each list of entries of a document (audit, refused) as read, and the entries built from it.
+BuiltLists = dict[str, tuple[list[Any], list[ModeChange]]]
+
+
+def built_lists(data: dict[str, Any], before: BuiltLists) -> BuiltLists:
+    """The lists of entries in `data`, each built reusing the run `before` (the read before's) holds of it,
+    the rest checked and built one by one; the errors of from_json for a list or an entry not argwatch's."""
+    lists: BuiltLists = {}
+    for key, listed in doc.entry_lists(data):
+        reused = reuse(listed, *before.get(key, ([], [])))
+        lists[key] = (listed, reused + [checked_entry(key, entry) for entry in listed[len(reused) :]])
+    return lists
 
 
 def as_written(document: ModeDocument, keep: tuple[int, int]) -> ModeDocument:
