@@ -103,14 +103,15 @@ async def _one_stream(call: grpc.aio.StreamStreamMultiCallable, body: bytes, cou
         raise RuntimeError(f"a stream answered {answered} of {count}")
 
 
-def counted(side: str, messages: int, in_flight: int) -> int:
-    """Instructions cachegrind counted in a bench server that answered `messages` messages of `side`."""
+def counted(side: str, messages: int, in_flight: int, profile: str = "/dev/null") -> int:
+    """Instructions cachegrind counted in a bench server that answered `messages` messages of `side`; its
+    per-function counts written to `profile` (for cg_annotate --diff)."""
     server = subprocess.Popen(
         [
             "valgrind",
             "--tool=cachegrind",
             "--cache-sim=no",
-            "--cachegrind-out-file=/dev/null",
+            f"--cachegrind-out-file={profile}",
             sys.executable,
             os.path.join(HERE, "bench_server.py"),
             "--policy",
@@ -142,6 +143,13 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="calls (or stream messages) outstanding")
     parser.add_argument("--sides", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument(
+        "--profiles",
+        metavar="DIR",
+        help="keep cachegrind's per-function counts there, SIDE-MESSAGES.out each: "
+        "`cg_annotate --diff DIR/echo_stream-1800.out DIR/validate_stream-1800.out` shows where a side's "
+        "instructions go beyond another's",
+    )
     arguments = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind): nothing measured")
@@ -150,7 +158,14 @@ def main() -> int:
     per_message: dict[str, float] = {}
     for side in arguments.sides:
         started = time.monotonic()
-        few, many = counted(side, small, arguments.in_flight), counted(side, large, arguments.in_flight)
+        profiles = [
+            os.path.join(arguments.profiles, f"{side}-{count}.out") if arguments.profiles else "/dev/null"
+            for count in (small, large)
+        ]
+        if arguments.profiles:
+            os.makedirs(arguments.profiles, exist_ok=True)
+        few = counted(side, small, arguments.in_flight, profiles[0])
+        many = counted(side, large, arguments.in_flight, profiles[1])
         per_message[side] = (many - few) / (large - small)
         print(f"{side:16} {per_message[side]:>12,.0f} instructions a message ({time.monotonic() - started:.0f} s)")
     ratios = {}

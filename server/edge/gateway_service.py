@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import wraps
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any
 
 import grpc
@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission, peer_host
-from argwatch.server.edge.idle_watch import ANSWER, REQUEST, IdleWatch
+from argwatch.server.edge.idle_watch import PERF_COUNTER_IS_MONOTONIC, REQUEST, IdleWatch
 from argwatch.server.edge.request_limits import TooLong, check_call_ref
 from argwatch.server.repair.tool_export import export_tools
 from argwatch.server.state.call_scope import CallRef
@@ -58,8 +58,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # _judge's steps written out, not called: a call through it would be a coroutine more on every Validate.
         started = perf_counter()
         # The common call answered from its bytes, its latency observed there (edge/native_answers.py); any
-        # other read, judged and observed here.
-        response = self._validator.answer(body, started)
+        # other read, judged and observed here. (Read as an attribute, then called: validator.py says why.)
+        answer = self._validator.answer
+        response = answer(body, started)
         if response is None:
             try:
                 call = wire.call_from_body(body)
@@ -81,22 +82,26 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # iterator and `yield`, so that each side has a deadline: a stream that sends no request for
         # --stream-idle-seconds, or does not take an answer for as long (a client that stopped reading:
         # gRPC's send waits on flow control), gives its place back.
-        clock = asyncio.get_running_loop().time
         watch = IdleWatch(self._idle_seconds)
+        clock = watch.clock
+        started_is_clock = clock is monotonic and PERF_COUNTER_IS_MONOTONIC
         inline = self._judges_inline
         try:
             while True:
-                watch.waiting, watch.since = REQUEST, clock()
+                watch.request_since = clock()
                 body: bytes | object = await context.read()
                 if not isinstance(body, bytes):  # grpc.aio.EOF: the client is done
                     return
-                watch.waiting = None
                 if inline:
                     # _judge's steps written out, not called: a message the quick verdict answers then costs
                     # no coroutine at all (_judge's is left to the traced servicer, which wraps it in a span).
                     started = perf_counter()
-                    response = self._validator.answer(body, started)  # as Validate
-                    if response is None:
+                    answer = self._validator.answer  # as Validate
+                    response = answer(body, started)
+                    if response is not None:  # judged in microseconds: its answer's wait starts as it came
+                        watch.answer_since = started if started_is_clock else clock()
+                    else:
+                        watch.judging = True
                         try:
                             call = wire.call_from_body(body)
                         except (DecodeError, TooLong) as error:
@@ -104,9 +109,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                         verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
                         response = wire.verdict_to_wire(verdict)
                         self._observe(perf_counter() - started)
+                        watch.judging = False
+                        watch.answer_since = clock()
                 else:
+                    watch.judging = True
                     response = await self._judge(body, context)
-                watch.waiting, watch.since = ANSWER, clock()
+                    watch.judging = False
+                    watch.answer_since = clock()
                 await context.write(response)
         except asyncio.CancelledError:
             if not watch.expired():
@@ -133,7 +142,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _judge(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         """One ValidateStream message's verdict, as the bytes answered, timed (the traced servicer adds a span)."""
         started = perf_counter()
-        response = self._validator.answer(body, started)  # as Validate
+        answer = self._validator.answer  # as Validate
+        response = answer(body, started)
         if response is None:
             try:
                 call = wire.call_from_body(body)

@@ -1,11 +1,26 @@
-"""A stream's idle deadline kept as a time stamp the handler moves per message, checked by one timer when due."""
+"""A stream's idle deadline kept as two time stamps the handler moves per message, checked by one timer when due."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
+from collections.abc import Callable
 
 REQUEST = "request"
 ANSWER = "answer"
+
+# time.perf_counter() reads the clock time.monotonic() reads (CPython on Linux and macOS: CLOCK_MONOTONIC): a
+# handler's perf_counter() stamp can then serve as the watch's time stamp too, one clock read a message fewer.
+PERF_COUNTER_IS_MONOTONIC = (
+    time.get_clock_info("perf_counter").implementation == time.get_clock_info("monotonic").implementation
+)
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The loop's clock: time.monotonic itself when the loop's `time` is asyncio's own (which returns it), so
+    that a read costs no Python frame; the loop's method otherwise."""
+    return time.monotonic if type(loop).time is asyncio.BaseEventLoop.time else loop.time
 
 
 class IdleWatch:
@@ -13,14 +28,28 @@ class IdleWatch:
 
     Why not `asyncio.timeout` moved per message: each `reschedule` makes a timer and cancels the last,
     three a message, and the loop's heap carries the cancelled ones (measured: several µs a message).
-    Here a message costs two clock reads and a few stores; the timer fires once per idle period and,
-    when the stream moved since, re-arms at the new deadline. Precision is the same: it closes the
-    stream when `seconds` have passed since the wait began, not later.
+    Here a message costs one clock read and two stores; the timer fires once per idle period and, when
+    the stream moved since, re-arms at the new deadline. Precision is the same: it closes the stream
+    when `seconds` have passed since the wait began, not later.
 
-    The handler sets `waiting` (REQUEST, ANSWER, or None while a call is judged: no deadline then)
-    and `since`, and on CancelledError asks `expired()` whether the cancel was this watch's."""
+    The handler stores, on the loop's clock (`clock`), `request_since` as it starts waiting for a request
+    and `answer_since` as it starts waiting for its answer to be taken: the later of the two is the wait
+    under way. While a call is judged across an await, `judging` is True: no deadline then. A call judged
+    without an await needs no flag: the timer cannot run before `answer_since` is stored. On
+    CancelledError the handler asks `expired()` whether the cancel was this watch's."""
 
-    __slots__ = ("_cancelling", "_loop", "_seconds", "_task", "_timer", "fired", "since", "waiting")
+    __slots__ = (
+        "_cancelling",
+        "_loop",
+        "_seconds",
+        "_task",
+        "_timer",
+        "answer_since",
+        "clock",
+        "fired",
+        "judging",
+        "request_since",
+    )
 
     def __init__(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -30,17 +59,26 @@ class IdleWatch:
         self._seconds = seconds
         self._task = task
         self._cancelling = task.cancelling()
-        self.waiting: str | None = REQUEST
-        self.since = loop.time()
+        self.clock = loop_clock(loop)
+        self.request_since = loop.time()
+        self.answer_since = -math.inf
+        self.judging = False
         self.fired = False
-        self._timer = loop.call_at(self.since + seconds, self._check)
+        self._timer = loop.call_at(self.request_since + seconds, self._check)
+
+    @property
+    def waiting(self) -> str | None:
+        """REQUEST or ANSWER: what the stream is waiting for; None while a call is judged."""
+        if self.judging:
+            return None
+        return ANSWER if self.answer_since > self.request_since else REQUEST
 
     def _check(self) -> None:
         now = self._loop.time()
-        if self.waiting is None:  # a call is being judged: its wait starts when it is answered
+        if self.judging:  # its wait starts when it is answered
             due = now + self._seconds
         else:
-            due = self.since + self._seconds
+            due = max(self.request_since, self.answer_since) + self._seconds
             if now >= due:
                 self.fired = True
                 self._task.cancel()

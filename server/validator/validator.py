@@ -213,10 +213,14 @@ class Validator:
         wrapped = self._decisions.enabled or shadowed
         if self._answers is not None:
             self._answers.pause(wrapped)
-        if self._answers is not None and not wrapped:
-            self.answer = self._answers.answer  # type: ignore[method-assign,assignment]
-        else:
-            self.__dict__.pop("answer", None)  # the class's own: no call is answered from its bytes
+        # The response's bytes for a ValidateRequest's bytes when a tool armed from its quick verdict answers it
+        # (edge/native_answers.py), counted as the quick verdict counts and its latency since `started` (its
+        # perf_counter() reading) observed; None, having counted and observed nothing, otherwise (always, without
+        # answers, or while a decision log or shadow wraps `validate`). An instance attribute the class does not
+        # define: read as one, it is a specialised look-up where a method shadowed by it is not.
+        self.answer: Callable[[bytes, float], bytes | None] = (
+            self._answers.answer if self._answers is not None and not wrapped else _no_answer
+        )
 
     def read_set(self, name: str) -> SetReading | None:
         """A value set as the checks would use it now (None: unavailable)."""
@@ -241,13 +245,6 @@ class Validator:
         assert self._shadow is not None
         self._shadow.offer(call, verdict, self.policy)
         return verdict
-
-    def answer(self, body: bytes, started: float) -> bytes | None:
-        """The response's bytes for a ValidateRequest's bytes, when a tool armed from its quick verdict answers
-        it (edge/native_answers.py), counted as the quick verdict counts and its latency since `started` (its
-        perf_counter() reading) observed; None, having counted and observed nothing, otherwise. What this is
-        without answers, or while a decision log or shadow wraps `validate`."""
-        return None
 
     def quick_verdict(self, call: ToolCall) -> Verdict | None:
         """`validate`'s verdict on `call`, made without awaiting, when its tool's quick verdict takes the call and
@@ -698,6 +695,11 @@ def _repeated(sighting: Sighting) -> Problem:
 
 def _malformed(reason: str) -> Problem:
     return Problem(code=ProblemCode.MALFORMED_ARGUMENTS, message=f"arguments: {reason}")
+
+
+def _no_answer(body: bytes, started: float) -> None:
+    """Validator.answer without native answers: no call is answered from its bytes."""
+    return None
 
 
 def _not_now(call: ToolCall) -> Verdict | None:
