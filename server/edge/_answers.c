@@ -48,6 +48,7 @@ enum {
     PLAN_TALLIES,    /* (Tally, ...): each one's value += 1 */
     PLAN_SIGNATURES, /* the live dict of signature counts, or None */
     PLAN_SIGNATURE,  /* the key counted in it */
+    PLAN_SIGNATURE_HASH, /* int: hash(the key), checked by arm */
     PLAN_PREFIX,     /* bytes: the answer without its call id */
     PLAN_FIELDS
 };
@@ -249,7 +250,30 @@ static int bound_names(PyObject *plan, Bound *bound) {
 }
 
 /* The plan's counts, as the quick verdict makes them. Called only once the call is answered. */
-static int count(Answers *self, PyObject *plan, PyObject *signature_count) {
+/* The signature's count (borrowed; NULL, no error, when the counts do not hold its key) and its write, by the
+   hash arm checked: the key, a tuple, is not hashed again each call. (CPython's known-hash calls are not in
+   its limited API; from 3.13 on, the plain ones.) */
+static PyObject *signature_count_of(PyObject *plan, Py_hash_t hash) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_GetItem_KnownHash(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES), PyTuple_GET_ITEM(plan, PLAN_SIGNATURE),
+                                     hash);
+#else
+    (void)hash;
+    return PyDict_GetItemWithError(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES), PyTuple_GET_ITEM(plan, PLAN_SIGNATURE));
+#endif
+}
+
+static int set_signature_count(PyObject *plan, PyObject *count, Py_hash_t hash) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_SetItem_KnownHash(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES), PyTuple_GET_ITEM(plan, PLAN_SIGNATURE),
+                                     count, hash);
+#else
+    (void)hash;
+    return PyDict_SetItem(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES), PyTuple_GET_ITEM(plan, PLAN_SIGNATURE), count);
+#endif
+}
+
+static int count(Answers *self, PyObject *plan, PyObject *signature_count, Py_hash_t hash) {
     PyObject *tallies = PyTuple_GET_ITEM(plan, PLAN_TALLIES);
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tallies); at++) {
         /* What its descriptor's write does, without the look-up (arm took only tallies of the tally type). */
@@ -265,8 +289,7 @@ static int count(Answers *self, PyObject *plan, PyObject *signature_count) {
     if (signature_count != NULL) {
         PyObject *more = PyNumber_Add(signature_count, self->one);
         if (more == NULL) return -1;
-        int failed =
-            PyDict_SetItem(PyTuple_GET_ITEM(plan, PLAN_SIGNATURES), PyTuple_GET_ITEM(plan, PLAN_SIGNATURE), more);
+        int failed = set_signature_count(plan, more, hash);
         Py_DECREF(more);
         if (failed) return -1;
     }
@@ -358,6 +381,7 @@ static PyObject *answers_answer(Answers *self, PyObject *const *args, Py_ssize_t
     if (plan == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_INCREF(plan); /* a guard's attribute read runs Python code, which may arm the tool again */
     PyObject *result = NULL, *signature_count = NULL;
+    Py_hash_t hash = 0;
     int holds = guards_hold(plan, lens[CONVERSATION] > 0);
     if (holds == PLAN_STALE) {
         if (drop_plan(self, plan, starts[TOOL], lens[TOOL]) < 0) goto failed;
@@ -368,7 +392,8 @@ static PyObject *answers_answer(Answers *self, PyObject *const *args, Py_ssize_t
     if (signatures != Py_None) {
         /* Before the arguments are read: a signature no longer kept (forgotten while idle, or its tool's slots
            full) is counted by the Python path, which would read them again. */
-        signature_count = PyDict_GetItemWithError(signatures, PyTuple_GET_ITEM(plan, PLAN_SIGNATURE));
+        hash = (Py_hash_t)PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, PLAN_SIGNATURE_HASH)); /* arm checked it */
+        signature_count = signature_count_of(plan, hash);
         if (signature_count == NULL) {
             if (PyErr_Occurred()) goto failed;
             goto declined_quietly;
@@ -391,7 +416,7 @@ static PyObject *answers_answer(Answers *self, PyObject *const *args, Py_ssize_t
     if (holds != 1) goto declined;
     result = answer_bytes(PyTuple_GET_ITEM(plan, PLAN_PREFIX), starts[CALL_ID], lens[CALL_ID]);
     if (result == NULL) goto failed;
-    if (count(self, plan, signature_count) < 0) Py_CLEAR(result);
+    if (count(self, plan, signature_count, hash) < 0) Py_CLEAR(result);
     else buckets_observe((Buckets *)self->latency, perf_counter_now() - PyFloat_AS_DOUBLE(args[1]));
     goto done;
 declined:
@@ -434,6 +459,15 @@ static PyObject *answers_arm(Answers *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError,
                         "a plan's guards are (object, attribute, expected), its bindings (argument, members)");
         return NULL;
+    }
+    if (PyTuple_GET_ITEM(plan, PLAN_SIGNATURES) != Py_None) {
+        PyObject *hash = PyTuple_GET_ITEM(plan, PLAN_SIGNATURE_HASH);
+        Py_hash_t computed = PyObject_Hash(PyTuple_GET_ITEM(plan, PLAN_SIGNATURE));
+        if (computed == -1 && PyErr_Occurred()) return NULL;
+        if (!PyLong_Check(hash) || PyLong_AsSsize_t(hash) != computed) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a plan's signature_hash is hash(its signature)");
+            return NULL;
+        }
     }
     PyObject *tallies = PyTuple_GET_ITEM(plan, PLAN_TALLIES);
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tallies); at++) {

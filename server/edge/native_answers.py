@@ -49,6 +49,7 @@ class NativePlan(NamedTuple):
     tallies: tuple[object, ...]  # each one's value += 1
     signatures: Mapping[SignatureKey, int] | None  # the live signature counts, where kept
     signature: object  # the key counted in them
+    signature_hash: int  # hash(signature), so that _answers.c does not hash the key (a tuple) twice a call
     prefix: bytes  # the answer without its call id
 
 
@@ -139,6 +140,7 @@ class NativeAnswers:
             meters.passed_tallies(verdict.mode),
             counts,
             signature,
+            hash(signature),
             answer_prefix(verdict),
         )
         self._answers.arm(key, plan)

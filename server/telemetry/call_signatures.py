@@ -52,8 +52,15 @@ class CallSignatures:
 
     def kept_count(self, tool: str, signature: Signature) -> tuple[dict[SignatureKey, int], SignatureKey]:
         """(the live counts, the key): count(tool, signature) of a key the counts hold is `counts[key] += 1`,
-        which edge/native_answers.py does itself; of a key they do not hold, it leaves the call to count()."""
-        return self._counts, (tool, signature)
+        which edge/native_answers.py does itself; of a key they do not hold, it leaves the call to count().
+        A key they hold is put back under the object returned (its count kept, only its place in their order
+        moves): a look-up with it is then decided by identity, with no comparison of the tuples."""
+        key = (tool, signature)
+        counts = self._counts
+        held = counts.pop(key, None)
+        if held is not None:
+            counts[key] = held
+        return counts, key
 
     def forget(self, keys: list[SignatureKey]) -> None:
         """Drops these signatures (no call had them for IDLE_SECONDS), freeing their tools' slots."""

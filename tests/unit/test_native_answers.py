@@ -39,6 +39,7 @@ from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.telemetry.tallies import Tally
 from argwatch.server.validator import Validator
 from argwatch.server.valuesets.provider import ValueSetProvider
+from argwatch.server.verdict.call_signature import NO_PROBLEMS
 from argwatch.v1 import gateway_pb2
 from tests.unit.test_quick_verdict import ORDERS, POLICY, SETS, metric_lines
 
@@ -348,7 +349,7 @@ def test_offer_builds_a_plan_only_for_a_tool_without_one_and_a_stale_plan_is_dro
     assert built == [(b"t", "bindings", "meters")]
     state = SimpleNamespace(generation=1)
     open_repairs = {("conv-1", "call-0"): object()}
-    plan = NativePlan(math.inf, None, (), ((state, "generation", 1),), open_repairs, (), (), None, None, b"")
+    plan = NativePlan(math.inf, None, (), ((state, "generation", 1),), open_repairs, (), (), None, None, 0, b"")
     answers.arm(b"t", plan)
     answers.offer(lambda *given: built.append(given), b"t", "bindings", "meters")
     assert len(built) == 1  # armed: nothing built
@@ -375,3 +376,23 @@ def test_offer_builds_a_plan_only_for_a_tool_without_one_and_a_stale_plan_is_dro
         answers.offer(print)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="offer takes"):
         answers.offer(print, "t")  # type: ignore[arg-type]
+
+
+def test_a_plan_counts_its_signature_by_the_hash_arm_checked_and_the_key_the_counts_hold() -> None:
+    signatures = CallSignatures()
+    signatures.count("t", NO_PROBLEMS)
+    signatures.count("t", NO_PROBLEMS)
+    counts, key = signatures.kept_count("t", NO_PROBLEMS)
+    assert counts[key] == 2 and next(iter(counts)) is key  # the count kept, under the object returned
+    answers = Answers(FIELD_LIMITS, Tally, Buckets((1.0,)))
+    wrong = NativePlan(math.inf, None, (), (), {}, (), (), counts, key, hash(key) + 1, b"")
+    with pytest.raises(ValueError, match="signature_hash"):
+        answers.arm(b"t", wrong)
+    answers.arm(b"t", wrong._replace(signature_hash=hash(key)))
+    assert answers.answer(request("t", b"{}", "call-1", "", "cus_1"), 0.0) is not None
+    assert signatures.counts() == {("t", NO_PROBLEMS): 3}
+    # Forgotten, then counted again under another tuple: the plan's look-up compares, and still counts it.
+    signatures.forget([key])
+    signatures.count("t", NO_PROBLEMS)
+    assert answers.answer(request("t", b"{}", "call-2", "", "cus_1"), 0.0) is not None
+    assert signatures.counts() == {("t", NO_PROBLEMS): 2}
