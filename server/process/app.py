@@ -51,7 +51,7 @@ from argwatch.server.telemetry.call_signatures import IDLE_SECONDS, CallSignatur
 from argwatch.server.telemetry.count_windows import CountWindows
 from argwatch.server.telemetry.counts import CountKey
 from argwatch.server.telemetry.events import EventLog
-from argwatch.server.telemetry.metrics import GatewayMetrics
+from argwatch.server.telemetry.metrics import GatewayMetrics, ToolMeters
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog, dropped_sample_records
 from argwatch.server.validator import Validator
@@ -109,7 +109,8 @@ class RunningGateway:
     health: health.aio.HealthServicer
     admin: AdminServicer
     gateway_servicer: GatewayServicer
-    rebuild: Callable[[Policy], ServedPolicy]  # what depends on the policy, built for another one (a reload)
+    # What depends on the policy, built for another one (a reload), with each tool's metric children if built.
+    rebuild: Callable[[Policy, Mapping[str, SetFetcher] | None, Mapping[str, ToolMeters] | None], ServedPolicy]
     _server: grpc.aio.Server
     _admin_server: grpc.aio.Server
     _metrics_listener: MetricsListener
@@ -228,8 +229,11 @@ async def build_gateway(
     # Kept across reloads: each new Validator hands it the calls it decided.
     shadow = ShadowRunner(metrics, modes, max_in_flight=settings.shadow_max_in_flight, clock=clock)
 
-    def rebuild(chosen: Policy, given: Mapping[str, SetFetcher] | None = None) -> ServedPolicy:
-        """Everything that depends on the policy: at start, and again for a reload."""
+    def rebuild(
+        chosen: Policy, given: Mapping[str, SetFetcher] | None = None, meters: Mapping[str, ToolMeters] | None = None
+    ) -> ServedPolicy:
+        """Everything that depends on the policy: at start, and again for a reload (which passes each tool's
+        metric children, built in turns of the loop: validator/tool_meters.py)."""
         provider = ValueSetProvider(
             chosen,
             given or {name: make_fetcher(config, limits_of(chosen, name)) for name, config in chosen.sources.items()},
@@ -258,6 +262,7 @@ async def build_gateway(
             decisions=decisions,
             shadow=shadow,
             answers=NativeAnswers(provider, modes, repairs, signatures, metrics.validate_seconds.buckets),
+            meters=meters,
         )
         return ServedPolicy(chosen, provider, record_clients, validator)
 

@@ -31,6 +31,7 @@ from argwatch.server.policy.loader import PolicyError, load_policy
 from argwatch.server.policy.model import Policy
 from argwatch.server.process.daemon_call import call_with_deadline
 from argwatch.server.process.gil_handover import handing_over_often
+from argwatch.server.validator.tool_meters import tool_meters_in_turns
 
 if TYPE_CHECKING:
     from argwatch.server.process.app import RunningGateway
@@ -170,7 +171,8 @@ class PolicyReloader:
             return ReloadResult("unchanged", old.version, old.version)
         serving = gateway.serving
         old_provider, old_clients = serving.provider, serving.record_clients
-        parts = gateway.rebuild(policy)
+        meters = await tool_meters_in_turns(policy, gateway.metrics)  # the one part of the build that is per tool
+        parts = gateway.rebuild(policy, None, meters)
         try:
             carried = set(parts.provider.carry_over(also_from)) if also_from is not None else set()
             carried |= set(parts.provider.carry_over(old_provider))  # the live copies win where both have one

@@ -40,6 +40,7 @@ from argwatch.server.telemetry.metrics import (
 from argwatch.server.telemetry.offenders import OffenderTable
 from argwatch.server.telemetry.samples import SampledValueLog
 from argwatch.server.validator.quick_verdict import AnswerPlans, QuickVerdict, has_quick_path
+from argwatch.server.validator.tool_meters import tool_meters
 from argwatch.server.valuesets.provider import ValueSetProvider
 from argwatch.server.verdict.call_signature import NO_PROBLEMS, signature_of
 from argwatch.server.verdict.check_names import CheckNames
@@ -99,13 +100,15 @@ class Validator:
         shadow: ShadowTap | None = None,
         counted: bool = True,
         answers: AnswerPlans | None = None,
+        meters: Mapping[str, ToolMeters] | None = None,
     ) -> None:
         """`repairs`, `operations` and `signatures` are left out offline (replay): nothing is tracked, every
         call is an operation's first, no preview counts are kept. `decisions`: the decision log (None: none).
         `shadow`: where decided calls are judged again by a shadow policy, while it has one (None: never).
         `counted`: False for a judgment that records nothing (a shadow's): no metrics, offenders or samples.
         `answers`: where a tool whose quick verdict is membership alone is armed to be answered from a request's
-        bytes (edge/native_answers.py; None: every call is read into a ToolCall)."""
+        bytes (edge/native_answers.py; None: every call is read into a ToolCall). `meters`: each tool's metric
+        children, already built (tool_meters.py: a reload builds them in turns of the loop; None: built here)."""
         self.policy = policy
         self._provider = provider
         self._modes = modes
@@ -125,12 +128,7 @@ class Validator:
         )
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
         self._sets_by_tool = PerTool(policy.tools, _distinct_sets)
-        self._meters = {
-            name: metrics.for_tool(
-                name, [(b.name, b.value_set) for b in tool.arguments], side_effect=tool.side_effect is not None
-            )
-            for name, tool in policy.tools.items()
-        }
+        self._meters = dict(meters) if meters is not None else tool_meters(policy, metrics)
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         metrics.keep_tool_meters([*self._meters.values(), self._unknown_meters])  # reused by the next reload
         self._plans = PerTool(policy.tools, members_plan)
