@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission, peer_host
-from argwatch.server.edge.idle_watch import PERF_COUNTER_IS_MONOTONIC, REQUEST, IdleWatch
+from argwatch.server.edge.idle_watch import ANSWER, PERF_COUNTER_IS_MONOTONIC, REQUEST, IdleWatch
 from argwatch.server.edge.request_limits import TooLong, check_call_ref
 from argwatch.server.repair.tool_export import export_tools
 from argwatch.server.state.call_scope import CallRef
@@ -88,7 +88,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         inline = self._judges_inline
         try:
             while True:
-                watch.request_since = clock()
+                watch.waiting, watch.since = REQUEST, clock()
                 body: bytes | object = await context.read()
                 if not isinstance(body, bytes):  # grpc.aio.EOF: the client is done
                     return
@@ -99,9 +99,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     answer = self._validator.answer  # as Validate
                     response = answer(body, started)
                     if response is not None:  # judged in microseconds: its answer's wait starts as it came
-                        watch.answer_since = started if started_is_clock else clock()
+                        watch.waiting, watch.since = ANSWER, started if started_is_clock else clock()
                     else:
-                        watch.judging = True
+                        watch.waiting = None
                         try:
                             call = wire.call_from_body(body)
                         except (DecodeError, TooLong) as error:
@@ -109,13 +109,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                         verdict = self._validator.quick_verdict(call) or await self._validator.validate(call)
                         response = wire.verdict_to_wire(verdict)
                         self._observe(perf_counter() - started)
-                        watch.judging = False
-                        watch.answer_since = clock()
+                        watch.waiting, watch.since = ANSWER, clock()
                 else:
-                    watch.judging = True
+                    watch.waiting = None
                     response = await self._judge(body, context)
-                    watch.judging = False
-                    watch.answer_since = clock()
+                    watch.waiting, watch.since = ANSWER, clock()
                 await context.write(response)
         except asyncio.CancelledError:
             if not watch.expired():

@@ -1,9 +1,8 @@
-"""A stream's idle deadline kept as two time stamps the handler moves per message, checked by one timer when due."""
+"""A stream's idle deadline kept as a time stamp the handler moves per message, checked by one timer when due."""
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Callable
 
@@ -28,28 +27,17 @@ class IdleWatch:
 
     Why not `asyncio.timeout` moved per message: each `reschedule` makes a timer and cancels the last,
     three a message, and the loop's heap carries the cancelled ones (measured: several µs a message).
-    Here a message costs one clock read and two stores; the timer fires once per idle period and, when
-    the stream moved since, re-arms at the new deadline. Precision is the same: it closes the stream
-    when `seconds` have passed since the wait began, not later.
+    Here a wait begun costs two stores and at most one clock read; the timer fires once per idle period
+    and, when the stream moved since, re-arms at the new deadline. Precision is the same: it closes the
+    stream when `seconds` have passed since the wait began, not later.
 
-    The handler stores, on the loop's clock (`clock`), `request_since` as it starts waiting for a request
-    and `answer_since` as it starts waiting for its answer to be taken: the later of the two is the wait
-    under way. While a call is judged across an await, `judging` is True: no deadline then. A call judged
-    without an await needs no flag: the timer cannot run before `answer_since` is stored. On
-    CancelledError the handler asks `expired()` whether the cancel was this watch's."""
+    The handler sets `waiting` (REQUEST, ANSWER, or None while a call is judged across an await: no
+    deadline then) and `since`, on the loop's clock (`clock`); a call judged without an await needs no
+    None, as the timer cannot run before the next wait is set. What is waited for is stored, not worked
+    out from the stamps: on a coarse clock two stamps can be equal. On CancelledError the handler asks
+    `expired()` whether the cancel was this watch's."""
 
-    __slots__ = (
-        "_cancelling",
-        "_loop",
-        "_seconds",
-        "_task",
-        "_timer",
-        "answer_since",
-        "clock",
-        "fired",
-        "judging",
-        "request_since",
-    )
+    __slots__ = ("_cancelling", "_loop", "_seconds", "_task", "_timer", "clock", "fired", "since", "waiting")
 
     def __init__(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -60,25 +48,17 @@ class IdleWatch:
         self._task = task
         self._cancelling = task.cancelling()
         self.clock = loop_clock(loop)
-        self.request_since = loop.time()
-        self.answer_since = -math.inf
-        self.judging = False
+        self.waiting: str | None = REQUEST
+        self.since = loop.time()
         self.fired = False
-        self._timer = loop.call_at(self.request_since + seconds, self._check)
-
-    @property
-    def waiting(self) -> str | None:
-        """REQUEST or ANSWER: what the stream is waiting for; None while a call is judged."""
-        if self.judging:
-            return None
-        return ANSWER if self.answer_since > self.request_since else REQUEST
+        self._timer = loop.call_at(self.since + seconds, self._check)
 
     def _check(self) -> None:
         now = self._loop.time()
-        if self.judging:  # its wait starts when it is answered
+        if self.waiting is None:  # a call is being judged: its wait starts when it is answered
             due = now + self._seconds
         else:
-            due = max(self.request_since, self.answer_since) + self._seconds
+            due = self.since + self._seconds
             if now >= due:
                 self.fired = True
                 self._task.cancel()
