@@ -31,6 +31,7 @@ from array import array
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_control import Control, cpu_control
 from figures import report
 from loop_work import longest_callback
 from refresh import Source, rss_bytes, started_provider, until_applied
@@ -97,7 +98,7 @@ async def run(source: Source, size: int, rate: float, seconds: float, stacks: Co
 
     path = os.path.join(tempfile.mkdtemp(), "published.json")
     tasks = [asyncio.create_task(watch()), asyncio.create_task(sample_rss())]
-    with longest_callback() as work:
+    with cpu_control() as control, longest_callback() as work:
         source.send(f"churn {name} {rate} {seconds} {path}")
         await asyncio.get_running_loop().run_in_executor(None, source.ack)
         await asyncio.sleep(0.2)  # the last deltas land
@@ -124,6 +125,7 @@ async def run(source: Source, size: int, rate: float, seconds: float, stacks: Co
         "longest_callback_cpu_ms": work.seconds * 1000,
         "longest_callback": work.where,
         "longest_callbacks": work.worst(),
+        "control": control,
     }
 
 
@@ -191,6 +193,8 @@ def main() -> int:
         f"the loop's longest callback, its thread's CPU time (loop_work.py): {found['longest_callback_cpu_ms']:.1f} ms"
         f" (by callback: {found['longest_callbacks']})"
     )
+    control: Control = found["control"]  # type: ignore[assignment]
+    print(control.words())
     started = found["published"][0][1]  # type: ignore[index]
     worst: dict[int, float] = {}
     for (_, at), lag in zip(found["published"], lags, strict=True):  # type: ignore[call-overload]
@@ -212,6 +216,15 @@ def main() -> int:
     report(f"{churned}: loop ticks (1 ms) late by over 5 ms", over_goal, f"of {len(stalls):,}")
     work_ms = float(found["longest_callback_cpu_ms"])  # type: ignore[arg-type]
     report(f"{churned}: the loop's longest callback, its thread's CPU time (loop_work.py)", work_ms, "ms")
+    if control.result:
+        # What the machine alone adds to a callback's reading in the same run: a fixed piece of work, ~0.2 ms.
+        report(
+            f"{churned}: a fixed piece of work beside it, its longest reading of its thread's CPU time "
+            "(cpu_control.py)",
+            control.result["max_ms"],
+            "ms",
+            baseline=f"median {control.result['median_ms']:.2f} ms, {control.result['pieces']:,.0f} pieces",
+        )
     # "RSS flat" sets no number to judge by: the growth is shown, the table does not call it met. The first
     # sample is taken as the deltas start, with the snapshot's load not yet handed back: growth from the second.
     after_load = rss[1] if len(rss) > 1 else rss[0]
