@@ -215,16 +215,19 @@ def main() -> int:
     report(f"{churned}: loop stall, max", stall_max, "ms", "<= 5 ms", stall_max <= 5)
     report(f"{churned}: loop ticks (1 ms) late by over 5 ms", over_goal, f"of {len(stalls):,}")
     work_ms = float(found["longest_callback_cpu_ms"])  # type: ignore[arg-type]
-    report(f"{churned}: the loop's longest callback, its thread's CPU time (loop_work.py)", work_ms, "ms")
-    if control.result:
-        # What the machine alone adds to a callback's reading in the same run: a fixed piece of work, ~0.2 ms.
-        report(
-            f"{churned}: a fixed piece of work beside it, its longest reading of its thread's CPU time "
-            "(cpu_control.py)",
-            control.result["max_ms"],
-            "ms",
-            baseline=f"median {control.result['median_ms']:.2f} ms, {control.result['pieces']:,.0f} pieces",
-        )
+    # Read against a fixed piece of work's readings by the same clock in the same run (cpu_control.py says why).
+    control_words = (
+        f"a fixed {control.result['median_ms']:.2f} ms piece of work in a process beside the run read up to "
+        f"{control.result['max_ms']:.2f} ms (cpu_control.py), same run"
+        if control.result
+        else "the control beside the run gave no reading"
+    )
+    report(
+        f"{churned}: the loop's longest callback, its thread's CPU time (loop_work.py)",
+        work_ms,
+        "ms",
+        baseline=control_words,
+    )
     # "RSS flat" sets no number to judge by: the growth is shown, the table does not call it met. The first
     # sample is taken as the deltas start, with the snapshot's load not yet handed back: growth from the second.
     after_load = rss[1] if len(rss) > 1 else rss[0]
@@ -247,6 +250,7 @@ def main() -> int:
                 "lag_ms": {"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99), "max": max(lags), "over_50": late},
                 "stall_ms": {"p99": quantile(stalls, 0.99), "max": max(stalls)},
                 "bases": found["bases"],
+                "control": control.result,
                 "rss_mib": rss,
                 "lags_ms": lags,
             },

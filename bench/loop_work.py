@@ -5,8 +5,10 @@ shared 2-core machine also counts the time the loop's thread was ready but
 not running (the owner's process, the gRPC threads and the worker threads
 want the cores too). CLOCK_THREAD_CPUTIME_ID counts only the time the thread
 ran: the longest callback by that clock is the longest the gateway's own work
-held the loop. Measured by wrapping asyncio's Handle._run for the duration
-(a measuring tool's hook, never in the gateway).
+held the loop, as far as the clock tells: on this VM it can read more than
+the work (cpu_control.py measures by how much, beside a run). Measured by
+wrapping asyncio's Handle._run for the duration (a measuring tool's hook,
+never in the gateway).
 """
 
 from __future__ import annotations
