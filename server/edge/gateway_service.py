@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import wraps
-from time import monotonic, perf_counter
+from time import perf_counter
 from typing import Any
 
 import grpc
@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from argwatch.server.edge import wire
 from argwatch.server.edge.admission import Admission, peer_host
-from argwatch.server.edge.idle_watch import ANSWER, PERF_COUNTER_IS_MONOTONIC, REQUEST, IdleWatch
+from argwatch.server.edge.idle_watch import ANSWER, REQUEST, IdleWatch
 from argwatch.server.edge.request_limits import TooLong, check_call_ref
 from argwatch.server.repair.tool_export import export_tools
 from argwatch.server.state.call_scope import CallRef
@@ -84,7 +84,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # gRPC's send waits on flow control), gives its place back.
         watch = IdleWatch(self._idle_seconds)
         clock = watch.clock
-        started_is_clock = clock is monotonic and PERF_COUNTER_IS_MONOTONIC
+        started_is_clock = watch.perf_counter_is_clock
         inline = self._judges_inline
         try:
             while True:

@@ -9,9 +9,8 @@ from collections.abc import Callable
 REQUEST = "request"
 ANSWER = "answer"
 
-# time.perf_counter() reads the clock time.monotonic() reads (CPython on Linux and macOS: CLOCK_MONOTONIC): a
-# handler's perf_counter() stamp can then serve as the watch's time stamp too, one clock read a message fewer.
-PERF_COUNTER_IS_MONOTONIC = (
+# time.perf_counter() reads the clock time.monotonic() reads (CPython on Linux and macOS: CLOCK_MONOTONIC).
+_PERF_COUNTER_IS_MONOTONIC = (
     time.get_clock_info("perf_counter").implementation == time.get_clock_info("monotonic").implementation
 )
 
@@ -32,12 +31,24 @@ class IdleWatch:
     stream when `seconds` have passed since the wait began, not later.
 
     The handler sets `waiting` (REQUEST, ANSWER, or None while a call is judged across an await: no
-    deadline then) and `since`, on the loop's clock (`clock`); a call judged without an await needs no
+    deadline then) and `since`, on the loop's clock (`clock`, or a perf_counter() reading where
+    `perf_counter_is_clock`: one clock read a message fewer); a call judged without an await needs no
     None, as the timer cannot run before the next wait is set. What is waited for is stored, not worked
     out from the stamps: on a coarse clock two stamps can be equal. On CancelledError the handler asks
     `expired()` whether the cancel was this watch's."""
 
-    __slots__ = ("_cancelling", "_loop", "_seconds", "_task", "_timer", "clock", "fired", "since", "waiting")
+    __slots__ = (
+        "_cancelling",
+        "_loop",
+        "_seconds",
+        "_task",
+        "_timer",
+        "clock",
+        "fired",
+        "perf_counter_is_clock",
+        "since",
+        "waiting",
+    )
 
     def __init__(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -48,6 +59,7 @@ class IdleWatch:
         self._task = task
         self._cancelling = task.cancelling()
         self.clock = loop_clock(loop)
+        self.perf_counter_is_clock = self.clock is time.monotonic and _PERF_COUNTER_IS_MONOTONIC
         self.waiting: str | None = REQUEST
         self.since = loop.time()
         self.fired = False

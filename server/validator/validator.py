@@ -128,7 +128,7 @@ class Validator:
         )
         # Each tool's distinct bound sets and its metric children, computed once rather than per call.
         self._sets_by_tool = PerTool(policy.tools, _distinct_sets)
-        self._meters = dict(meters) if meters is not None else tool_meters(policy, metrics)
+        self._meters: Mapping[str, ToolMeters] = meters if meters is not None else tool_meters(policy, metrics)
         self._unknown_meters = metrics.for_tool(UNKNOWN_LABEL)
         metrics.keep_tool_meters([*self._meters.values(), self._unknown_meters])  # reused by the next reload
         self._plans = PerTool(policy.tools, members_plan)
